@@ -1,0 +1,76 @@
+//! Goodput of several policies on one scenario and seed, side by side.
+
+use serde::Serialize;
+
+use baton_sched::sim::find_goodput;
+use baton_sched::{PolicyKind, Scenario};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ComparisonRow {
+    pub scenario: String,
+    pub policy: String,
+    pub goodput_rps: f64,
+    pub mean_batch: f64,
+    pub gpu_idle_fraction: f64,
+    pub queue_delay_p99_ms: f64,
+    pub probes: usize,
+}
+
+/// One goodput search per policy, in the order given.
+pub fn compare_policies(
+    scenario: &Scenario,
+    policies: &[PolicyKind],
+    rel_tolerance: f64,
+) -> Vec<ComparisonRow> {
+    policies
+        .iter()
+        .map(|&p| {
+            let g = find_goodput(scenario, p, rel_tolerance);
+            let at = g.at_goodput.as_ref();
+            ComparisonRow {
+                scenario: scenario.name.clone(),
+                policy: p.as_str().to_string(),
+                goodput_rps: g.goodput_rps,
+                mean_batch: at.map_or(0.0, |r| r.mean_batch),
+                gpu_idle_fraction: at.map_or(1.0, |r| r.gpu_idle_fraction),
+                queue_delay_p99_ms: at.map_or(0.0, |r| {
+                    r.models
+                        .iter()
+                        .map(|m| m.queue_delay_p99_ms)
+                        .fold(0.0, f64::max)
+                }),
+                probes: g.probes.len(),
+            }
+        })
+        .collect()
+}
+
+/// The rows as a table; ratios are against the first row.
+pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String {
+    let mut s = format!(
+        "{} ({} models, {} GPUs, seed {})\n{:<12} {:>12} {:>9} {:>10} {:>9} {:>12}\n",
+        scenario.name,
+        scenario.models.len(),
+        scenario.cluster.backends,
+        scenario.seed,
+        "policy",
+        "goodput r/s",
+        "ratio",
+        "mean batch",
+        "GPU idle",
+        "qd p99 ms"
+    );
+    let base = rows.first().map_or(0.0, |r| r.goodput_rps);
+    for r in rows {
+        let ratio = if base > 0.0 {
+            r.goodput_rps / base
+        } else {
+            0.0
+        };
+        s += &format!(
+            "{:<12} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}\n",
+            r.policy, r.goodput_rps, ratio, r.mean_batch, r.gpu_idle_fraction, r.queue_delay_p99_ms
+        );
+    }
+    s
+}

@@ -1,0 +1,16 @@
+//! # baton-perf — harnesses that measure Baton
+//!
+//! Paper reproductions in the simulator, side-by-side policy comparisons,
+//! scheduler micro-benchmarks and their plots. Every harness is a binary
+//! under `src/bin/` with a `--quick` mode that the test suite runs, so the
+//! harnesses never rot; the full runs are commands, never timed tests.
+//! Results are ratios from one invocation: both sides of a comparison run
+//! on the same scenario and seed.
+
+pub mod compare;
+pub mod plot;
+pub mod report;
+pub mod sched_speed;
+
+pub use compare::{compare_policies, format_comparison, ComparisonRow};
+pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO};

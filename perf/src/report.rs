@@ -1,0 +1,60 @@
+//! Loading scenario files and printing simulator reports as tables.
+
+use std::path::{Path, PathBuf};
+
+use baton_sched::sim::Report;
+use baton_sched::Scenario;
+
+/// The built-in default scenario: Symphony's Table 4 ResNet50 setup.
+pub const BUILTIN_SCENARIO: &str = include_str!("../scenarios/table4-resnet50.toml");
+
+/// Reads and parses a scenario file; every error names the file.
+pub fn load_scenario(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The scenarios shipped under `perf/scenarios/`, sorted by file name.
+pub fn shipped_scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn print_report(r: &Report) {
+    println!(
+        "{} / {} seed {}: offered {:.1} r/s, goodput {:.1} r/s, bad rate {:.4}, GPU idle {:.3}, mean batch {:.2}",
+        r.scenario, r.policy, r.seed, r.offered_rps, r.goodput_rps, r.bad_rate, r.gpu_idle_fraction, r.mean_batch
+    );
+    println!(
+        "answers: sent {} = ok {} + late {} + dropped {} (unanswered {}, infeasible plans {})",
+        r.sent, r.ok, r.late, r.dropped, r.checks.unanswered, r.checks.infeasible_plans
+    );
+    println!(
+        "{:<20} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>11}",
+        "model", "offered", "bad", "p50 ms", "p99 ms", "batch", "qd p99", "drops"
+    );
+    for m in &r.models {
+        let drops: Vec<String> = m
+            .drop_reasons
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "{:<20} {:>10.1} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>11}",
+            m.name,
+            m.offered_rps,
+            m.bad_rate,
+            m.p50_ms,
+            m.p99_ms,
+            m.mean_batch,
+            m.queue_delay_p99_ms,
+            drops.join(",")
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! # baton-sched — every scheduling decision, as pure state machines
+//!
+//! **Owns:** latency profiles, Symphony's model shards and rank shard, the
+//! baselines the papers compare against (Clockwork-style EDF, Nexus squishy
+//! bin packing), scenario parsing, and the deterministic discrete-event
+//! simulator that drives them with emulated backends.
+//!
+//! **Is not:** a runtime. Nothing here reads a clock, spawns a thread or does
+//! I/O. Time is an argument (`Nanos`), inputs are method calls, decisions
+//! come out as data (`Output`), and every state machine says when it next
+//! needs to be woken (`next_timeout`). The simulator in [`sim`] and the
+//! engine in `baton-core` drive the same code, so every result measured in
+//! the simulator is a result of the production scheduler.
+//!
+//! The math of each policy lives in `../shared/design/` and is restated in
+//! the doc comment of the file that implements it.
+
+pub mod clockwork;
+pub mod heap;
+pub mod nexus;
+pub mod policy;
+pub mod profile;
+pub mod queue;
+pub mod rate;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod symphony;
+pub mod time;
+pub mod types;
+
+pub use policy::PolicyKind;
+pub use profile::Profile;
+pub use scenario::Scenario;
+pub use time::Nanos;
+pub use types::{
+    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output,
+    Request, RequestId, Scheduler,
+};

@@ -1,0 +1,226 @@
+//! Nexus at run time. Each arrival lands on one of `frontends` frontends
+//! (uniformly at random, as behind a load balancer); each frontend routes
+//! each model's requests over the plan's backends for that model by its own
+//! smooth weighted round-robin, knowing nothing of the others. A backend
+//! cycles its sessions round-robin and is work-conserving: when it frees, the
+//! next session with queued requests runs a batch of what it has, capped at
+//! the planned batch, after dropping requests that cannot finish in time
+//! (lazy drop). Backends decide locally, so their batches pay no dispatch
+//! delay: the benefit of the doubt goes to the baseline.
+
+use std::collections::VecDeque;
+
+use super::squishy::{plan_for_cluster, Plan};
+use crate::queue::{BatchQueue, Pending};
+use crate::rng::Rng;
+use crate::time::Nanos;
+use crate::types::{
+    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request,
+    Scheduler,
+};
+
+#[derive(Debug)]
+struct Session {
+    model: ModelId,
+    batch: u32,
+    queue: BatchQueue,
+}
+
+#[derive(Debug)]
+struct Backend {
+    sessions: Vec<Session>,
+    next: usize,
+    busy: bool,
+}
+
+/// One frontend's smooth weighted round-robin over a model's targets.
+#[derive(Clone, Debug)]
+struct Wrr {
+    current: Vec<f64>,
+}
+
+#[derive(Debug)]
+struct Route {
+    /// (backend, session index on it)
+    targets: Vec<(usize, usize)>,
+    weights: Vec<f64>,
+    per_frontend: Vec<Wrr>,
+}
+
+#[derive(Debug)]
+pub struct Nexus {
+    spec: ClusterSpec,
+    plan: Plan,
+    backends: Vec<Backend>,
+    routes: Vec<Route>,
+    frontends: usize,
+    rng: Rng,
+    out: VecDeque<Output>,
+}
+
+impl Nexus {
+    /// `offered_rps[m]` is what the epoch planner measured for model m.
+    pub fn new(spec: &ClusterSpec, offered_rps: &[f64], frontends: usize, seed: u64) -> Self {
+        assert!(frontends >= 1);
+        let plan = plan_for_cluster(&spec.models, offered_rps, spec.backends);
+        let mut rng = Rng::stream(seed, 0x4E58);
+        let mut routes: Vec<Route> = spec
+            .models
+            .iter()
+            .map(|_| Route {
+                targets: vec![],
+                weights: vec![],
+                per_frontend: vec![],
+            })
+            .collect();
+        let backends = plan
+            .backends
+            .iter()
+            .enumerate()
+            .map(|(b, bp)| Backend {
+                sessions: bp
+                    .sessions
+                    .iter()
+                    .enumerate()
+                    .map(|(si, s)| {
+                        let r = &mut routes[s.model.index()];
+                        r.targets.push((b, si));
+                        r.weights.push(s.rate_rps.max(1e-9));
+                        Session {
+                            model: s.model,
+                            batch: s.batch,
+                            queue: BatchQueue::new(spec.queue_capacity),
+                        }
+                    })
+                    .collect(),
+                next: 0,
+                busy: false,
+            })
+            .collect();
+        for r in &mut routes {
+            let total: f64 = r.weights.iter().sum();
+            // Independent frontends start their round-robins at random phases.
+            r.per_frontend = (0..frontends)
+                .map(|_| Wrr {
+                    current: r.weights.iter().map(|_| rng.unit() * total).collect(),
+                })
+                .collect();
+        }
+        Self {
+            spec: spec.clone(),
+            plan,
+            backends,
+            routes,
+            frontends,
+            rng,
+            out: VecDeque::new(),
+        }
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    fn route(&mut self, model: ModelId) -> Option<(usize, usize)> {
+        let f = self.rng.below(self.frontends as u64) as usize;
+        let r = &mut self.routes[model.index()];
+        if r.targets.is_empty() {
+            return None;
+        }
+        let total: f64 = r.weights.iter().sum();
+        let cur = &mut r.per_frontend[f].current;
+        for (c, w) in cur.iter_mut().zip(&r.weights) {
+            *c += w;
+        }
+        let pick = (0..cur.len())
+            .max_by(|&a, &b| cur[a].total_cmp(&cur[b]).then(b.cmp(&a)))
+            .expect("targets non-empty");
+        cur[pick] -= total;
+        Some(r.targets[pick])
+    }
+
+    /// Runs the next session with work, if the backend is idle.
+    fn run_backend(&mut self, now: Nanos, b: usize) {
+        let no_delay = DispatchDelay::default();
+        let be = &mut self.backends[b];
+        if be.busy {
+            return;
+        }
+        let n = be.sessions.len();
+        for k in 0..n {
+            let si = (be.next + k) % n;
+            let s = &mut be.sessions[si];
+            let profile = &self.spec.models[s.model.index()].profile;
+            let out = &mut self.out;
+            s.queue
+                .drop_unreachable(now, now, profile, &no_delay, |id| {
+                    out.push_back(Output::Dropped {
+                        request: id,
+                        reason: DropReason::DeadlineUnreachable,
+                    })
+                });
+            let bs = s
+                .queue
+                .feasible_batch(now, now, profile, &no_delay, s.batch);
+            if bs == 0 {
+                continue;
+            }
+            let mut requests = Vec::with_capacity(bs as usize);
+            s.queue.pop_batch(bs, &mut requests);
+            let model = s.model;
+            be.busy = true;
+            be.next = (si + 1) % n;
+            self.out.push_back(Output::Dispatch(BatchPlan {
+                model,
+                backend: BackendId(b as u32),
+                exec_at: now,
+                requests,
+            }));
+            return;
+        }
+    }
+}
+
+impl Scheduler for Nexus {
+    fn on_request(&mut self, now: Nanos, req: Request) {
+        let Some((b, si)) = self.route(req.model) else {
+            self.out.push_back(Output::Dropped {
+                request: req.id,
+                reason: DropReason::NoBackend,
+            });
+            return;
+        };
+        let q = &mut self.backends[b].sessions[si].queue;
+        if q.push(Pending {
+            id: req.id,
+            deadline: req.deadline,
+        })
+        .is_err()
+        {
+            self.out.push_back(Output::Dropped {
+                request: req.id,
+                reason: DropReason::QueueFull,
+            });
+            return;
+        }
+        self.run_backend(now, b);
+    }
+
+    fn on_batch_done(&mut self, now: Nanos, backend: BackendId) {
+        let be = &mut self.backends[backend.index()];
+        assert!(be.busy, "batch done on an idle backend");
+        be.busy = false;
+        self.run_backend(now, backend.index());
+    }
+
+    /// Nexus keeps no timers: backends act on arrivals and completions.
+    fn on_timeout(&mut self, _now: Nanos) {}
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+}

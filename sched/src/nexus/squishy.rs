@@ -1,0 +1,250 @@
+//! Squishy bin packing (Nexus, Algorithm 1), without memory limits yet.
+//!
+//! For a session (model, SLO) at rate r:
+//! - saturate: `B = max b: 2*l(B) <= SLO`, `T = B/l(B)`; `floor(r/T)` whole
+//!   backends each run batches of B back to back (duty cycle l(B));
+//! - residual `r'`: `b = max b: l(b) + b/r' <= SLO`, duty cycle `d = b/r'`,
+//!   occupancy `l(b)/d` (if not even b = 1 fits, b = 1 and `d = SLO - l(1)`);
+//! - residuals, by occupancy descending, merge into the existing node whose
+//!   occupancy after the merge is highest: the merged duty cycle is the
+//!   smaller one, every session's batch shrinks to `ceil(d*r)`, and the merge
+//!   is valid iff the batch latencies sum to at most `d` and every session
+//!   still has `d + l(b) <= SLO`. Otherwise the residual opens a new node.
+
+use crate::time::{Nanos, NANOS_PER_S};
+use crate::types::{ModelId, ModelSpec};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedSession {
+    pub model: ModelId,
+    pub batch: u32,
+    /// Requests per second the plan routes to this session on this backend.
+    pub rate_rps: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendPlan {
+    pub sessions: Vec<PlannedSession>,
+    pub duty_cycle: Nanos,
+}
+
+impl BackendPlan {
+    /// Share of the duty cycle spent executing.
+    pub fn occupancy(&self, models: &[ModelSpec]) -> f64 {
+        let busy: Nanos = self
+            .sessions
+            .iter()
+            .map(|s| models[s.model.index()].profile.latency(s.batch))
+            .sum();
+        busy as f64 / self.duty_cycle as f64
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Plan {
+    pub backends: Vec<BackendPlan>,
+    /// The factor the offered rates were scaled by to fill the cluster.
+    pub rate_scale: f64,
+}
+
+/// The largest batch whose latency fits `budget` (0 if none).
+fn max_batch(m: &ModelSpec, budget: Nanos) -> u32 {
+    m.profile.max_batch_within(budget, 0, m.profile.max_batch())
+}
+
+/// Plans `rates_rps[m]` for every model onto as few backends as it can.
+pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
+    assert_eq!(models.len(), rates_rps.len());
+    let mut backends = Vec::new();
+    let mut residuals: Vec<(f64, PlannedSession, Nanos)> = Vec::new(); // (occupancy, session, duty)
+    for (i, (m, &rate)) in models.iter().zip(rates_rps).enumerate() {
+        assert!(
+            rate >= 0.0 && rate.is_finite(),
+            "rate of {} is {rate}",
+            m.name
+        );
+        let model = ModelId(i as u32);
+        let big = max_batch(m, m.slo / 2).max(1);
+        let l_big = m.profile.latency(big);
+        let per_backend = big as f64 * NANOS_PER_S as f64 / l_big as f64;
+        let whole = (rate / per_backend).floor();
+        for _ in 0..whole as u64 {
+            backends.push(BackendPlan {
+                sessions: vec![PlannedSession {
+                    model,
+                    batch: big,
+                    rate_rps: per_backend,
+                }],
+                duty_cycle: l_big,
+            });
+        }
+        let rest = rate - whole * per_backend;
+        if rest <= 1e-9 {
+            continue;
+        }
+        let ns_per_req = NANOS_PER_S as f64 / rest;
+        // max b with l(b) + b/r' <= SLO: both grow with b, so scan down from
+        // the saturated batch (at most a few hundred steps, planning time).
+        let b = (1..=m.profile.max_batch())
+            .rev()
+            .find(|&b| m.profile.latency(b) as f64 + b as f64 * ns_per_req <= m.slo as f64)
+            .unwrap_or(0);
+        let (batch, duty) = if b == 0 {
+            (1, m.slo.saturating_sub(m.profile.latency(1)).max(1))
+        } else {
+            (b, (b as f64 * ns_per_req).round() as Nanos)
+        };
+        let occ = m.profile.latency(batch) as f64 / duty as f64;
+        residuals.push((
+            occ,
+            PlannedSession {
+                model,
+                batch,
+                rate_rps: rest,
+            },
+            duty,
+        ));
+    }
+    residuals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.model.cmp(&b.1.model)));
+    let mut nodes: Vec<BackendPlan> = Vec::new();
+    for (_, s, duty) in residuals {
+        let best = nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| merged(models, n, &s, duty).map(|m| (m.occupancy(models), i, m)))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+        match best {
+            Some((_, i, m)) => nodes[i] = m,
+            None => nodes.push(BackendPlan {
+                sessions: vec![s],
+                duty_cycle: duty,
+            }),
+        }
+    }
+    backends.extend(nodes);
+    Plan {
+        backends,
+        rate_scale: 1.0,
+    }
+}
+
+/// `node` with `s` merged in, or None if the merge breaks a duty cycle or an SLO.
+fn merged(
+    models: &[ModelSpec],
+    node: &BackendPlan,
+    s: &PlannedSession,
+    duty: Nanos,
+) -> Option<BackendPlan> {
+    let d = node.duty_cycle.min(duty);
+    let mut sessions = Vec::with_capacity(node.sessions.len() + 1);
+    let mut busy = 0;
+    for x in node.sessions.iter().chain(std::iter::once(s)) {
+        let m = &models[x.model.index()];
+        let batch = ((d as f64 * x.rate_rps / NANOS_PER_S as f64).ceil() as u32)
+            .clamp(1, m.profile.max_batch());
+        let l = m.profile.latency(batch);
+        if d + l > m.slo {
+            return None;
+        }
+        busy += l;
+        sessions.push(PlannedSession { batch, ..x.clone() });
+    }
+    (busy <= d).then_some(BackendPlan {
+        sessions,
+        duty_cycle: d,
+    })
+}
+
+/// Plans the offered rates scaled by the largest factor whose plan fits in
+/// `gpus` backends, so a fixed cluster is used whole: below capacity every
+/// session gets headroom, above it the plan is what the cluster can carry.
+/// Models that do not fit even at the smallest scale get no backend.
+pub fn plan_for_cluster(models: &[ModelSpec], offered_rps: &[f64], gpus: u32) -> Plan {
+    let plan_at = |s: f64| {
+        squishy_bin_packing(
+            models,
+            &offered_rps.iter().map(|r| r * s).collect::<Vec<_>>(),
+        )
+    };
+    let fits = |p: &Plan| p.backends.len() <= gpus as usize;
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    while fits(&plan_at(hi)) && hi < 1e9 {
+        lo = hi;
+        hi *= 2.0;
+    }
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if fits(&plan_at(mid)) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut plan = plan_at(lo);
+    plan.backends.truncate(gpus as usize);
+    plan.rate_scale = lo;
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+    use crate::time::ms_to_nanos;
+
+    fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
+        ModelSpec {
+            name: "m".into(),
+            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
+            slo: ms_to_nanos(slo),
+        }
+    }
+
+    #[test]
+    fn saturated_batch_is_the_no_coordination_batch() {
+        // Table 4: ResNet50 with no coordination runs batches of 7, 562.6 r/s per GPU.
+        let m = vec![model(1.053, 5.072, 25.0)];
+        let p = squishy_bin_packing(&m, &[4501.0]);
+        assert_eq!(p.backends[0].sessions[0].batch, 7);
+        assert_eq!(p.backends.len(), 8);
+    }
+
+    #[test]
+    fn plans_meet_every_slo_and_duty_cycle() {
+        let models: Vec<ModelSpec> = (0..12)
+            .map(|i| model(0.5 + i as f64 * 0.3, 2.0 + i as f64, 30.0 + 5.0 * i as f64))
+            .collect();
+        let rates: Vec<f64> = (0..12).map(|i| 20.0 + 37.0 * i as f64).collect();
+        let p = squishy_bin_packing(&models, &rates);
+        for b in &p.backends {
+            assert!(b.occupancy(&models) <= 1.0 + 1e-9);
+            for s in &b.sessions {
+                let m = &models[s.model.index()];
+                assert!(b.duty_cycle + m.profile.latency(s.batch) <= m.slo + 1);
+            }
+        }
+        for (i, &r) in rates.iter().enumerate() {
+            let planned: f64 = p
+                .backends
+                .iter()
+                .flat_map(|b| &b.sessions)
+                .filter(|s| s.model.index() == i)
+                .map(|s| s.rate_rps)
+                .sum();
+            assert!(
+                (planned - r).abs() < 1e-6,
+                "model {i} planned {planned} of {r}"
+            );
+        }
+    }
+
+    #[test]
+    fn cluster_plan_uses_at_most_the_gpus() {
+        let models: Vec<ModelSpec> = (0..5).map(|i| model(1.0, 5.0 + i as f64, 40.0)).collect();
+        for gpus in [5, 8, 20] {
+            let p = plan_for_cluster(&models, &[100.0; 5], gpus);
+            assert!(p.backends.len() <= gpus as usize);
+            assert!(p.rate_scale > 0.0);
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Scenario files (`../shared/design/evaluation.md`): one TOML file describes
+//! one experiment for the simulator, the load generator and the perf
+//! harnesses. Parsing is strict: unknown keys and impossible values are
+//! errors that name the key, and nothing runs half-configured. This module
+//! parses text; reading the file is the caller's business.
+
+use serde::Deserialize;
+
+use crate::policy::PolicyKind;
+use crate::profile::Profile;
+use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
+use crate::types::{ClusterSpec, DispatchDelay, ModelSpec};
+
+/// How a model's requests arrive: the inter-arrival law at a given mean rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrival {
+    /// Exponential gaps (Gamma with shape 1).
+    Poisson,
+    /// Evenly spaced, the paper's "uniform time intervals".
+    Uniform,
+    /// Gamma gaps with this shape; smaller is burstier (CV² = 1/shape).
+    Gamma(f64),
+}
+
+impl Arrival {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "poisson" => Ok(Arrival::Poisson),
+            "uniform" => Ok(Arrival::Uniform),
+            _ => match s.strip_prefix("gamma:").map(str::parse::<f64>) {
+                Some(Ok(k)) if k > 0.0 && k.is_finite() => Ok(Arrival::Gamma(k)),
+                Some(_) => Err(format!("`{s}`: the gamma shape must be a positive number")),
+                None => Err(format!(
+                    "`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\""
+                )),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ScenarioModel {
+    pub spec: ModelSpec,
+    /// Share of the aggregate offered rate (relative to the sum of weights).
+    pub weight: f64,
+    pub arrival: Arrival,
+}
+
+/// Knobs of the simulated cluster beyond `ClusterSpec`.
+#[derive(Clone, Debug)]
+pub struct SimKnobs {
+    /// Relative jitter of batch execution: each batch runs `l(b)*(1+u)`,
+    /// u uniform in [-jitter, +jitter].
+    pub exec_jitter: f64,
+    /// Model shards Symphony splits its models over.
+    pub model_shards: usize,
+    /// Delay of each message between model shards and the rank shard.
+    pub msg_delay: Nanos,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Nanos,
+    pub warmup: Nanos,
+    /// The aggregate offered rate used when none is given on the command line.
+    pub rate_rps: Option<f64>,
+    pub cluster: ClusterSpec,
+    pub knobs: SimKnobs,
+    pub models: Vec<ScenarioModel>,
+    pub policy: PolicyKind,
+}
+
+/// A scenario that cannot run, with the key at fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioError {
+    pub key: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "`{}`: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    seed: Option<u64>,
+    duration_s: Option<f64>,
+    warmup_s: Option<f64>,
+    rate_rps: Option<f64>,
+    cluster: RawCluster,
+    models: Vec<RawModel>,
+    policy: Option<RawPolicy>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    gpus: i64,
+    ctrl_delay_us: Option<f64>,
+    data_delay_us: Option<f64>,
+    exec_jitter: Option<f64>,
+    model_shards: Option<i64>,
+    msg_delay_us: Option<f64>,
+    queue_capacity: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    name: String,
+    alpha_ms: Option<f64>,
+    beta_ms: Option<f64>,
+    latency_ms: Option<Vec<f64>>,
+    max_batch: Option<i64>,
+    slo_ms: f64,
+    weight: Option<f64>,
+    arrival: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: String,
+}
+
+const DEFAULT_MAX_BATCH: i64 = 256;
+const DEFAULT_QUEUE_CAPACITY: i64 = 1 << 16;
+
+fn non_negative(key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
+    let v = v.unwrap_or(default);
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(err(key, format!("must be a finite number >= 0, got {v}")));
+    }
+    Ok(v)
+}
+
+fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(err(key, format!("must be a finite number > 0, got {v}")));
+    }
+    Ok(v)
+}
+
+impl Scenario {
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        // toml names the offending key (and its line) in its message.
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            err(
+                "",
+                format!("invalid scenario: {}", e.to_string().trim_end()),
+            )
+        })?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: RawScenario) -> Result<Scenario, ScenarioError> {
+        if raw.name.trim().is_empty() {
+            return Err(err("name", "must not be empty"));
+        }
+        let duration_s = positive("duration_s", raw.duration_s.unwrap_or(30.0))?;
+        let warmup_s = non_negative("warmup_s", raw.warmup_s, 2.0)?;
+        if let Some(r) = raw.rate_rps {
+            positive("rate_rps", r)?;
+        }
+        let c = raw.cluster;
+        if c.gpus < 1 || c.gpus > 1_000_000 {
+            return Err(err(
+                "cluster.gpus",
+                format!("must be between 1 and 1000000, got {}", c.gpus),
+            ));
+        }
+        let delay = DispatchDelay {
+            ctrl: us_to_nanos(non_negative("cluster.ctrl_delay_us", c.ctrl_delay_us, 0.0)?),
+            per_request: us_to_nanos(non_negative("cluster.data_delay_us", c.data_delay_us, 0.0)?),
+        };
+        let exec_jitter = non_negative("cluster.exec_jitter", c.exec_jitter, 0.0)?;
+        if exec_jitter >= 1.0 {
+            return Err(err(
+                "cluster.exec_jitter",
+                format!("must be below 1, got {exec_jitter}"),
+            ));
+        }
+        let model_shards = c.model_shards.unwrap_or(4);
+        if !(1..=1024).contains(&model_shards) {
+            return Err(err(
+                "cluster.model_shards",
+                format!("must be between 1 and 1024, got {model_shards}"),
+            ));
+        }
+        let queue_capacity = c.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY);
+        if !(1..=1 << 24).contains(&queue_capacity) {
+            return Err(err(
+                "cluster.queue_capacity",
+                format!("must be between 1 and 16777216, got {queue_capacity}"),
+            ));
+        }
+        if raw.models.is_empty() {
+            return Err(err("models", "at least one model is required"));
+        }
+        let mut models = Vec::with_capacity(raw.models.len());
+        for (i, m) in raw.models.into_iter().enumerate() {
+            let key = |k: &str| format!("models[{i}].{k}");
+            if models.iter().any(|x: &ScenarioModel| x.spec.name == m.name) {
+                return Err(err(
+                    key("name"),
+                    format!("duplicate model name `{}`", m.name),
+                ));
+            }
+            let profile = match (m.alpha_ms, m.beta_ms, m.latency_ms) {
+                (Some(a), Some(b), None) => {
+                    let a = non_negative(&key("alpha_ms"), Some(a), 0.0)?;
+                    let b = non_negative(&key("beta_ms"), Some(b), 0.0)?;
+                    let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
+                    if !(1..=65_536).contains(&max_batch) {
+                        return Err(err(
+                            key("max_batch"),
+                            format!("must be between 1 and 65536, got {max_batch}"),
+                        ));
+                    }
+                    Profile::linear_ms(a, b, max_batch as u32)
+                        .map_err(|e| err(key("alpha_ms"), e.to_string()))?
+                }
+                (None, None, Some(table)) => {
+                    if m.max_batch.is_some() {
+                        return Err(err(
+                            key("max_batch"),
+                            "a latency table sets its own maximum batch",
+                        ));
+                    }
+                    let mut ns = Vec::with_capacity(table.len());
+                    for (b, &l) in table.iter().enumerate() {
+                        ns.push(ms_to_nanos(positive(
+                            &format!("{}[{b}]", key("latency_ms")),
+                            l,
+                        )?));
+                    }
+                    Profile::table(ns).map_err(|e| err(key("latency_ms"), e.to_string()))?
+                }
+                _ => {
+                    return Err(err(
+                        key("alpha_ms"),
+                        "give either alpha_ms and beta_ms, or latency_ms",
+                    ))
+                }
+            };
+            let slo = ms_to_nanos(positive(&key("slo_ms"), m.slo_ms)?);
+            if slo < profile.latency(1) + delay.of(1) {
+                return Err(err(
+                    key("slo_ms"),
+                    format!("{} ms is below l(1) plus the dispatch delay: no request could ever meet it", m.slo_ms),
+                ));
+            }
+            let weight = non_negative(&key("weight"), m.weight, 1.0)?;
+            let arrival = Arrival::parse(m.arrival.as_deref().unwrap_or("poisson"))
+                .map_err(|e| err(key("arrival"), e))?;
+            models.push(ScenarioModel {
+                spec: ModelSpec {
+                    name: m.name,
+                    profile,
+                    slo,
+                },
+                weight,
+                arrival,
+            });
+        }
+        if models.iter().all(|m| m.weight == 0.0) {
+            return Err(err(
+                "models.weight",
+                "at least one model needs a positive weight",
+            ));
+        }
+        let policy = match raw.policy {
+            Some(p) => PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?,
+            None => PolicyKind::Symphony,
+        };
+        Ok(Scenario {
+            name: raw.name,
+            seed: raw.seed.unwrap_or(1),
+            duration: ms_to_nanos(duration_s * 1e3),
+            warmup: ms_to_nanos(warmup_s * 1e3),
+            rate_rps: raw.rate_rps,
+            cluster: ClusterSpec {
+                models: models.iter().map(|m| m.spec.clone()).collect(),
+                backends: c.gpus as u32,
+                delay,
+                queue_capacity: queue_capacity as usize,
+            },
+            knobs: SimKnobs {
+                exec_jitter,
+                model_shards: model_shards as usize,
+                msg_delay: us_to_nanos(non_negative("cluster.msg_delay_us", c.msg_delay_us, 0.0)?),
+            },
+            models,
+            policy,
+        })
+    }
+
+    /// Per-model offered rates for an aggregate rate, split by weight.
+    pub fn model_rates(&self, rate_rps: f64) -> Vec<f64> {
+        let total: f64 = self.models.iter().map(|m| m.weight).sum();
+        self.models
+            .iter()
+            .map(|m| rate_rps * m.weight / total)
+            .collect()
+    }
+
+    /// An upper bound on the aggregate rate the cluster could ever serve:
+    /// every backend running each model's largest SLO-feasible batch back to
+    /// back, shares kept. Bisection for goodput starts below it.
+    pub fn capacity_bound_rps(&self) -> f64 {
+        let total: f64 = self.models.iter().map(|m| m.weight).sum();
+        let gpu_seconds_per_request: f64 = self
+            .models
+            .iter()
+            .map(|m| {
+                let p = &m.spec.profile;
+                let b = p.max_batch_within(m.spec.slo, 0, p.max_batch()).max(1);
+                (m.weight / total) / p.throughput_rps(b)
+            })
+            .sum();
+        self.cluster.backends as f64 / gpu_seconds_per_request
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+seed = 7
+duration_s = 3
+warmup_s = 1
+[cluster]
+gpus = 8
+ctrl_delay_us = 200
+[[models]]
+name = "ResNet50"
+alpha_ms = 1.053
+beta_ms = 5.072
+slo_ms = 25.0
+arrival = "gamma:0.5"
+[policy]
+name = "clockwork"
+"#;
+
+    #[test]
+    fn parses_the_documented_format() {
+        let s = Scenario::parse(GOOD).unwrap();
+        assert_eq!(s.cluster.backends, 8);
+        assert_eq!(s.cluster.delay.ctrl, 200_000);
+        assert_eq!(s.models[0].arrival, Arrival::Gamma(0.5));
+        assert_eq!(s.policy, PolicyKind::Clockwork);
+    }
+
+    fn rejects(text: &str, key: &str) {
+        let e = Scenario::parse(text).expect_err("must be rejected");
+        assert!(
+            e.to_string().contains(key),
+            "error `{e}` does not name `{key}`"
+        );
+    }
+
+    #[test]
+    fn names_the_key_at_fault() {
+        rejects(&GOOD.replace("seed = 7", "seed = 7\nsede = 3"), "sede");
+        rejects(&GOOD.replace("gpus = 8", "gpus = 0"), "cluster.gpus");
+        rejects(&GOOD.replace("gpus = 8", "gpus = 8\ngpu = 1"), "gpu");
+        rejects(
+            &GOOD.replace("slo_ms = 25.0", "slo_ms = 5.0"),
+            "models[0].slo_ms",
+        );
+        rejects(
+            &GOOD.replace("slo_ms = 25.0", "slo_ms = -1.0"),
+            "models[0].slo_ms",
+        );
+        rejects(&GOOD.replace("gamma:0.5", "gamma:-2"), "models[0].arrival");
+        rejects(&GOOD.replace("gamma:0.5", "bursty"), "models[0].arrival");
+        rejects(&GOOD.replace("clockwork", "fifo"), "policy.name");
+        rejects(&GOOD.replace("beta_ms = 5.072", ""), "models[0].alpha_ms");
+        rejects(
+            &GOOD.replace("duration_s = 3", "duration_s = 0"),
+            "duration_s",
+        );
+        rejects(
+            &GOOD.replace("alpha_ms = 1.053", "alpha_ms = 1.053\nwieght = 2"),
+            "wieght",
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! The deterministic discrete-event cluster simulator.
+//!
+//! It drives any `Scheduler` (the production state machines, not copies)
+//! with open-loop arrivals and emulated backends whose batch of `b` runs for
+//! `l(b)` (times an optional jitter), starting at `max(exec_at, previous
+//! batch end)`. Virtual time jumps from event to event; at equal times
+//! completions go first, then arrivals, then scheduler timers. All
+//! randomness comes from the scenario's seed, so one seed reproduces a run
+//! bit for bit.
+//!
+//! The checker lives here, apart from the schedulers: every request must end
+//! exactly once (served, dropped with a reason), every dispatched request
+//! must be queued and of the batch's model, and every plan must be able to
+//! meet its earliest deadline per the profile. Violations of the first two
+//! are scheduler bugs and panic with the seed; infeasible plans are counted
+//! and reported.
+
+mod arrivals;
+mod goodput;
+mod report;
+
+pub use goodput::{find_goodput, GoodputSearch};
+pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use arrivals::Arrivals;
+use report::{to_us, ModelTally, RunSummary};
+
+use crate::policy::PolicyKind;
+use crate::rng::Rng;
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use crate::types::{BatchPlan, DropReason, ModelId, Output, Request, RequestId, Scheduler};
+
+/// Stop a run whose scheduler keeps asking to be woken at the same instant
+/// without doing anything: that is a livelock, not a simulation.
+const MAX_IDLE_WAKEUPS: u32 = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Queued,
+    Running,
+    Done,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    model: ModelId,
+    arrival: Nanos,
+    deadline: Nanos,
+    state: State,
+}
+
+#[derive(Debug)]
+struct Running {
+    start: Nanos,
+    finish: Nanos,
+    plan: BatchPlan,
+}
+
+#[derive(Debug, Default)]
+struct EmulatedBackend {
+    busy_until: Nanos,
+    running: VecDeque<Running>,
+}
+
+struct Sim<'a> {
+    scenario: &'a Scenario,
+    window: (Nanos, Nanos),
+    records: Vec<Record>,
+    tallies: Vec<ModelTally>,
+    backends: Vec<EmulatedBackend>,
+    completions: BinaryHeap<Reverse<(Nanos, u32)>>,
+    jitter: Rng,
+    busy: Nanos,
+    batch_sizes: BTreeMap<u32, u64>,
+    infeasible_plans: u64,
+}
+
+impl Sim<'_> {
+    fn measured(&self, t: Nanos) -> bool {
+        t >= self.window.0 && t < self.window.1
+    }
+
+    fn apply(&mut self, now: Nanos, out: Output, seed: u64) {
+        match out {
+            Output::Dropped { request, reason } => self.drop_request(request, reason, seed),
+            Output::Dispatch(plan) => self.dispatch(now, plan, seed),
+        }
+    }
+
+    fn drop_request(&mut self, id: RequestId, reason: DropReason, seed: u64) {
+        let r = &mut self.records[id.0 as usize];
+        assert_eq!(
+            r.state,
+            State::Queued,
+            "request {id:?} dropped while {:?} (seed {seed})",
+            r.state
+        );
+        r.state = State::Done;
+        let r = *r;
+        if self.measured(r.arrival) {
+            let i = DropReason::ALL
+                .iter()
+                .position(|&x| x == reason)
+                .expect("listed");
+            self.tallies[r.model.index()].dropped[i] += 1;
+        }
+    }
+
+    fn dispatch(&mut self, now: Nanos, plan: BatchPlan, seed: u64) {
+        let b = plan.requests.len() as u32;
+        let model = &self.scenario.models[plan.model.index()].spec;
+        assert!(
+            b >= 1 && b <= model.profile.max_batch(),
+            "batch of {b} for {} (seed {seed})",
+            model.name
+        );
+        assert!(
+            plan.exec_at >= now,
+            "batch planned in the past (seed {seed})"
+        );
+        let mut earliest_deadline = Nanos::MAX;
+        for id in &plan.requests {
+            let r = &mut self.records[id.0 as usize];
+            assert_eq!(
+                r.state,
+                State::Queued,
+                "request {id:?} dispatched while {:?} (seed {seed})",
+                r.state
+            );
+            assert_eq!(
+                r.model, plan.model,
+                "request {id:?} in another model's batch (seed {seed})"
+            );
+            r.state = State::Running;
+            earliest_deadline = earliest_deadline.min(r.deadline);
+        }
+        let l = model.profile.latency(b);
+        if plan.exec_at + l > earliest_deadline {
+            self.infeasible_plans += 1;
+        }
+        let j = self.scenario.knobs.exec_jitter;
+        let run = if j > 0.0 {
+            (l as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos
+        } else {
+            l
+        };
+        let be = &mut self.backends[plan.backend.index()];
+        let start = plan.exec_at.max(be.busy_until);
+        let finish = start + run.max(1);
+        be.busy_until = finish;
+        let (w0, w1) = self.window;
+        self.busy += finish.min(w1).saturating_sub(start.max(w0));
+        if self.measured(start) {
+            *self.batch_sizes.entry(b).or_default() += 1;
+            let t = &mut self.tallies[plan.model.index()];
+            t.batches += 1;
+            t.batched_requests += b as u64;
+        }
+        self.completions.push(Reverse((finish, plan.backend.0)));
+        self.backends[plan.backend.index()]
+            .running
+            .push_back(Running {
+                start,
+                finish,
+                plan,
+            });
+    }
+
+    fn complete(&mut self, backend: u32, now: Nanos) {
+        let run = self.backends[backend as usize]
+            .running
+            .pop_front()
+            .expect("a completion has its batch");
+        assert_eq!(run.finish, now);
+        for id in &run.plan.requests {
+            let r = &mut self.records[id.0 as usize];
+            r.state = State::Done;
+            let r = *r;
+            if self.measured(r.arrival) {
+                let t = &mut self.tallies[r.model.index()];
+                if now <= r.deadline {
+                    t.ok += 1;
+                } else {
+                    t.late += 1;
+                }
+                t.latency_us.push(to_us(now - r.arrival));
+                t.queue_delay_us.push(to_us(run.start - r.arrival));
+            }
+        }
+    }
+}
+
+/// One run of `policy` on `scenario` at aggregate offered rate `rate_rps`,
+/// seeded by `scenario.seed`.
+pub fn run(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> Report {
+    let mut sched = policy.build(scenario, rate_rps);
+    run_with(scenario, policy.as_str(), sched.as_mut(), rate_rps)
+}
+
+/// One run of any scheduler (tests hand in their own).
+pub fn run_with(
+    scenario: &Scenario,
+    policy_name: &str,
+    sched: &mut dyn Scheduler,
+    rate_rps: f64,
+) -> Report {
+    assert!(rate_rps.is_finite() && rate_rps >= 0.0);
+    let seed = scenario.seed;
+    let end = scenario.warmup + scenario.duration;
+    let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
+    let mut sim = Sim {
+        scenario,
+        window: (scenario.warmup, end),
+        records: Vec::new(),
+        tallies: vec![ModelTally::default(); scenario.models.len()],
+        backends: (0..scenario.cluster.backends)
+            .map(|_| EmulatedBackend::default())
+            .collect(),
+        completions: BinaryHeap::new(),
+        jitter: Rng::stream(seed, u64::MAX),
+        busy: 0,
+        batch_sizes: BTreeMap::new(),
+        infeasible_plans: 0,
+    };
+    let mut now: Nanos = 0;
+    let mut idle_wakeups = 0;
+    loop {
+        let done_at = sim.completions.peek().map(|Reverse((t, _))| *t);
+        let arrive_at = arrivals.peek();
+        let timer_at = sched.next_timeout();
+        let Some(t) = [done_at, arrive_at, timer_at].into_iter().flatten().min() else {
+            break;
+        };
+        let t = t.max(now);
+        if t > now {
+            idle_wakeups = 0;
+        }
+        now = t;
+        if done_at.is_some_and(|d| d <= now) {
+            let Some(Reverse((_, b))) = sim.completions.pop() else {
+                unreachable!()
+            };
+            sim.complete(b, now);
+            sched.on_batch_done(now, crate::types::BackendId(b));
+        } else if arrive_at.is_some_and(|a| a <= now) {
+            let (at, model) = arrivals.pop().expect("peeked");
+            let id = RequestId(sim.records.len() as u64);
+            let deadline = at + scenario.models[model.index()].spec.slo;
+            sim.records.push(Record {
+                model,
+                arrival: at,
+                deadline,
+                state: State::Queued,
+            });
+            if sim.measured(at) {
+                sim.tallies[model.index()].sent += 1;
+            }
+            sched.on_request(
+                now,
+                Request {
+                    id,
+                    model,
+                    arrival: at,
+                    deadline,
+                },
+            );
+        } else {
+            idle_wakeups += 1;
+            assert!(
+                idle_wakeups < MAX_IDLE_WAKEUPS,
+                "{policy_name} livelocks at t={now} (seed {seed})"
+            );
+            sched.on_timeout(now);
+        }
+        let mut produced = false;
+        while let Some(out) = sched.poll_output() {
+            produced = true;
+            sim.apply(now, out, seed);
+        }
+        if produced {
+            idle_wakeups = 0;
+        }
+    }
+    let unanswered = sim
+        .records
+        .iter()
+        .filter(|r| r.state != State::Done)
+        .count() as u64;
+    let rates = scenario.model_rates(rate_rps);
+    let models = std::mem::take(&mut sim.tallies)
+        .into_iter()
+        .zip(&scenario.models)
+        .zip(rates)
+        .map(|((t, m), r)| t.finish(&m.spec.name, r))
+        .collect();
+    report::build(
+        RunSummary {
+            scenario: &scenario.name,
+            policy: policy_name,
+            seed,
+            window: scenario.duration,
+            offered_rps: rate_rps,
+            backends: scenario.cluster.backends,
+            busy: sim.busy,
+            batch_sizes: sim.batch_sizes,
+            checks: Checks {
+                unanswered,
+                infeasible_plans: sim.infeasible_plans,
+            },
+        },
+        models,
+    )
+}

@@ -1,0 +1,177 @@
+//! What a simulated run measured, in the units and names of
+//! `../shared/design/evaluation.md`. Only requests that arrived inside the
+//! measured window count; GPU time counts inside the same window.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::time::{nanos_to_s, Nanos};
+use crate::types::DropReason;
+
+/// A model's bad rate may be at most this for a run to count as meeting SLOs
+/// (Symphony's goodput criterion: its p99 within its SLO).
+pub const BAD_RATE_LIMIT: f64 = 0.01;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ModelReport {
+    pub name: String,
+    pub offered_rps: f64,
+    pub sent: u64,
+    pub ok: u64,
+    pub late: u64,
+    pub dropped: u64,
+    pub drop_reasons: BTreeMap<&'static str, u64>,
+    pub bad_rate: f64,
+    /// Latency percentiles of served requests (arrival to batch end).
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub mean_batch: f64,
+    pub queue_delay_mean_ms: f64,
+    pub queue_delay_p99_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Checks {
+    /// Requests that never got a terminal outcome. Always 0 unless a
+    /// scheduler loses requests.
+    pub unanswered: u64,
+    /// Batches planned to finish after their earliest deadline per the
+    /// profile. Always 0 unless a scheduler plans what cannot work.
+    pub infeasible_plans: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Report {
+    pub scenario: String,
+    pub policy: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    pub offered_rps: f64,
+    /// In-SLO completions per second.
+    pub goodput_rps: f64,
+    pub bad_rate: f64,
+    pub gpu_idle_fraction: f64,
+    pub sent: u64,
+    pub ok: u64,
+    pub late: u64,
+    pub dropped: u64,
+    pub mean_batch: f64,
+    /// batch size → number of batches started in the window.
+    pub batch_sizes: BTreeMap<u32, u64>,
+    pub checks: Checks,
+    pub models: Vec<ModelReport>,
+}
+
+impl Report {
+    /// Every model with traffic kept its bad rate within the limit.
+    pub fn meets_slos(&self) -> bool {
+        self.models
+            .iter()
+            .filter(|m| m.sent > 0)
+            .all(|m| m.bad_rate <= BAD_RATE_LIMIT)
+    }
+}
+
+/// Per-model tallies while the run goes on.
+#[derive(Clone, Debug, Default)]
+pub struct ModelTally {
+    pub sent: u64,
+    pub ok: u64,
+    pub late: u64,
+    pub dropped: [u64; DropReason::ALL.len()],
+    pub latency_us: Vec<u32>,
+    pub queue_delay_us: Vec<u32>,
+    pub batches: u64,
+    pub batched_requests: u64,
+}
+
+fn percentile_ms(sorted_us: &[u32], q: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_us.len() as f64 * q).ceil() as usize).clamp(1, sorted_us.len()) - 1;
+    sorted_us[i] as f64 / 1e3
+}
+
+pub(crate) fn to_us(ns: Nanos) -> u32 {
+    (ns / 1_000).min(u32::MAX as Nanos) as u32
+}
+
+impl ModelTally {
+    pub fn finish(mut self, name: &str, offered_rps: f64) -> ModelReport {
+        self.latency_us.sort_unstable();
+        self.queue_delay_us.sort_unstable();
+        let dropped: u64 = self.dropped.iter().sum();
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let qd_sum: u64 = self.queue_delay_us.iter().map(|&x| x as u64).sum();
+        ModelReport {
+            name: name.to_string(),
+            offered_rps,
+            sent: self.sent,
+            ok: self.ok,
+            late: self.late,
+            dropped,
+            drop_reasons: DropReason::ALL
+                .iter()
+                .zip(self.dropped)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
+            bad_rate: ratio(self.sent - self.ok, self.sent),
+            p50_ms: percentile_ms(&self.latency_us, 0.50),
+            p99_ms: percentile_ms(&self.latency_us, 0.99),
+            mean_batch: ratio(self.batched_requests, self.batches),
+            queue_delay_mean_ms: ratio(qd_sum, self.queue_delay_us.len() as u64) / 1e3,
+            queue_delay_p99_ms: percentile_ms(&self.queue_delay_us, 0.99),
+        }
+    }
+}
+
+pub(crate) struct RunSummary<'a> {
+    pub scenario: &'a str,
+    pub policy: &'a str,
+    pub seed: u64,
+    pub window: Nanos,
+    pub offered_rps: f64,
+    pub backends: u32,
+    pub busy: Nanos,
+    pub batch_sizes: BTreeMap<u32, u64>,
+    pub checks: Checks,
+}
+
+pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>) -> Report {
+    let sent: u64 = models.iter().map(|m| m.sent).sum();
+    let ok: u64 = models.iter().map(|m| m.ok).sum();
+    let late: u64 = models.iter().map(|m| m.late).sum();
+    let dropped: u64 = models.iter().map(|m| m.dropped).sum();
+    let batches: u64 = s.batch_sizes.values().sum();
+    let batched: u64 = s.batch_sizes.iter().map(|(&b, &n)| b as u64 * n).sum();
+    let capacity = s.backends as f64 * s.window as f64;
+    Report {
+        scenario: s.scenario.to_string(),
+        policy: s.policy.to_string(),
+        seed: s.seed,
+        duration_s: nanos_to_s(s.window),
+        offered_rps: s.offered_rps,
+        goodput_rps: ok as f64 / nanos_to_s(s.window),
+        bad_rate: if sent == 0 {
+            0.0
+        } else {
+            (sent - ok) as f64 / sent as f64
+        },
+        gpu_idle_fraction: (1.0 - s.busy as f64 / capacity).max(0.0),
+        sent,
+        ok,
+        late,
+        dropped,
+        mean_batch: if batches == 0 {
+            0.0
+        } else {
+            batched as f64 / batches as f64
+        },
+        batch_sizes: s.batch_sizes,
+        checks: s.checks,
+        models,
+    }
+}

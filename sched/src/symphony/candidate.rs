@@ -1,0 +1,86 @@
+//! The candidate batch of one model and the rule that times it.
+//!
+//! With the queue ordered by deadline, `dl` the head's deadline, `bs` the
+//! largest prefix that can still finish by `dl` (see `queue.rs`):
+//!
+//! ```text
+//! earliest     = max(now + delay(bs), gpu_free_at)
+//! frontrun_at  = dl - l(bs + 1)          the last moment the batch can still grow
+//! exec_at      = earliest                                   if bs >= beta*lambda
+//!              = max(earliest, frontrun_at)                 otherwise (non-work-conserving)
+//! invalid_after = dl - l(bs)             the last start that still meets dl
+//! ```
+//!
+//! Appendix C of the paper assigns `exec_at` twice in a row; that is a typo,
+//! the rule above is section 4.3's. A candidate that cannot grow (every
+//! queued request is in it already pruned out, or it is at the profile's
+//! maximum batch) runs at `earliest`: waiting cannot make it larger.
+//! The work-conserving ablation always runs at `earliest`.
+//!
+//! Shedding (overload). Pruning alone serves the most urgent request with
+//! whatever batch its deadline still allows; under overload the head ages,
+//! batches shrink, throughput falls and the queue ages further: the
+//! earliest-deadline-first collapse. When a backend is actually granted, the
+//! shard therefore compares the prefix batch `b0` with the best window of the
+//! queue (`queue.rs`, `best_window`: skip `k` heads to run `b*` together)
+//! and sheds the `k` heads iff the prefix batch is markedly less efficient:
+//!
+//! ```text
+//! b0 / l(b0)  <  (1 - SHED_MARGIN) * b* / l(b*)
+//! ```
+//!
+//! Below capacity prefixes are full and nothing is shed; above it batches
+//! stay within SHED_MARGIN of the best efficiency the queue allows, which
+//! is what keeps goodput flat past the peak. Models with little batching
+//! benefit (beta ~ 0) have flat efficiency and are never shed.
+
+use crate::profile::Profile;
+use crate::time::Nanos;
+
+/// How much batch efficiency (requests per unit of backend time) a shed must
+/// win back.
+pub const SHED_MARGIN: f64 = 0.03;
+
+/// Whether shedding heads to run `best` instead of `prefix` is worth it.
+pub fn worth_shedding(profile: &Profile, prefix: u32, best: u32) -> bool {
+    let efficiency = |b: u32| b as f64 / profile.latency(b) as f64;
+    let margin: f64 = std::env::var("SHED_MARGIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SHED_MARGIN);
+    best > prefix && efficiency(prefix) < (1.0 - margin) * efficiency(best)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub bs: u32,
+    pub exec_at: Nanos,
+    pub invalid_after: Nanos,
+}
+
+/// Symphony's rule, or the work-conserving ablation (`symphony-wc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CandidateRule {
+    NonWorkConserving,
+    WorkConserving,
+}
+
+impl CandidateRule {
+    /// When to run a candidate of `bs`, given the moment it can start at the
+    /// earliest, the moment it stops being able to grow (None: it cannot
+    /// grow), and beta*lambda.
+    #[must_use]
+    pub fn exec_at(
+        self,
+        bs: u32,
+        earliest: Nanos,
+        frontrun_at: Option<Nanos>,
+        beta_lambda: f64,
+    ) -> Nanos {
+        match (self, frontrun_at) {
+            (CandidateRule::WorkConserving, _) | (_, None) => earliest,
+            (CandidateRule::NonWorkConserving, Some(_)) if bs as f64 >= beta_lambda => earliest,
+            (CandidateRule::NonWorkConserving, Some(f)) => earliest.max(f),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The vocabulary every scheduler speaks: requests in, decisions out.
+
+use crate::profile::Profile;
+use crate::time::Nanos;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModelId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BackendId(pub u32);
+
+impl ModelId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl BackendId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What the scheduler knows of a request: never its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub id: RequestId,
+    pub model: ModelId,
+    pub arrival: Nanos,
+    /// Absolute time by which the result must be back: arrival + SLO.
+    pub deadline: Nanos,
+}
+
+/// Why a request was dropped instead of served. Every dropped request gets
+/// exactly one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Even alone, on a backend free right now, it would finish after its
+    /// deadline.
+    DeadlineUnreachable,
+    /// Shed under overload: it could still run, but only in a batch smaller
+    /// than the one dropping it makes possible (`queue.rs`, best_window).
+    Shed,
+    /// Its model's queue was at its configured capacity when it arrived.
+    QueueFull,
+    /// No backend serves its model (for example, a static plan gave it none).
+    NoBackend,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 4] = [
+        Self::DeadlineUnreachable,
+        Self::Shed,
+        Self::QueueFull,
+        Self::NoBackend,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DeadlineUnreachable => "deadline_unreachable",
+            Self::Shed => "shed",
+            Self::QueueFull => "queue_full",
+            Self::NoBackend => "no_backend",
+        }
+    }
+}
+
+/// A decision: run these requests of `model` on `backend`, starting at
+/// `exec_at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchPlan {
+    pub model: ModelId,
+    pub backend: BackendId,
+    pub exec_at: Nanos,
+    pub requests: Vec<RequestId>,
+}
+
+/// Everything a scheduler can decide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Output {
+    Dispatch(BatchPlan),
+    Dropped {
+        request: RequestId,
+        reason: DropReason,
+    },
+}
+
+/// One model as the scheduler sees it.
+#[derive(Clone, Debug)]
+pub struct ModelSpec {
+    pub name: String,
+    pub profile: Profile,
+    pub slo: Nanos,
+}
+
+/// Delay between a decision and the start of its batch: `ctrl + per_request*b`
+/// (d_ctrl + d_data*b in the paper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DispatchDelay {
+    pub ctrl: Nanos,
+    pub per_request: Nanos,
+}
+
+impl DispatchDelay {
+    #[inline]
+    pub fn of(&self, batch: u32) -> Nanos {
+        self.ctrl + self.per_request * batch as Nanos
+    }
+}
+
+/// The static description every scheduler is built from.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub models: Vec<ModelSpec>,
+    pub backends: u32,
+    pub delay: DispatchDelay,
+    /// Pending requests a model may hold before arrivals are dropped with
+    /// `QueueFull`.
+    pub queue_capacity: usize,
+}
+
+/// The sans-IO interface the simulator (and later the engine) drives. Time is
+/// always an argument; decisions are drained with `poll_output`; the
+/// scheduler says when it next needs to be woken.
+pub trait Scheduler {
+    /// A new request, already validated, arrives at `now`.
+    fn on_request(&mut self, now: Nanos, req: Request);
+    /// `backend` finished the batch it was running at `now`.
+    fn on_batch_done(&mut self, now: Nanos, backend: BackendId);
+    /// Time has reached `now`: fire every timer due at or before it.
+    fn on_timeout(&mut self, now: Nanos);
+    /// The earliest time at which `on_timeout` has work to do.
+    fn next_timeout(&self) -> Option<Nanos>;
+    /// The next decision, if any.
+    fn poll_output(&mut self) -> Option<Output>;
+}

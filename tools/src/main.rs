@@ -1,0 +1,42 @@
+//! `baton`: the command-line entry point to Baton.
+
+mod compare;
+mod sim;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "baton",
+    version,
+    about = "Baton: centralized DNN inference serving on GPU clusters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a scenario with the production scheduler: one rate, or a goodput search.
+    Sim(sim::Args),
+    /// Goodput of every policy side by side on one scenario (default: a built-in one).
+    Compare(compare::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(a) => sim::run(a),
+        Command::Compare(a) => compare::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("baton: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
