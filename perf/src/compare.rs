@@ -17,11 +17,7 @@ pub struct ComparisonRow {
 }
 
 /// One goodput search per policy, in the order given.
-pub fn compare_policies(
-    scenario: &Scenario,
-    policies: &[PolicyKind],
-    rel_tolerance: f64,
-) -> Vec<ComparisonRow> {
+pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolerance: f64) -> Vec<ComparisonRow> {
     policies
         .iter()
         .map(|&p| {
@@ -33,12 +29,8 @@ pub fn compare_policies(
                 goodput_rps: g.goodput_rps,
                 mean_batch: at.map_or(0.0, |r| r.mean_batch),
                 gpu_idle_fraction: at.map_or(1.0, |r| r.gpu_idle_fraction),
-                queue_delay_p99_ms: at.map_or(0.0, |r| {
-                    r.models
-                        .iter()
-                        .map(|m| m.queue_delay_p99_ms)
-                        .fold(0.0, f64::max)
-                }),
+                queue_delay_p99_ms: at
+                    .map_or(0.0, |r| r.models.iter().map(|m| m.queue_delay_p99_ms).fold(0.0, f64::max)),
                 probes: g.probes.len(),
             }
         })
@@ -62,11 +54,7 @@ pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String 
     );
     let base = rows.first().map_or(0.0, |r| r.goodput_rps);
     for r in rows {
-        let ratio = if base > 0.0 {
-            r.goodput_rps / base
-        } else {
-            0.0
-        };
+        let ratio = if base > 0.0 { r.goodput_rps / base } else { 0.0 };
         s += &format!(
             "{:<12} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}\n",
             r.policy, r.goodput_rps, ratio, r.mean_batch, r.gpu_idle_fraction, r.queue_delay_p99_ms

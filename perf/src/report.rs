@@ -40,11 +40,7 @@ pub fn print_report(r: &Report) {
         "model", "offered", "bad", "p50 ms", "p99 ms", "batch", "qd p99", "drops"
     );
     for m in &r.models {
-        let drops: Vec<String> = m
-            .drop_reasons
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let drops: Vec<String> = m.drop_reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
             "{:<20} {:>10.1} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>11}",
             m.name,

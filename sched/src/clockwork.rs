@@ -4,23 +4,39 @@
 //! that still meets that deadline. It never waits for a batch to grow: that
 //! is the difference from Symphony that the paper measures.
 //!
-//! Backends are handed work `delay.ctrl` before they free up, so a batch
-//! starts the moment the previous one ends (the same lead Symphony's rank
-//! shard uses). Queue arithmetic is shared with Symphony (`queue.rs`).
+//! Three traits of the Clockwork system the Symphony paper measured are kept,
+//! with the defaults of Clockwork's own controller (its `infer5` scheduler),
+//! because they, not the EDF rule, explain its batch sizes:
+//! - batches come only in the sizes Clockwork compiles models for: powers of
+//!   two up to 16 (`BATCH_SIZES`);
+//! - work is handed to a backend up to `SCHEDULE_AHEAD` (10 ms) before it
+//!   frees, so a batch is formed from what is queued that early;
+//! - batches are planned to finish `SLO_BUFFER` (5 ms) before the deadline
+//!   (less if the SLO leaves no room for it).
+//!
+//! Queue arithmetic is shared with Symphony (`queue.rs`); the queue holds
+//! each request's planning deadline (deadline minus the buffer).
 
 use std::collections::VecDeque;
 
 use crate::heap::IndexedMinHeap;
 use crate::queue::{BatchQueue, Pending};
-use crate::time::Nanos;
-use crate::types::{
-    BackendId, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler,
-};
+use crate::time::{Nanos, NANOS_PER_MS};
+use crate::types::{BackendId, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
+
+/// How far ahead of a backend's free time Clockwork hands it work.
+pub const SCHEDULE_AHEAD: Nanos = 10 * NANOS_PER_MS;
+/// How much before the deadline Clockwork aims batches to finish.
+pub const SLO_BUFFER: Nanos = 5 * NANOS_PER_MS;
+/// The batch sizes Clockwork runs: the largest of these that fits is used.
+pub const BATCH_SIZES: [u32; 5] = [1, 2, 4, 8, 16];
 
 #[derive(Debug)]
 pub struct Clockwork {
     spec: ClusterSpec,
     queues: Vec<BatchQueue>,
+    /// Per model: the part of the SLO held back as a buffer.
+    buffers: Vec<Nanos>,
     /// Models with queued requests, keyed by their head's deadline.
     heads: IndexedMinHeap,
     /// Every backend, keyed by when it is free (predicted from the profile).
@@ -35,10 +51,11 @@ impl Clockwork {
             free.set(b, 0);
         }
         Self {
-            queues: spec
+            queues: spec.models.iter().map(|_| BatchQueue::new(spec.queue_capacity)).collect(),
+            buffers: spec
                 .models
                 .iter()
-                .map(|_| BatchQueue::new(spec.queue_capacity))
+                .map(|m| SLO_BUFFER.min(m.slo.saturating_sub(m.profile.latency(1) + spec.delay.of(1))))
                 .collect(),
             heads: IndexedMinHeap::with_capacity(spec.models.len()),
             free,
@@ -56,10 +73,11 @@ impl Clockwork {
         }
     }
 
-    /// Hands every backend that is free by `now + ctrl` the most urgent batch.
+    /// Hands every backend that frees within `SCHEDULE_AHEAD` the most
+    /// urgent batch.
     fn dispatch(&mut self, now: Nanos) {
         while let Some((b, free_at)) = self.free.peek() {
-            if free_at > now + self.spec.delay.ctrl {
+            if free_at > now + SCHEDULE_AHEAD {
                 return;
             }
             let Some((m, _)) = self.heads.peek() else {
@@ -68,18 +86,10 @@ impl Clockwork {
             let profile = &self.spec.models[m].profile;
             let out = &mut self.out;
             self.queues[m].drop_unreachable(now, free_at, profile, &self.spec.delay, |id| {
-                out.push_back(Output::Dropped {
-                    request: id,
-                    reason: DropReason::DeadlineUnreachable,
-                })
+                out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
             });
-            let bs = self.queues[m].feasible_batch(
-                now,
-                free_at,
-                profile,
-                &self.spec.delay,
-                profile.max_batch(),
-            );
+            let fits = self.queues[m].feasible_batch(now, free_at, profile, &self.spec.delay, profile.max_batch());
+            let bs = BATCH_SIZES.iter().copied().filter(|&b| b <= fits).max().unwrap_or(0);
             if bs == 0 {
                 // Everything this model had was unreachable; pick again.
                 self.refresh_head(m);
@@ -89,12 +99,7 @@ impl Clockwork {
             let mut requests = Vec::with_capacity(bs as usize);
             self.queues[m].pop_batch(bs, &mut requests);
             self.free.set(b, exec_at + profile.latency(bs));
-            let plan = BatchPlan {
-                model: ModelId(m as u32),
-                backend: BackendId(b as u32),
-                exec_at,
-                requests,
-            };
+            let plan = BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests };
             self.out.push_back(Output::Dispatch(plan));
             self.refresh_head(m);
         }
@@ -104,17 +109,9 @@ impl Clockwork {
 impl Scheduler for Clockwork {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        if self.queues[m]
-            .push(Pending {
-                id: req.id,
-                deadline: req.deadline,
-            })
-            .is_err()
-        {
-            self.out.push_back(Output::Dropped {
-                request: req.id,
-                reason: DropReason::QueueFull,
-            });
+        let planning_deadline = req.deadline - self.buffers[m];
+        if self.queues[m].push(Pending { id: req.id, deadline: planning_deadline }).is_err() {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
         }
         self.refresh_head(m);
@@ -131,9 +128,7 @@ impl Scheduler for Clockwork {
         if self.heads.is_empty() {
             return None;
         }
-        self.free
-            .peek()
-            .map(|(_, free_at)| free_at.saturating_sub(self.spec.delay.ctrl))
+        self.free.peek().map(|(_, free_at)| free_at.saturating_sub(SCHEDULE_AHEAD))
     }
 
     fn poll_output(&mut self) -> Option<Output> {

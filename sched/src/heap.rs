@@ -23,11 +23,7 @@ pub struct IndexedMinHeap {
 impl IndexedMinHeap {
     pub fn with_capacity(capacity: usize) -> Self {
         assert!(capacity < ABSENT as usize);
-        Self {
-            heap: Vec::with_capacity(capacity),
-            pos: vec![ABSENT; capacity],
-            prio: vec![0; capacity],
-        }
+        Self { heap: Vec::with_capacity(capacity), pos: vec![ABSENT; capacity], prio: vec![0; capacity] }
     }
 
     pub fn len(&self) -> usize {
@@ -48,9 +44,7 @@ impl IndexedMinHeap {
 
     #[inline]
     pub fn peek(&self) -> Option<(usize, u64)> {
-        self.heap
-            .first()
-            .map(|&k| (k as usize, self.prio[k as usize]))
+        self.heap.first().map(|&k| (k as usize, self.prio[k as usize]))
     }
 
     pub fn pop(&mut self) -> Option<(usize, u64)> {
@@ -158,11 +152,7 @@ mod tests {
                     }
                     2 => assert_eq!(heap.remove(key), model.remove(&key)),
                     _ => {
-                        let want = model
-                            .iter()
-                            .map(|(&k, &p)| (p, k))
-                            .min()
-                            .map(|(p, k)| (k, p));
+                        let want = model.iter().map(|(&k, &p)| (p, k)).min().map(|(p, k)| (k, p));
                         assert_eq!(heap.pop(), want);
                         if let Some((k, _)) = want {
                             model.remove(&k);
@@ -170,11 +160,7 @@ mod tests {
                     }
                 }
                 assert_eq!(heap.len(), model.len());
-                let want = model
-                    .iter()
-                    .map(|(&k, &p)| (p, k))
-                    .min()
-                    .map(|(p, k)| (k, p));
+                let want = model.iter().map(|(&k, &p)| (p, k)).min().map(|(p, k)| (k, p));
                 assert_eq!(heap.peek(), want, "seed {seed}");
             }
         }

@@ -34,6 +34,6 @@ pub use profile::Profile;
 pub use scenario::Scenario;
 pub use time::Nanos;
 pub use types::{
-    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output,
-    Request, RequestId, Scheduler,
+    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output, Request, RequestId,
+    Scheduler,
 };

@@ -24,13 +24,7 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// Every policy, in the order comparisons print them.
-    pub const ALL: [PolicyKind; 5] = [
-        Self::Symphony,
-        Self::SymphonyWc,
-        Self::Clockwork,
-        Self::Nexus,
-        Self::Nexus8Fe,
-    ];
+    pub const ALL: [PolicyKind; 5] = [Self::Symphony, Self::SymphonyWc, Self::Clockwork, Self::Nexus, Self::Nexus8Fe];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -43,13 +37,10 @@ impl PolicyKind {
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
-                format!("unknown policy `{s}`; known: {}", names.join(", "))
-            })
+        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
+            format!("unknown policy `{s}`; known: {}", names.join(", "))
+        })
     }
 
     /// Builds the policy for `scenario` at aggregate offered rate `rate_rps`
@@ -64,22 +55,12 @@ impl PolicyKind {
                 } else {
                     CandidateRule::WorkConserving
                 };
-                Box::new(Symphony::new(
-                    spec,
-                    rule,
-                    knobs.model_shards,
-                    knobs.msg_delay,
-                ))
+                Box::new(Symphony::new(spec, rule, knobs.model_shards, knobs.msg_delay))
             }
             Self::Clockwork => Box::new(Clockwork::new(spec)),
             Self::Nexus | Self::Nexus8Fe => {
                 let frontends = if self == Self::Nexus { 1 } else { 8 };
-                Box::new(Nexus::new(
-                    spec,
-                    &scenario.model_rates(rate_rps),
-                    frontends,
-                    scenario.seed,
-                ))
+                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, scenario.seed))
             }
         }
     }

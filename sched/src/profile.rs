@@ -8,11 +8,7 @@ use crate::time::{ms_to_nanos, Nanos};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Profile {
     /// `l(b) = alpha*b + beta`, capped at `max_batch`.
-    Linear {
-        alpha: Nanos,
-        beta: Nanos,
-        max_batch: u32,
-    },
+    Linear { alpha: Nanos, beta: Nanos, max_batch: u32 },
     /// Measured `l(b)`; `table[b-1]` is l(b). Non-decreasing in b.
     Table(Vec<Nanos>),
 }
@@ -42,11 +38,7 @@ impl Profile {
         if max_batch == 0 {
             return Err(ProfileError::ZeroMaxBatch);
         }
-        let p = Profile::Linear {
-            alpha: ms_to_nanos(alpha_ms),
-            beta: ms_to_nanos(beta_ms),
-            max_batch,
-        };
+        let p = Profile::Linear { alpha: ms_to_nanos(alpha_ms), beta: ms_to_nanos(beta_ms), max_batch };
         if p.latency(1) == 0 {
             return Err(ProfileError::ZeroLatency);
         }
@@ -61,9 +53,7 @@ impl Profile {
             return Err(ProfileError::ZeroLatency);
         }
         if let Some(i) = latencies.windows(2).position(|w| w[1] < w[0]) {
-            return Err(ProfileError::NotMonotone {
-                batch: i as u32 + 2,
-            });
+            return Err(ProfileError::NotMonotone { batch: i as u32 + 2 });
         }
         Ok(Profile::Table(latencies))
     }
@@ -78,11 +68,7 @@ impl Profile {
     /// l(b). `b` must be in 1..=max_batch.
     #[inline]
     pub fn latency(&self, b: u32) -> Nanos {
-        assert!(
-            b >= 1 && b <= self.max_batch(),
-            "latency({b}) outside 1..={}",
-            self.max_batch()
-        );
+        assert!(b >= 1 && b <= self.max_batch(), "latency({b}) outside 1..={}", self.max_batch());
         match self {
             Profile::Linear { alpha, beta, .. } => alpha * b as Nanos + beta,
             Profile::Table(t) => t[b as usize - 1],
@@ -147,14 +133,7 @@ mod tests {
     fn linear_latency_and_inverse_agree() {
         let p = Profile::linear_ms(1.053, 5.072, 64).unwrap();
         assert_eq!(p.latency(16), 21_920_000);
-        for budget in [
-            0,
-            6_124_999,
-            6_125_000,
-            21_920_000,
-            25_000_000,
-            u64::MAX / 2,
-        ] {
+        for budget in [0, 6_124_999, 6_125_000, 21_920_000, 25_000_000, u64::MAX / 2] {
             let b = p.max_batch_within(budget, 0, 64);
             if b > 0 {
                 assert!(p.latency(b) <= budget);
@@ -169,16 +148,10 @@ mod tests {
     fn table_inverse_matches_scan() {
         let p = Profile::table(vec![5, 7, 7, 9, 20]).unwrap();
         for budget in 0..25 {
-            let want = (1..=5)
-                .filter(|&b| p.latency(b) <= budget)
-                .max()
-                .unwrap_or(0);
+            let want = (1..=5).filter(|&b| p.latency(b) <= budget).max().unwrap_or(0);
             assert_eq!(p.max_batch_within(budget, 0, 5), want);
             assert_eq!(p.max_batch_within(budget, 0, 3), want.min(3));
-            let with_extra = (1..=5)
-                .filter(|&b| p.latency(b) + 2 * b as u64 <= budget)
-                .max()
-                .unwrap_or(0);
+            let with_extra = (1..=5).filter(|&b| p.latency(b) + 2 * b as u64 <= budget).max().unwrap_or(0);
             assert_eq!(p.max_batch_within(budget, 2, 5), with_extra);
         }
         assert_eq!(p.fixed_cost(), 3);
@@ -187,13 +160,7 @@ mod tests {
     #[test]
     fn bad_tables_are_rejected() {
         assert_eq!(Profile::table(vec![]), Err(ProfileError::Empty));
-        assert_eq!(
-            Profile::table(vec![3, 2]),
-            Err(ProfileError::NotMonotone { batch: 2 })
-        );
-        assert_eq!(
-            Profile::linear_ms(1.0, 1.0, 0),
-            Err(ProfileError::ZeroMaxBatch)
-        );
+        assert_eq!(Profile::table(vec![3, 2]), Err(ProfileError::NotMonotone { batch: 2 }));
+        assert_eq!(Profile::linear_ms(1.0, 1.0, 0), Err(ProfileError::ZeroMaxBatch));
     }
 }

@@ -28,10 +28,7 @@ pub struct BatchQueue {
 impl BatchQueue {
     pub fn new(capacity: usize) -> Self {
         assert!(capacity > 0);
-        Self {
-            q: VecDeque::new(),
-            capacity,
-        }
+        Self { q: VecDeque::new(), capacity }
     }
 
     pub fn len(&self) -> usize {
@@ -98,8 +95,7 @@ impl BatchQueue {
         if self.q.is_empty() {
             return 0;
         }
-        self.fits_from(0, now, not_before, profile, delay, cap)
-            .min(self.q.len() as u32)
+        self.fits_from(0, now, not_before, profile, delay, cap).min(self.q.len() as u32)
     }
 
     /// g(i): the largest batch whose earliest deadline is request i's that
@@ -116,13 +112,11 @@ impl BatchQueue {
     ) -> u32 {
         let dl = self.q[i].deadline;
         // Started by the dispatch delay: l(b) + d_data*b <= dl - now - d_ctrl.
-        let by_delay = dl.checked_sub(now + delay.ctrl).map_or(0, |budget| {
-            profile.max_batch_within(budget, delay.per_request, cap)
-        });
+        let by_delay = dl
+            .checked_sub(now + delay.ctrl)
+            .map_or(0, |budget| profile.max_batch_within(budget, delay.per_request, cap));
         // Started by the backend: l(b) <= dl - not_before.
-        let by_backend = dl
-            .checked_sub(not_before)
-            .map_or(0, |budget| profile.max_batch_within(budget, 0, cap));
+        let by_backend = dl.checked_sub(not_before).map_or(0, |budget| profile.max_batch_within(budget, 0, cap));
         by_delay.min(by_backend)
     }
 
@@ -162,11 +156,7 @@ impl BatchQueue {
             lo
         };
         let cross = first(&|i| g(i) >= len - i);
-        let mut best = if cross < len {
-            (cross, (len - cross) as u32)
-        } else {
-            (0, 0)
-        };
+        let mut best = if cross < len { (cross, (len - cross) as u32) } else { (0, 0) };
         if cross > 0 {
             let below = g(cross - 1);
             if below as u32 >= best.1 && below > 0 {
@@ -185,11 +175,7 @@ impl BatchQueue {
 
     /// Removes the first `b` requests and appends their ids to `into`.
     pub fn pop_batch(&mut self, b: u32, into: &mut Vec<RequestId>) {
-        assert!(
-            b as usize <= self.q.len(),
-            "pop_batch({b}) of {}",
-            self.q.len()
-        );
+        assert!(b as usize <= self.q.len(), "pop_batch({b}) of {}", self.q.len());
         into.extend(self.q.drain(..b as usize).map(|p| p.id));
     }
 
@@ -205,10 +191,7 @@ mod tests {
     use crate::rng::Rng;
 
     fn p(id: u64, deadline: Nanos) -> Pending {
-        Pending {
-            id: RequestId(id),
-            deadline,
-        }
+        Pending { id: RequestId(id), deadline }
     }
 
     #[test]
@@ -232,10 +215,7 @@ mod tests {
     #[test]
     fn feasible_batch_is_the_largest_that_meets_the_head() {
         let prof = Profile::table(vec![10, 12, 14, 16, 18]).unwrap();
-        let delay = DispatchDelay {
-            ctrl: 2,
-            per_request: 1,
-        };
+        let delay = DispatchDelay { ctrl: 2, per_request: 1 };
         let mut rng = Rng::new(9);
         for _ in 0..2_000 {
             let mut q = BatchQueue::new(16);
@@ -247,10 +227,7 @@ mod tests {
             let b = q.feasible_batch(now, not_before, &prof, &delay, 5);
             let dl = q.head().unwrap().deadline;
             let finish = |b: u32| (now + delay.of(b)).max(not_before) + prof.latency(b);
-            let want = (1..=(q.len() as u32).min(5))
-                .filter(|&b| finish(b) <= dl)
-                .max()
-                .unwrap_or(0);
+            let want = (1..=(q.len() as u32).min(5)).filter(|&b| finish(b) <= dl).max().unwrap_or(0);
             assert_eq!(b, want);
             // best_window against trying every window.
             let mut brute = (0, 0);

@@ -19,13 +19,7 @@ pub struct RateEstimator {
 impl RateEstimator {
     pub fn new(window: Nanos) -> Self {
         assert!(window > 0);
-        Self {
-            window,
-            window_end: window,
-            count: 0,
-            rate_rps: 0.0,
-            primed: false,
-        }
+        Self { window, window_end: window, count: 0, rate_rps: 0.0, primed: false }
     }
 
     /// Counts one arrival at `now` (non-decreasing across calls).
@@ -42,11 +36,7 @@ impl RateEstimator {
         }
         let per_window = NANOS_PER_S as f64 / self.window as f64;
         let sample = self.count as f64 * per_window;
-        self.rate_rps = if self.primed {
-            0.5 * (self.rate_rps + sample)
-        } else {
-            sample
-        };
+        self.rate_rps = if self.primed { 0.5 * (self.rate_rps + sample) } else { sample };
         self.primed = true;
         self.count = 0;
         self.window_end += self.window;

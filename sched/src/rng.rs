@@ -18,14 +18,7 @@ fn splitmix64(x: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Self {
         let mut x = seed;
-        Self {
-            s: [
-                splitmix64(&mut x),
-                splitmix64(&mut x),
-                splitmix64(&mut x),
-                splitmix64(&mut x),
-            ],
-        }
+        Self { s: [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)] }
     }
 
     /// An independent stream derived from this seed and a stream number.
@@ -109,10 +102,7 @@ mod tests {
 
     fn mean_var(xs: &[f64]) -> (f64, f64) {
         let m = xs.iter().sum::<f64>() / xs.len() as f64;
-        (
-            m,
-            xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64,
-        )
+        (m, xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64)
     }
 
     #[test]
@@ -128,18 +118,9 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_distinct() {
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(Rng::stream(7, 1), |r, _: u64| Some(r.next_u64()))
-            .collect();
-        let b: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(Rng::stream(7, 1), |r, _: u64| Some(r.next_u64()))
-            .collect();
-        let c: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(Rng::stream(7, 2), |r, _: u64| Some(r.next_u64()))
-            .collect();
+        let a: Vec<u64> = (0..4).map(|_| 0).scan(Rng::stream(7, 1), |r, _: u64| Some(r.next_u64())).collect();
+        let b: Vec<u64> = (0..4).map(|_| 0).scan(Rng::stream(7, 1), |r, _: u64| Some(r.next_u64())).collect();
+        let c: Vec<u64> = (0..4).map(|_| 0).scan(Rng::stream(7, 2), |r, _: u64| Some(r.next_u64())).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

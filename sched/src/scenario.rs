@@ -30,9 +30,7 @@ impl Arrival {
             _ => match s.strip_prefix("gamma:").map(str::parse::<f64>) {
                 Some(Ok(k)) if k > 0.0 && k.is_finite() => Ok(Arrival::Gamma(k)),
                 Some(_) => Err(format!("`{s}`: the gamma shape must be a positive number")),
-                None => Err(format!(
-                    "`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\""
-                )),
+                None => Err(format!("`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\"")),
             },
         }
     }
@@ -92,10 +90,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-    ScenarioError {
-        key: key.into(),
-        message: message.into(),
-    }
+    ScenarioError { key: key.into(), message: message.into() }
 }
 
 #[derive(Deserialize)]
@@ -163,12 +158,8 @@ fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
 impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         // toml names the offending key (and its line) in its message.
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            err(
-                "",
-                format!("invalid scenario: {}", e.to_string().trim_end()),
-            )
-        })?;
+        let raw: RawScenario =
+            toml::from_str(text).map_err(|e| err("", format!("invalid scenario: {}", e.to_string().trim_end())))?;
         Self::from_raw(raw)
     }
 
@@ -183,10 +174,7 @@ impl Scenario {
         }
         let c = raw.cluster;
         if c.gpus < 1 || c.gpus > 1_000_000 {
-            return Err(err(
-                "cluster.gpus",
-                format!("must be between 1 and 1000000, got {}", c.gpus),
-            ));
+            return Err(err("cluster.gpus", format!("must be between 1 and 1000000, got {}", c.gpus)));
         }
         let delay = DispatchDelay {
             ctrl: us_to_nanos(non_negative("cluster.ctrl_delay_us", c.ctrl_delay_us, 0.0)?),
@@ -194,24 +182,15 @@ impl Scenario {
         };
         let exec_jitter = non_negative("cluster.exec_jitter", c.exec_jitter, 0.0)?;
         if exec_jitter >= 1.0 {
-            return Err(err(
-                "cluster.exec_jitter",
-                format!("must be below 1, got {exec_jitter}"),
-            ));
+            return Err(err("cluster.exec_jitter", format!("must be below 1, got {exec_jitter}")));
         }
         let model_shards = c.model_shards.unwrap_or(4);
         if !(1..=1024).contains(&model_shards) {
-            return Err(err(
-                "cluster.model_shards",
-                format!("must be between 1 and 1024, got {model_shards}"),
-            ));
+            return Err(err("cluster.model_shards", format!("must be between 1 and 1024, got {model_shards}")));
         }
         let queue_capacity = c.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY);
         if !(1..=1 << 24).contains(&queue_capacity) {
-            return Err(err(
-                "cluster.queue_capacity",
-                format!("must be between 1 and 16777216, got {queue_capacity}"),
-            ));
+            return Err(err("cluster.queue_capacity", format!("must be between 1 and 16777216, got {queue_capacity}")));
         }
         if raw.models.is_empty() {
             return Err(err("models", "at least one model is required"));
@@ -220,10 +199,7 @@ impl Scenario {
         for (i, m) in raw.models.into_iter().enumerate() {
             let key = |k: &str| format!("models[{i}].{k}");
             if models.iter().any(|x: &ScenarioModel| x.spec.name == m.name) {
-                return Err(err(
-                    key("name"),
-                    format!("duplicate model name `{}`", m.name),
-                ));
+                return Err(err(key("name"), format!("duplicate model name `{}`", m.name)));
             }
             let profile = match (m.alpha_ms, m.beta_ms, m.latency_ms) {
                 (Some(a), Some(b), None) => {
@@ -231,36 +207,21 @@ impl Scenario {
                     let b = non_negative(&key("beta_ms"), Some(b), 0.0)?;
                     let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
                     if !(1..=65_536).contains(&max_batch) {
-                        return Err(err(
-                            key("max_batch"),
-                            format!("must be between 1 and 65536, got {max_batch}"),
-                        ));
+                        return Err(err(key("max_batch"), format!("must be between 1 and 65536, got {max_batch}")));
                     }
-                    Profile::linear_ms(a, b, max_batch as u32)
-                        .map_err(|e| err(key("alpha_ms"), e.to_string()))?
+                    Profile::linear_ms(a, b, max_batch as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?
                 }
                 (None, None, Some(table)) => {
                     if m.max_batch.is_some() {
-                        return Err(err(
-                            key("max_batch"),
-                            "a latency table sets its own maximum batch",
-                        ));
+                        return Err(err(key("max_batch"), "a latency table sets its own maximum batch"));
                     }
                     let mut ns = Vec::with_capacity(table.len());
                     for (b, &l) in table.iter().enumerate() {
-                        ns.push(ms_to_nanos(positive(
-                            &format!("{}[{b}]", key("latency_ms")),
-                            l,
-                        )?));
+                        ns.push(ms_to_nanos(positive(&format!("{}[{b}]", key("latency_ms")), l)?));
                     }
                     Profile::table(ns).map_err(|e| err(key("latency_ms"), e.to_string()))?
                 }
-                _ => {
-                    return Err(err(
-                        key("alpha_ms"),
-                        "give either alpha_ms and beta_ms, or latency_ms",
-                    ))
-                }
+                _ => return Err(err(key("alpha_ms"), "give either alpha_ms and beta_ms, or latency_ms")),
             };
             let slo = ms_to_nanos(positive(&key("slo_ms"), m.slo_ms)?);
             if slo < profile.latency(1) + delay.of(1) {
@@ -270,23 +231,12 @@ impl Scenario {
                 ));
             }
             let weight = non_negative(&key("weight"), m.weight, 1.0)?;
-            let arrival = Arrival::parse(m.arrival.as_deref().unwrap_or("poisson"))
-                .map_err(|e| err(key("arrival"), e))?;
-            models.push(ScenarioModel {
-                spec: ModelSpec {
-                    name: m.name,
-                    profile,
-                    slo,
-                },
-                weight,
-                arrival,
-            });
+            let arrival =
+                Arrival::parse(m.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
+            models.push(ScenarioModel { spec: ModelSpec { name: m.name, profile, slo }, weight, arrival });
         }
         if models.iter().all(|m| m.weight == 0.0) {
-            return Err(err(
-                "models.weight",
-                "at least one model needs a positive weight",
-            ));
+            return Err(err("models.weight", "at least one model needs a positive weight"));
         }
         let policy = match raw.policy {
             Some(p) => PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?,
@@ -317,10 +267,7 @@ impl Scenario {
     /// Per-model offered rates for an aggregate rate, split by weight.
     pub fn model_rates(&self, rate_rps: f64) -> Vec<f64> {
         let total: f64 = self.models.iter().map(|m| m.weight).sum();
-        self.models
-            .iter()
-            .map(|m| rate_rps * m.weight / total)
-            .collect()
+        self.models.iter().map(|m| rate_rps * m.weight / total).collect()
     }
 
     /// An upper bound on the aggregate rate the cluster could ever serve:
@@ -374,10 +321,7 @@ name = "clockwork"
 
     fn rejects(text: &str, key: &str) {
         let e = Scenario::parse(text).expect_err("must be rejected");
-        assert!(
-            e.to_string().contains(key),
-            "error `{e}` does not name `{key}`"
-        );
+        assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`");
     }
 
     #[test]
@@ -385,25 +329,13 @@ name = "clockwork"
         rejects(&GOOD.replace("seed = 7", "seed = 7\nsede = 3"), "sede");
         rejects(&GOOD.replace("gpus = 8", "gpus = 0"), "cluster.gpus");
         rejects(&GOOD.replace("gpus = 8", "gpus = 8\ngpu = 1"), "gpu");
-        rejects(
-            &GOOD.replace("slo_ms = 25.0", "slo_ms = 5.0"),
-            "models[0].slo_ms",
-        );
-        rejects(
-            &GOOD.replace("slo_ms = 25.0", "slo_ms = -1.0"),
-            "models[0].slo_ms",
-        );
+        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = 5.0"), "models[0].slo_ms");
+        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = -1.0"), "models[0].slo_ms");
         rejects(&GOOD.replace("gamma:0.5", "gamma:-2"), "models[0].arrival");
         rejects(&GOOD.replace("gamma:0.5", "bursty"), "models[0].arrival");
         rejects(&GOOD.replace("clockwork", "fifo"), "policy.name");
         rejects(&GOOD.replace("beta_ms = 5.072", ""), "models[0].alpha_ms");
-        rejects(
-            &GOOD.replace("duration_s = 3", "duration_s = 0"),
-            "duration_s",
-        );
-        rejects(
-            &GOOD.replace("alpha_ms = 1.053", "alpha_ms = 1.053\nwieght = 2"),
-            "wieght",
-        );
+        rejects(&GOOD.replace("duration_s = 3", "duration_s = 0"), "duration_s");
+        rejects(&GOOD.replace("alpha_ms = 1.053", "alpha_ms = 1.053\nwieght = 2"), "wieght");
     }
 }

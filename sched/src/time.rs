@@ -11,18 +11,12 @@ pub const NANOS_PER_S: Nanos = 1_000_000_000;
 /// Converts milliseconds (as written in scenario files and paper tables) to
 /// nanoseconds, rounding to the nearest nanosecond.
 pub fn ms_to_nanos(ms: f64) -> Nanos {
-    assert!(
-        ms.is_finite() && ms >= 0.0,
-        "ms_to_nanos: {ms} is not a duration"
-    );
+    assert!(ms.is_finite() && ms >= 0.0, "ms_to_nanos: {ms} is not a duration");
     (ms * NANOS_PER_MS as f64).round() as Nanos
 }
 
 pub fn us_to_nanos(us: f64) -> Nanos {
-    assert!(
-        us.is_finite() && us >= 0.0,
-        "us_to_nanos: {us} is not a duration"
-    );
+    assert!(us.is_finite() && us >= 0.0, "us_to_nanos: {us} is not a duration");
     (us * NANOS_PER_US as f64).round() as Nanos
 }
 

@@ -51,12 +51,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 4] = [
-        Self::DeadlineUnreachable,
-        Self::Shed,
-        Self::QueueFull,
-        Self::NoBackend,
-    ];
+    pub const ALL: [DropReason; 4] = [Self::DeadlineUnreachable, Self::Shed, Self::QueueFull, Self::NoBackend];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -83,10 +78,7 @@ pub struct BatchPlan {
 #[must_use]
 pub enum Output {
     Dispatch(BatchPlan),
-    Dropped {
-        request: RequestId,
-        reason: DropReason,
-    },
+    Dropped { request: RequestId, reason: DropReason },
 }
 
 /// One model as the scheduler sees it.

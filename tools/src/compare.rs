@@ -34,21 +34,12 @@ pub fn run(a: Args) -> Result<(), String> {
         scenario.duration = baton_sched::time::ms_to_nanos(d * 1e3);
     }
     if !(a.tolerance > 0.0 && a.tolerance < 0.5) {
-        return Err(format!(
-            "--tolerance: must be in (0, 0.5), got {}",
-            a.tolerance
-        ));
+        return Err(format!("--tolerance: must be in (0, 0.5), got {}", a.tolerance));
     }
-    eprintln!(
-        "baton compare: scenario {} seed {}; one goodput search per policy ...",
-        scenario.name, scenario.seed
-    );
+    eprintln!("baton compare: scenario {} seed {}; one goodput search per policy ...", scenario.name, scenario.seed);
     let rows = compare_policies(&scenario, &PolicyKind::ALL, a.tolerance);
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
     } else {
         print!("{}", format_comparison(&scenario, &rows));
     }

@@ -8,11 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "baton",
-    version,
-    about = "Baton: centralized DNN inference serving on GPU clusters"
-)]
+#[command(name = "baton", version, about = "Baton: centralized DNN inference serving on GPU clusters")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -40,10 +40,7 @@ pub fn run(a: Args) -> Result<(), String> {
         None => scenario.policy,
     };
     if !(a.tolerance > 0.0 && a.tolerance < 0.5) {
-        return Err(format!(
-            "--tolerance: must be in (0, 0.5), got {}",
-            a.tolerance
-        ));
+        return Err(format!("--tolerance: must be in (0, 0.5), got {}", a.tolerance));
     }
     eprintln!(
         "baton sim: scenario {} policy {} seed {} (the same seed reproduces this run bit for bit)",
@@ -54,16 +51,9 @@ pub fn run(a: Args) -> Result<(), String> {
     if a.find_goodput {
         let g = find_goodput(&scenario, policy, a.tolerance);
         if a.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&g).map_err(|e| e.to_string())?
-            );
+            println!("{}", serde_json::to_string_pretty(&g).map_err(|e| e.to_string())?);
         } else {
-            println!(
-                "goodput {:.1} r/s ({} probes)",
-                g.goodput_rps,
-                g.probes.len()
-            );
+            println!("goodput {:.1} r/s ({} probes)", g.goodput_rps, g.probes.len());
             if let Some(r) = &g.at_goodput {
                 print_report(r);
             }
@@ -72,19 +62,14 @@ pub fn run(a: Args) -> Result<(), String> {
     }
     let rate = match (a.rate, scenario.rate_rps) {
         (Some(r), _) | (None, Some(r)) => r,
-        (None, None) => {
-            return Err("give --rate R or --find-goodput (the scenario has no rate_rps)".into())
-        }
+        (None, None) => return Err("give --rate R or --find-goodput (the scenario has no rate_rps)".into()),
     };
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--rate: must be a positive number, got {rate}"));
     }
     let r = simulate(&scenario, policy, rate);
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
     } else {
         print_report(&r);
     }

@@ -14,10 +14,7 @@ use super::squishy::{plan_for_cluster, Plan};
 use crate::queue::{BatchQueue, Pending};
 use crate::rng::Rng;
 use crate::time::Nanos;
-use crate::types::{
-    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request,
-    Scheduler,
-};
+use crate::types::{BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request, Scheduler};
 
 #[derive(Debug)]
 struct Session {
@@ -64,15 +61,8 @@ impl Nexus {
         assert!(frontends >= 1);
         let plan = plan_for_cluster(&spec.models, offered_rps, spec.backends);
         let mut rng = Rng::stream(seed, 0x4E58);
-        let mut routes: Vec<Route> = spec
-            .models
-            .iter()
-            .map(|_| Route {
-                targets: vec![],
-                weights: vec![],
-                per_frontend: vec![],
-            })
-            .collect();
+        let mut routes: Vec<Route> =
+            spec.models.iter().map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] }).collect();
         let backends = plan
             .backends
             .iter()
@@ -86,11 +76,7 @@ impl Nexus {
                         let r = &mut routes[s.model.index()];
                         r.targets.push((b, si));
                         r.weights.push(s.rate_rps.max(1e-9));
-                        Session {
-                            model: s.model,
-                            batch: s.batch,
-                            queue: BatchQueue::new(spec.queue_capacity),
-                        }
+                        Session { model: s.model, batch: s.batch, queue: BatchQueue::new(spec.queue_capacity) }
                     })
                     .collect(),
                 next: 0,
@@ -101,20 +87,10 @@ impl Nexus {
             let total: f64 = r.weights.iter().sum();
             // Independent frontends start their round-robins at random phases.
             r.per_frontend = (0..frontends)
-                .map(|_| Wrr {
-                    current: r.weights.iter().map(|_| rng.unit() * total).collect(),
-                })
+                .map(|_| Wrr { current: r.weights.iter().map(|_| rng.unit() * total).collect() })
                 .collect();
         }
-        Self {
-            spec: spec.clone(),
-            plan,
-            backends,
-            routes,
-            frontends,
-            rng,
-            out: VecDeque::new(),
-        }
+        Self { spec: spec.clone(), plan, backends, routes, frontends, rng, out: VecDeque::new() }
     }
 
     pub fn plan(&self) -> &Plan {
@@ -132,9 +108,8 @@ impl Nexus {
         for (c, w) in cur.iter_mut().zip(&r.weights) {
             *c += w;
         }
-        let pick = (0..cur.len())
-            .max_by(|&a, &b| cur[a].total_cmp(&cur[b]).then(b.cmp(&a)))
-            .expect("targets non-empty");
+        let pick =
+            (0..cur.len()).max_by(|&a, &b| cur[a].total_cmp(&cur[b]).then(b.cmp(&a))).expect("targets non-empty");
         cur[pick] -= total;
         Some(r.targets[pick])
     }
@@ -152,16 +127,10 @@ impl Nexus {
             let s = &mut be.sessions[si];
             let profile = &self.spec.models[s.model.index()].profile;
             let out = &mut self.out;
-            s.queue
-                .drop_unreachable(now, now, profile, &no_delay, |id| {
-                    out.push_back(Output::Dropped {
-                        request: id,
-                        reason: DropReason::DeadlineUnreachable,
-                    })
-                });
-            let bs = s
-                .queue
-                .feasible_batch(now, now, profile, &no_delay, s.batch);
+            s.queue.drop_unreachable(now, now, profile, &no_delay, |id| {
+                out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+            });
+            let bs = s.queue.feasible_batch(now, now, profile, &no_delay, s.batch);
             if bs == 0 {
                 continue;
             }
@@ -184,23 +153,12 @@ impl Nexus {
 impl Scheduler for Nexus {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let Some((b, si)) = self.route(req.model) else {
-            self.out.push_back(Output::Dropped {
-                request: req.id,
-                reason: DropReason::NoBackend,
-            });
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
             return;
         };
         let q = &mut self.backends[b].sessions[si].queue;
-        if q.push(Pending {
-            id: req.id,
-            deadline: req.deadline,
-        })
-        .is_err()
-        {
-            self.out.push_back(Output::Dropped {
-                request: req.id,
-                reason: DropReason::QueueFull,
-            });
+        if q.push(Pending { id: req.id, deadline: req.deadline }).is_err() {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
         }
         self.run_backend(now, b);

@@ -31,11 +31,7 @@ pub struct BackendPlan {
 impl BackendPlan {
     /// Share of the duty cycle spent executing.
     pub fn occupancy(&self, models: &[ModelSpec]) -> f64 {
-        let busy: Nanos = self
-            .sessions
-            .iter()
-            .map(|s| models[s.model.index()].profile.latency(s.batch))
-            .sum();
+        let busy: Nanos = self.sessions.iter().map(|s| models[s.model.index()].profile.latency(s.batch)).sum();
         busy as f64 / self.duty_cycle as f64
     }
 }
@@ -58,11 +54,7 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
     let mut backends = Vec::new();
     let mut residuals: Vec<(f64, PlannedSession, Nanos)> = Vec::new(); // (occupancy, session, duty)
     for (i, (m, &rate)) in models.iter().zip(rates_rps).enumerate() {
-        assert!(
-            rate >= 0.0 && rate.is_finite(),
-            "rate of {} is {rate}",
-            m.name
-        );
+        assert!(rate >= 0.0 && rate.is_finite(), "rate of {} is {rate}", m.name);
         let model = ModelId(i as u32);
         let big = max_batch(m, m.slo / 2).max(1);
         let l_big = m.profile.latency(big);
@@ -70,11 +62,7 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
         let whole = (rate / per_backend).floor();
         for _ in 0..whole as u64 {
             backends.push(BackendPlan {
-                sessions: vec![PlannedSession {
-                    model,
-                    batch: big,
-                    rate_rps: per_backend,
-                }],
+                sessions: vec![PlannedSession { model, batch: big, rate_rps: per_backend }],
                 duty_cycle: l_big,
             });
         }
@@ -95,15 +83,7 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
             (b, (b as f64 * ns_per_req).round() as Nanos)
         };
         let occ = m.profile.latency(batch) as f64 / duty as f64;
-        residuals.push((
-            occ,
-            PlannedSession {
-                model,
-                batch,
-                rate_rps: rest,
-            },
-            duty,
-        ));
+        residuals.push((occ, PlannedSession { model, batch, rate_rps: rest }, duty));
     }
     residuals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.model.cmp(&b.1.model)));
     let mut nodes: Vec<BackendPlan> = Vec::new();
@@ -115,33 +95,21 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         match best {
             Some((_, i, m)) => nodes[i] = m,
-            None => nodes.push(BackendPlan {
-                sessions: vec![s],
-                duty_cycle: duty,
-            }),
+            None => nodes.push(BackendPlan { sessions: vec![s], duty_cycle: duty }),
         }
     }
     backends.extend(nodes);
-    Plan {
-        backends,
-        rate_scale: 1.0,
-    }
+    Plan { backends, rate_scale: 1.0 }
 }
 
 /// `node` with `s` merged in, or None if the merge breaks a duty cycle or an SLO.
-fn merged(
-    models: &[ModelSpec],
-    node: &BackendPlan,
-    s: &PlannedSession,
-    duty: Nanos,
-) -> Option<BackendPlan> {
+fn merged(models: &[ModelSpec], node: &BackendPlan, s: &PlannedSession, duty: Nanos) -> Option<BackendPlan> {
     let d = node.duty_cycle.min(duty);
     let mut sessions = Vec::with_capacity(node.sessions.len() + 1);
     let mut busy = 0;
     for x in node.sessions.iter().chain(std::iter::once(s)) {
         let m = &models[x.model.index()];
-        let batch = ((d as f64 * x.rate_rps / NANOS_PER_S as f64).ceil() as u32)
-            .clamp(1, m.profile.max_batch());
+        let batch = ((d as f64 * x.rate_rps / NANOS_PER_S as f64).ceil() as u32).clamp(1, m.profile.max_batch());
         let l = m.profile.latency(batch);
         if d + l > m.slo {
             return None;
@@ -149,10 +117,7 @@ fn merged(
         busy += l;
         sessions.push(PlannedSession { batch, ..x.clone() });
     }
-    (busy <= d).then_some(BackendPlan {
-        sessions,
-        duty_cycle: d,
-    })
+    (busy <= d).then_some(BackendPlan { sessions, duty_cycle: d })
 }
 
 /// Plans the offered rates scaled by the largest factor whose plan fits in
@@ -160,12 +125,7 @@ fn merged(
 /// session gets headroom, above it the plan is what the cluster can carry.
 /// Models that do not fit even at the smallest scale get no backend.
 pub fn plan_for_cluster(models: &[ModelSpec], offered_rps: &[f64], gpus: u32) -> Plan {
-    let plan_at = |s: f64| {
-        squishy_bin_packing(
-            models,
-            &offered_rps.iter().map(|r| r * s).collect::<Vec<_>>(),
-        )
-    };
+    let plan_at = |s: f64| squishy_bin_packing(models, &offered_rps.iter().map(|r| r * s).collect::<Vec<_>>());
     let fits = |p: &Plan| p.backends.len() <= gpus as usize;
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     while fits(&plan_at(hi)) && hi < 1e9 {
@@ -193,11 +153,7 @@ mod tests {
     use crate::time::ms_to_nanos;
 
     fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
-        ModelSpec {
-            name: "m".into(),
-            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
-            slo: ms_to_nanos(slo),
-        }
+        ModelSpec { name: "m".into(), profile: Profile::linear_ms(alpha, beta, 256).unwrap(), slo: ms_to_nanos(slo) }
     }
 
     #[test]
@@ -211,9 +167,8 @@ mod tests {
 
     #[test]
     fn plans_meet_every_slo_and_duty_cycle() {
-        let models: Vec<ModelSpec> = (0..12)
-            .map(|i| model(0.5 + i as f64 * 0.3, 2.0 + i as f64, 30.0 + 5.0 * i as f64))
-            .collect();
+        let models: Vec<ModelSpec> =
+            (0..12).map(|i| model(0.5 + i as f64 * 0.3, 2.0 + i as f64, 30.0 + 5.0 * i as f64)).collect();
         let rates: Vec<f64> = (0..12).map(|i| 20.0 + 37.0 * i as f64).collect();
         let p = squishy_bin_packing(&models, &rates);
         for b in &p.backends {
@@ -224,17 +179,9 @@ mod tests {
             }
         }
         for (i, &r) in rates.iter().enumerate() {
-            let planned: f64 = p
-                .backends
-                .iter()
-                .flat_map(|b| &b.sessions)
-                .filter(|s| s.model.index() == i)
-                .map(|s| s.rate_rps)
-                .sum();
-            assert!(
-                (planned - r).abs() < 1e-6,
-                "model {i} planned {planned} of {r}"
-            );
+            let planned: f64 =
+                p.backends.iter().flat_map(|b| &b.sessions).filter(|s| s.model.index() == i).map(|s| s.rate_rps).sum();
+            assert!((planned - r).abs() < 1e-6, "model {i} planned {planned} of {r}");
         }
     }
 

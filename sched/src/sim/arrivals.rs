@@ -43,11 +43,7 @@ impl Arrivals {
             .map(|(i, (m, r))| {
                 let mut s = Stream {
                     law: m.arrival,
-                    mean_gap_ns: if r > 0.0 {
-                        NANOS_PER_S as f64 / r
-                    } else {
-                        f64::INFINITY
-                    },
+                    mean_gap_ns: if r > 0.0 { NANOS_PER_S as f64 / r } else { f64::INFINITY },
                     next_ns: 0.0,
                     rng: Rng::stream(seed, i as u64),
                 };

@@ -47,10 +47,5 @@ pub fn find_goodput(scenario: &Scenario, policy: PolicyKind, rel_tolerance: f64)
             hi = mid;
         }
     }
-    GoodputSearch {
-        policy: policy.as_str().to_string(),
-        goodput_rps: lo,
-        at_goodput,
-        probes,
-    }
+    GoodputSearch { policy: policy.as_str().to_string(), goodput_rps: lo, at_goodput, probes }
 }

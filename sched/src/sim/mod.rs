@@ -93,19 +93,11 @@ impl Sim<'_> {
 
     fn drop_request(&mut self, id: RequestId, reason: DropReason, seed: u64) {
         let r = &mut self.records[id.0 as usize];
-        assert_eq!(
-            r.state,
-            State::Queued,
-            "request {id:?} dropped while {:?} (seed {seed})",
-            r.state
-        );
+        assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
         r.state = State::Done;
         let r = *r;
         if self.measured(r.arrival) {
-            let i = DropReason::ALL
-                .iter()
-                .position(|&x| x == reason)
-                .expect("listed");
+            let i = DropReason::ALL.iter().position(|&x| x == reason).expect("listed");
             self.tallies[r.model.index()].dropped[i] += 1;
         }
     }
@@ -113,28 +105,13 @@ impl Sim<'_> {
     fn dispatch(&mut self, now: Nanos, plan: BatchPlan, seed: u64) {
         let b = plan.requests.len() as u32;
         let model = &self.scenario.models[plan.model.index()].spec;
-        assert!(
-            b >= 1 && b <= model.profile.max_batch(),
-            "batch of {b} for {} (seed {seed})",
-            model.name
-        );
-        assert!(
-            plan.exec_at >= now,
-            "batch planned in the past (seed {seed})"
-        );
+        assert!(b >= 1 && b <= model.profile.max_batch(), "batch of {b} for {} (seed {seed})", model.name);
+        assert!(plan.exec_at >= now, "batch planned in the past (seed {seed})");
         let mut earliest_deadline = Nanos::MAX;
         for id in &plan.requests {
             let r = &mut self.records[id.0 as usize];
-            assert_eq!(
-                r.state,
-                State::Queued,
-                "request {id:?} dispatched while {:?} (seed {seed})",
-                r.state
-            );
-            assert_eq!(
-                r.model, plan.model,
-                "request {id:?} in another model's batch (seed {seed})"
-            );
+            assert_eq!(r.state, State::Queued, "request {id:?} dispatched while {:?} (seed {seed})", r.state);
+            assert_eq!(r.model, plan.model, "request {id:?} in another model's batch (seed {seed})");
             r.state = State::Running;
             earliest_deadline = earliest_deadline.min(r.deadline);
         }
@@ -143,11 +120,7 @@ impl Sim<'_> {
             self.infeasible_plans += 1;
         }
         let j = self.scenario.knobs.exec_jitter;
-        let run = if j > 0.0 {
-            (l as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos
-        } else {
-            l
-        };
+        let run = if j > 0.0 { (l as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos } else { l };
         let be = &mut self.backends[plan.backend.index()];
         let start = plan.exec_at.max(be.busy_until);
         let finish = start + run.max(1);
@@ -161,20 +134,11 @@ impl Sim<'_> {
             t.batched_requests += b as u64;
         }
         self.completions.push(Reverse((finish, plan.backend.0)));
-        self.backends[plan.backend.index()]
-            .running
-            .push_back(Running {
-                start,
-                finish,
-                plan,
-            });
+        self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
     }
 
     fn complete(&mut self, backend: u32, now: Nanos) {
-        let run = self.backends[backend as usize]
-            .running
-            .pop_front()
-            .expect("a completion has its batch");
+        let run = self.backends[backend as usize].running.pop_front().expect("a completion has its batch");
         assert_eq!(run.finish, now);
         for id in &run.plan.requests {
             let r = &mut self.records[id.0 as usize];
@@ -202,12 +166,7 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> Report {
 }
 
 /// One run of any scheduler (tests hand in their own).
-pub fn run_with(
-    scenario: &Scenario,
-    policy_name: &str,
-    sched: &mut dyn Scheduler,
-    rate_rps: f64,
-) -> Report {
+pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
     assert!(rate_rps.is_finite() && rate_rps >= 0.0);
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
@@ -217,9 +176,7 @@ pub fn run_with(
         window: (scenario.warmup, end),
         records: Vec::new(),
         tallies: vec![ModelTally::default(); scenario.models.len()],
-        backends: (0..scenario.cluster.backends)
-            .map(|_| EmulatedBackend::default())
-            .collect(),
+        backends: (0..scenario.cluster.backends).map(|_| EmulatedBackend::default()).collect(),
         completions: BinaryHeap::new(),
         jitter: Rng::stream(seed, u64::MAX),
         busy: 0,
@@ -241,39 +198,21 @@ pub fn run_with(
         }
         now = t;
         if done_at.is_some_and(|d| d <= now) {
-            let Some(Reverse((_, b))) = sim.completions.pop() else {
-                unreachable!()
-            };
+            let Some(Reverse((_, b))) = sim.completions.pop() else { unreachable!() };
             sim.complete(b, now);
             sched.on_batch_done(now, crate::types::BackendId(b));
         } else if arrive_at.is_some_and(|a| a <= now) {
             let (at, model) = arrivals.pop().expect("peeked");
             let id = RequestId(sim.records.len() as u64);
             let deadline = at + scenario.models[model.index()].spec.slo;
-            sim.records.push(Record {
-                model,
-                arrival: at,
-                deadline,
-                state: State::Queued,
-            });
+            sim.records.push(Record { model, arrival: at, deadline, state: State::Queued });
             if sim.measured(at) {
                 sim.tallies[model.index()].sent += 1;
             }
-            sched.on_request(
-                now,
-                Request {
-                    id,
-                    model,
-                    arrival: at,
-                    deadline,
-                },
-            );
+            sched.on_request(now, Request { id, model, arrival: at, deadline });
         } else {
             idle_wakeups += 1;
-            assert!(
-                idle_wakeups < MAX_IDLE_WAKEUPS,
-                "{policy_name} livelocks at t={now} (seed {seed})"
-            );
+            assert!(idle_wakeups < MAX_IDLE_WAKEUPS, "{policy_name} livelocks at t={now} (seed {seed})");
             sched.on_timeout(now);
         }
         let mut produced = false;
@@ -285,11 +224,7 @@ pub fn run_with(
             idle_wakeups = 0;
         }
     }
-    let unanswered = sim
-        .records
-        .iter()
-        .filter(|r| r.state != State::Done)
-        .count() as u64;
+    let unanswered = sim.records.iter().filter(|r| r.state != State::Done).count() as u64;
     let rates = scenario.model_rates(rate_rps);
     let models = std::mem::take(&mut sim.tallies)
         .into_iter()
@@ -307,10 +242,7 @@ pub fn run_with(
             backends: scenario.cluster.backends,
             busy: sim.busy,
             batch_sizes: sim.batch_sizes,
-            checks: Checks {
-                unanswered,
-                infeasible_plans: sim.infeasible_plans,
-            },
+            checks: Checks { unanswered, infeasible_plans: sim.infeasible_plans },
         },
         models,
     )

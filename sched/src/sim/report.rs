@@ -66,10 +66,7 @@ pub struct Report {
 impl Report {
     /// Every model with traffic kept its bad rate within the limit.
     pub fn meets_slos(&self) -> bool {
-        self.models
-            .iter()
-            .filter(|m| m.sent > 0)
-            .all(|m| m.bad_rate <= BAD_RATE_LIMIT)
+        self.models.iter().filter(|m| m.sent > 0).all(|m| m.bad_rate <= BAD_RATE_LIMIT)
     }
 }
 
@@ -155,21 +152,13 @@ pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>) -> Report {
         duration_s: nanos_to_s(s.window),
         offered_rps: s.offered_rps,
         goodput_rps: ok as f64 / nanos_to_s(s.window),
-        bad_rate: if sent == 0 {
-            0.0
-        } else {
-            (sent - ok) as f64 / sent as f64
-        },
+        bad_rate: if sent == 0 { 0.0 } else { (sent - ok) as f64 / sent as f64 },
         gpu_idle_fraction: (1.0 - s.busy as f64 / capacity).max(0.0),
         sent,
         ok,
         late,
         dropped,
-        mean_batch: if batches == 0 {
-            0.0
-        } else {
-            batched as f64 / batches as f64
-        },
+        mean_batch: if batches == 0 { 0.0 } else { batched as f64 / batches as f64 },
         batch_sizes: s.batch_sizes,
         checks: s.checks,
         models,

@@ -39,16 +39,12 @@ use crate::time::Nanos;
 
 /// How much batch efficiency (requests per unit of backend time) a shed must
 /// win back.
-pub const SHED_MARGIN: f64 = 0.03;
+pub const SHED_MARGIN: f64 = 0.1;
 
 /// Whether shedding heads to run `best` instead of `prefix` is worth it.
 pub fn worth_shedding(profile: &Profile, prefix: u32, best: u32) -> bool {
     let efficiency = |b: u32| b as f64 / profile.latency(b) as f64;
-    let margin: f64 = std::env::var("SHED_MARGIN")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(SHED_MARGIN);
-    best > prefix && efficiency(prefix) < (1.0 - margin) * efficiency(best)
+    best > prefix && efficiency(prefix) < (1.0 - SHED_MARGIN) * efficiency(best)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,13 +66,7 @@ impl CandidateRule {
     /// earliest, the moment it stops being able to grow (None: it cannot
     /// grow), and beta*lambda.
     #[must_use]
-    pub fn exec_at(
-        self,
-        bs: u32,
-        earliest: Nanos,
-        frontrun_at: Option<Nanos>,
-        beta_lambda: f64,
-    ) -> Nanos {
+    pub fn exec_at(self, bs: u32, earliest: Nanos, frontrun_at: Option<Nanos>, beta_lambda: f64) -> Nanos {
         match (self, frontrun_at) {
             (CandidateRule::WorkConserving, _) | (_, None) => earliest,
             (CandidateRule::NonWorkConserving, Some(_)) if bs as f64 >= beta_lambda => earliest,

@@ -25,10 +25,7 @@ use crate::types::{BackendId, ModelId};
 pub enum ToRank {
     /// The model's current candidate (None: nothing to run). Replaces any
     /// earlier one.
-    Candidate {
-        model: ModelId,
-        candidate: Option<Candidate>,
-    },
+    Candidate { model: ModelId, candidate: Option<Candidate> },
     /// A granted backend is back: it will be free at `free_at`.
     BackendFree { backend: BackendId, free_at: Nanos },
 }
@@ -38,11 +35,7 @@ pub enum ToRank {
 pub enum ToModel {
     /// `backend` is yours; it is free at `free_at`. Answer with
     /// `BackendFree` exactly once.
-    Grant {
-        model: ModelId,
-        backend: BackendId,
-        free_at: Nanos,
-    },
+    Grant { model: ModelId, backend: BackendId, free_at: Nanos },
     /// Your parked candidate cannot start by its `invalid_after`: the
     /// earliest backend frees at `free_at`. Re-plan against that time.
     Invalidated { model: ModelId, free_at: Nanos },

@@ -13,9 +13,7 @@ use crate::profile::Profile;
 use crate::queue::{BatchQueue, Pending};
 use crate::rate::RateEstimator;
 use crate::time::{Nanos, NANOS_PER_MS};
-use crate::types::{
-    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request,
-};
+use crate::types::{BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request};
 
 /// Window of the online arrival-rate estimate behind beta*lambda.
 const RATE_WINDOW: Nanos = 50 * NANOS_PER_MS;
@@ -85,9 +83,7 @@ impl ModelShard {
     }
 
     pub fn owns(&self, model: ModelId) -> bool {
-        self.local
-            .get(model.index())
-            .is_some_and(|&l| l != NOT_OWNED)
+        self.local.get(model.index()).is_some_and(|&l| l != NOT_OWNED)
     }
 
     /// Requests held, over all owned models.
@@ -106,18 +102,9 @@ impl ModelShard {
         let st = &mut self.models[l];
         st.rate.observe(now);
         st.beta_lambda = st.profile.fixed_cost() as f64 * st.rate.rate_rps() / 1e9;
-        if st
-            .queue
-            .push(Pending {
-                id: req.id,
-                deadline: req.deadline,
-            })
-            .is_err()
-        {
-            self.out.push_back(ShardOutput::Decision(Output::Dropped {
-                request: req.id,
-                reason: DropReason::QueueFull,
-            }));
+        if st.queue.push(Pending { id: req.id, deadline: req.deadline }).is_err() {
+            self.out
+                .push_back(ShardOutput::Decision(Output::Dropped { request: req.id, reason: DropReason::QueueFull }));
             return;
         }
         let not_before = st.not_before;
@@ -127,11 +114,7 @@ impl ModelShard {
 
     pub fn on_message(&mut self, now: Nanos, msg: ToModel) {
         match msg {
-            ToModel::Grant {
-                model,
-                backend,
-                free_at,
-            } => self.on_grant(now, self.local_of(model), backend, free_at),
+            ToModel::Grant { model, backend, free_at } => self.on_grant(now, self.local_of(model), backend, free_at),
             ToModel::Invalidated { model, free_at } => {
                 let l = self.local_of(model);
                 self.models[l].not_before = free_at;
@@ -168,28 +151,16 @@ impl ModelShard {
                 // A grant is the decision to run: start as soon as both the
                 // dispatch and the backend allow.
                 let exec_at = (now + self.delay.of(c.bs)).max(free_at);
-                assert!(
-                    exec_at <= c.invalid_after,
-                    "granted batch would miss its deadline"
-                );
+                assert!(exec_at <= c.invalid_after, "granted batch would miss its deadline");
                 let mut requests = Vec::with_capacity(c.bs as usize);
                 st.queue.pop_batch(c.bs, &mut requests);
-                let plan = BatchPlan {
-                    model: st.id,
-                    backend,
-                    exec_at,
-                    requests,
-                };
-                self.out
-                    .push_back(ShardOutput::Decision(Output::Dispatch(plan)));
+                let plan = BatchPlan { model: st.id, backend, exec_at, requests };
+                self.out.push_back(ShardOutput::Decision(Output::Dispatch(plan)));
                 exec_at + st.profile.latency(c.bs)
             }
             None => free_at.max(now),
         };
-        self.out.push_back(ShardOutput::ToRank(ToRank::BackendFree {
-            backend,
-            free_at: free_again,
-        }));
+        self.out.push_back(ShardOutput::ToRank(ToRank::BackendFree { backend, free_at: free_again }));
         let c = self.update_candidate(now, l, 0, false);
         self.inform(l, c);
     }
@@ -199,46 +170,28 @@ impl ModelShard {
     /// With `shed` (a backend's free time is known: a grant or an
     /// invalidation), heads are shed when that makes the batch markedly more
     /// efficient (`candidate::worth_shedding`).
-    fn update_candidate(
-        &mut self,
-        now: Nanos,
-        l: usize,
-        gpu_free_at: Nanos,
-        shed: bool,
-    ) -> Option<Candidate> {
+    fn update_candidate(&mut self, now: Nanos, l: usize, gpu_free_at: Nanos, shed: bool) -> Option<Candidate> {
         let st = &mut self.models[l];
         let out = &mut self.out;
-        st.queue
-            .drop_unreachable(now, gpu_free_at, &st.profile, &self.delay, |id| {
-                out.push_back(ShardOutput::Decision(Output::Dropped {
-                    request: id,
-                    reason: DropReason::DeadlineUnreachable,
-                }))
-            });
+        st.queue.drop_unreachable(now, gpu_free_at, &st.profile, &self.delay, |id| {
+            out.push_back(ShardOutput::Decision(Output::Dropped {
+                request: id,
+                reason: DropReason::DeadlineUnreachable,
+            }))
+        });
         if st.queue.is_empty() {
             self.drop_timers.remove(l);
             return None;
         }
         let max_batch = st.profile.max_batch();
-        let prefix = st
-            .queue
-            .feasible_batch(now, gpu_free_at, &st.profile, &self.delay, max_batch);
+        let prefix = st.queue.feasible_batch(now, gpu_free_at, &st.profile, &self.delay, max_batch);
         assert!(prefix >= 1, "a reachable head always fits alone");
-        let (skip, bs) =
-            match st
-                .queue
-                .best_window(now, gpu_free_at, &st.profile, &self.delay, max_batch)
-            {
-                (skip, best) if shed && skip > 0 && worth_shedding(&st.profile, prefix, best) => {
-                    (skip, best)
-                }
-                _ => (0, prefix),
-            };
+        let (skip, bs) = match st.queue.best_window(now, gpu_free_at, &st.profile, &self.delay, max_batch) {
+            (skip, best) if shed && skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
+            _ => (0, prefix),
+        };
         st.queue.drop_front(skip, |id| {
-            out.push_back(ShardOutput::Decision(Output::Dropped {
-                request: id,
-                reason: DropReason::Shed,
-            }))
+            out.push_back(ShardOutput::Decision(Output::Dropped { request: id, reason: DropReason::Shed }))
         });
         let dl = st.queue.head().expect("the window is not empty").deadline;
         let earliest = (now + self.delay.of(bs)).max(gpu_free_at);
@@ -246,23 +199,15 @@ impl ModelShard {
         let frontrun_at = can_grow.then(|| dl.saturating_sub(st.profile.latency(bs + 1)));
         let exec_at = self.rule.exec_at(bs, earliest, frontrun_at, st.beta_lambda);
         let invalid_after = dl - st.profile.latency(bs);
-        assert!(
-            exec_at <= invalid_after,
-            "candidate planned past its deadline"
-        );
+        assert!(exec_at <= invalid_after, "candidate planned past its deadline");
         // The head stops being reachable alone once now + delay(1) + l(1) > dl.
         let unreachable_at = (dl + 1).saturating_sub(self.delay.of(1) + st.profile.latency(1));
         self.drop_timers.set(l, unreachable_at.max(now + 1));
-        Some(Candidate {
-            bs,
-            exec_at,
-            invalid_after,
-        })
+        Some(Candidate { bs, exec_at, invalid_after })
     }
 
     fn inform(&mut self, l: usize, candidate: Option<Candidate>) {
         let model = self.models[l].id;
-        self.out
-            .push_back(ShardOutput::ToRank(ToRank::Candidate { model, candidate }));
+        self.out.push_back(ShardOutput::ToRank(ToRank::Candidate { model, candidate }));
     }
 }

@@ -59,19 +59,14 @@ impl RankShard {
                 self.unpark(m);
                 self.candidates[m] = candidate;
                 match candidate {
-                    Some(c) => self
-                        .timers
-                        .set(m, c.exec_at.saturating_sub(self.delay.of(c.bs))),
+                    Some(c) => self.timers.set(m, c.exec_at.saturating_sub(self.delay.of(c.bs))),
                     None => {
                         self.timers.remove(m);
                     }
                 }
             }
             ToRank::BackendFree { backend, free_at } => {
-                assert!(
-                    self.free.get(backend.index()).is_none(),
-                    "backend {backend:?} freed twice"
-                );
+                assert!(self.free.get(backend.index()).is_none(), "backend {backend:?} freed twice");
                 self.free.set(backend.index(), free_at);
             }
         }
@@ -122,10 +117,7 @@ impl RankShard {
 
     fn on_gpu_timer(&mut self) {
         self.gpu_timer = None;
-        let (b, free_at) = self
-            .free
-            .peek()
-            .expect("the backend timer needs a free backend");
+        let (b, free_at) = self.free.peek().expect("the backend timer needs a free backend");
         let mut i = 0;
         while i < self.parked.len() {
             let m = self.parked[i] as usize;
@@ -134,19 +126,12 @@ impl RankShard {
                 self.parked.swap_remove(i);
                 self.is_parked[m] = false;
                 self.candidates[m] = None;
-                self.out.push_back(ToModel::Invalidated {
-                    model: ModelId(m as u32),
-                    free_at,
-                });
+                self.out.push_back(ToModel::Invalidated { model: ModelId(m as u32), free_at });
             } else {
                 i += 1;
             }
         }
-        let best = self
-            .parked
-            .iter()
-            .map(|&m| m as usize)
-            .min_by_key(|&m| (self.candidates[m].map(|c| c.exec_at), m));
+        let best = self.parked.iter().map(|&m| m as usize).min_by_key(|&m| (self.candidates[m].map(|c| c.exec_at), m));
         match best {
             Some(m) => self.grant(m, b, free_at),
             None => self.set_gpu_timer(),
@@ -158,11 +143,7 @@ impl RankShard {
         self.unpark(m);
         self.timers.remove(m);
         self.candidates[m] = None;
-        self.out.push_back(ToModel::Grant {
-            model: ModelId(m as u32),
-            backend: BackendId(b as u32),
-            free_at,
-        });
+        self.out.push_back(ToModel::Grant { model: ModelId(m as u32), backend: BackendId(b as u32), free_at });
         self.set_gpu_timer();
     }
 
@@ -176,11 +157,7 @@ impl RankShard {
     fn unpark(&mut self, m: usize) {
         if self.is_parked[m] {
             self.is_parked[m] = false;
-            let i = self
-                .parked
-                .iter()
-                .position(|&x| x as usize == m)
-                .expect("parked set is consistent");
+            let i = self.parked.iter().position(|&x| x as usize == m).expect("parked set is consistent");
             self.parked.swap_remove(i);
         }
     }
@@ -191,10 +168,7 @@ impl RankShard {
                 let max_delay = self
                     .parked
                     .iter()
-                    .map(|&m| {
-                        self.delay
-                            .of(self.candidates[m as usize].map_or(0, |c| c.bs))
-                    })
+                    .map(|&m| self.delay.of(self.candidates[m as usize].map_or(0, |c| c.bs)))
                     .max()
                     .unwrap_or(0);
                 Some(free_at.saturating_sub(max_delay))

@@ -31,8 +31,7 @@ impl Symphony {
         let n = spec.models.len();
         let shards = (0..shards)
             .map(|s| {
-                let owned: Vec<ModelId> =
-                    (s..n).step_by(shards).map(|m| ModelId(m as u32)).collect();
+                let owned: Vec<ModelId> = (s..n).step_by(shards).map(|m| ModelId(m as u32)).collect();
                 ModelShard::new(spec, &owned, rule)
             })
             .collect();
@@ -52,9 +51,7 @@ impl Symphony {
     fn collect_shard(&mut self, now: Nanos, s: usize) {
         while let Some(o) = self.shards[s].poll_output() {
             match o {
-                ShardOutput::ToRank(m) => self
-                    .mailbox
-                    .push_back((now + self.msg_delay, Envelope::ToRank(m))),
+                ShardOutput::ToRank(m) => self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(m))),
                 ShardOutput::Decision(d) => self.out.push_back(d),
             }
         }
@@ -62,8 +59,7 @@ impl Symphony {
 
     fn collect_rank(&mut self, now: Nanos) {
         while let Some(m) = self.rank.poll_output() {
-            self.mailbox
-                .push_back((now + self.msg_delay, Envelope::ToModel(m)));
+            self.mailbox.push_back((now + self.msg_delay, Envelope::ToModel(m)));
         }
     }
 }
@@ -94,9 +90,7 @@ impl Scheduler for Symphony {
                     }
                     Some(Envelope::ToModel(m)) => {
                         let model = match m {
-                            ToModel::Grant { model, .. } | ToModel::Invalidated { model, .. } => {
-                                model
-                            }
+                            ToModel::Grant { model, .. } | ToModel::Invalidated { model, .. } => model,
                         };
                         let s = self.shard_of(model);
                         self.shards[s].on_message(now, m);
@@ -126,10 +120,7 @@ impl Scheduler for Symphony {
     fn next_timeout(&self) -> Option<Nanos> {
         let mail = self.mailbox.front().map(|&(at, _)| at);
         let shards = self.shards.iter().filter_map(|s| s.next_timeout()).min();
-        [mail, shards, self.rank.next_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [mail, shards, self.rank.next_timeout()].into_iter().flatten().min()
     }
 
     fn poll_output(&mut self) -> Option<Output> {
