@@ -37,6 +37,17 @@ pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolera
         .collect()
 }
 
+/// Symphony's analytic staggered-execution bound for a one-model scenario
+/// with a linear profile (section 4.2, Table 4): the largest b with
+/// `(1 + 1/N)*l(b) <= SLO`, then `N*b/l(b)`. None for other scenarios.
+pub fn staggered_bound_rps(scenario: &Scenario) -> Option<f64> {
+    let [m] = scenario.models.as_slice() else { return None };
+    let n = scenario.cluster.backends as f64;
+    let p = &m.spec.profile;
+    let b = (1..=p.max_batch()).filter(|&b| (1.0 + 1.0 / n) * p.latency(b) as f64 <= m.spec.slo as f64).max()?;
+    Some(n * p.throughput_rps(b))
+}
+
 /// The rows as a table; ratios are against the first row.
 pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String {
     let mut s = format!(
@@ -52,6 +63,9 @@ pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String 
         "GPU idle",
         "qd p99 ms"
     );
+    if let Some(bound) = staggered_bound_rps(scenario) {
+        s += &format!("{:<12} {:>12.1}   (analytic staggered bound)\n", "bound", bound);
+    }
     let base = rows.first().map_or(0.0, |r| r.goodput_rps);
     for r in rows {
         let ratio = if base > 0.0 { r.goodput_rps / base } else { 0.0 };

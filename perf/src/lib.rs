@@ -8,9 +8,17 @@
 //! on the same scenario and seed.
 
 pub mod compare;
+pub mod flat_top;
 pub mod plot;
 pub mod report;
 pub mod sched_speed;
 
-pub use compare::{compare_policies, format_comparison, ComparisonRow};
+pub use compare::{compare_policies, format_comparison, staggered_bound_rps, ComparisonRow};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO};
+
+/// Shortens a scenario for `--quick` runs: a few simulated seconds.
+pub fn quick(mut s: baton_sched::Scenario) -> baton_sched::Scenario {
+    s.warmup = s.warmup.min(500 * baton_sched::time::NANOS_PER_MS);
+    s.duration = s.duration.min(3 * baton_sched::time::NANOS_PER_S);
+    s
+}

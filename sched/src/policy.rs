@@ -14,6 +14,8 @@ pub enum PolicyKind {
     Symphony,
     /// Symphony's ablation: the same shards, candidates run as soon as possible.
     SymphonyWc,
+    /// Symphony's other ablation: candidates always wait until they cannot grow.
+    SymphonyFrontrun,
     /// Centralized, work-conserving, earliest deadline first.
     Clockwork,
     /// Static squishy bin packing, one frontend routing.
@@ -24,12 +26,14 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// Every policy, in the order comparisons print them.
-    pub const ALL: [PolicyKind; 5] = [Self::Symphony, Self::SymphonyWc, Self::Clockwork, Self::Nexus, Self::Nexus8Fe];
+    pub const ALL: [PolicyKind; 6] =
+        [Self::Symphony, Self::SymphonyWc, Self::SymphonyFrontrun, Self::Clockwork, Self::Nexus, Self::Nexus8Fe];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Symphony => "symphony",
             Self::SymphonyWc => "symphony-wc",
+            Self::SymphonyFrontrun => "symphony-frontrun",
             Self::Clockwork => "clockwork",
             Self::Nexus => "nexus",
             Self::Nexus8Fe => "nexus-8fe",
@@ -49,11 +53,11 @@ impl PolicyKind {
         let spec = &scenario.cluster;
         let knobs = &scenario.knobs;
         match self {
-            Self::Symphony | Self::SymphonyWc => {
-                let rule = if self == Self::Symphony {
-                    CandidateRule::NonWorkConserving
-                } else {
-                    CandidateRule::WorkConserving
+            Self::Symphony | Self::SymphonyWc | Self::SymphonyFrontrun => {
+                let rule = match self {
+                    Self::SymphonyWc => CandidateRule::WorkConserving,
+                    Self::SymphonyFrontrun => CandidateRule::FrontrunOnly,
+                    _ => CandidateRule::NonWorkConserving,
                 };
                 Box::new(Symphony::new(spec, rule, knobs.model_shards, knobs.msg_delay))
             }

@@ -160,7 +160,7 @@ mod tests {
     fn saturated_batch_is_the_no_coordination_batch() {
         // Table 4: ResNet50 with no coordination runs batches of 7, 562.6 r/s per GPU.
         let m = vec![model(1.053, 5.072, 25.0)];
-        let p = squishy_bin_packing(&m, &[4501.0]);
+        let p = squishy_bin_packing(&m, &[4500.0]);
         assert_eq!(p.backends[0].sessions[0].batch, 7);
         assert_eq!(p.backends.len(), 8);
     }

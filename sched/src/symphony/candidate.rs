@@ -15,7 +15,8 @@
 //! the rule above is section 4.3's. A candidate that cannot grow (every
 //! queued request is in it already pruned out, or it is at the profile's
 //! maximum batch) runs at `earliest`: waiting cannot make it larger.
-//! The work-conserving ablation always runs at `earliest`.
+//! The work-conserving ablation always runs at `earliest`; the frontrun-only
+//! ablation ignores beta*lambda and always waits for `frontrun_at`.
 //!
 //! Shedding (overload). Pruning alone serves the most urgent request with
 //! whatever batch its deadline still allows; under overload the head ages,
@@ -54,10 +55,17 @@ pub struct Candidate {
     pub invalid_after: Nanos,
 }
 
-/// Symphony's rule, or the work-conserving ablation (`symphony-wc`).
+/// Symphony's rule, or one of its two ablations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CandidateRule {
+    /// Section 4.3: run at once from beta*lambda requests on, else wait
+    /// until the batch can no longer grow (`symphony`).
     NonWorkConserving,
+    /// Always wait until the batch can no longer grow; beta*lambda is
+    /// ignored (`symphony-frontrun`). Larger batches at low load, so the GPU
+    /// idle fraction is the autoscaling signal of section 4.4.
+    FrontrunOnly,
+    /// Run as soon as possible (`symphony-wc`, Clockwork-like).
     WorkConserving,
 }
 
@@ -70,7 +78,7 @@ impl CandidateRule {
         match (self, frontrun_at) {
             (CandidateRule::WorkConserving, _) | (_, None) => earliest,
             (CandidateRule::NonWorkConserving, Some(_)) if bs as f64 >= beta_lambda => earliest,
-            (CandidateRule::NonWorkConserving, Some(f)) => earliest.max(f),
+            (CandidateRule::NonWorkConserving | CandidateRule::FrontrunOnly, Some(f)) => earliest.max(f),
         }
     }
 }

@@ -40,3 +40,6 @@ pub enum ToModel {
     /// earliest backend frees at `free_at`. Re-plan against that time.
     Invalidated { model: ModelId, free_at: Nanos },
 }
+
+#[cfg(test)]
+mod tests;

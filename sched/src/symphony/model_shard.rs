@@ -186,9 +186,12 @@ impl ModelShard {
         let max_batch = st.profile.max_batch();
         let prefix = st.queue.feasible_batch(now, gpu_free_at, &st.profile, &self.delay, max_batch);
         assert!(prefix >= 1, "a reachable head always fits alone");
-        let (skip, bs) = match st.queue.best_window(now, gpu_free_at, &st.profile, &self.delay, max_batch) {
-            (skip, best) if shed && skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
-            _ => (0, prefix),
+        let (skip, bs) = match shed {
+            true => match st.queue.best_window(now, gpu_free_at, &st.profile, &self.delay, max_batch) {
+                (skip, best) if skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
+                _ => (0, prefix),
+            },
+            false => (0, prefix),
         };
         st.queue.drop_front(skip, |id| {
             out.push_back(ShardOutput::Decision(Output::Dropped { request: id, reason: DropReason::Shed }))

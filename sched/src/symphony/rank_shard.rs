@@ -13,12 +13,14 @@
 //! `BackendFree`. Complexity: O(log backends + log models) per message,
 //! O(|mc|) per backend timer.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::{Candidate, ToModel, ToRank};
 use crate::heap::IndexedMinHeap;
 use crate::time::Nanos;
 use crate::types::{BackendId, DispatchDelay, ModelId};
+
+const NOT_PARKED: u32 = u32::MAX;
 
 #[derive(Debug)]
 pub struct RankShard {
@@ -29,7 +31,11 @@ pub struct RankShard {
     /// Per model: when its candidate's timer fires.
     timers: IndexedMinHeap,
     parked: Vec<u32>,
-    is_parked: Vec<bool>,
+    /// Per model: its index in `parked`, or NOT_PARKED.
+    parked_at: Vec<u32>,
+    /// Batch sizes of the parked candidates (bs -> count): the backend timer
+    /// leads by the largest one's dispatch delay.
+    parked_bs: BTreeMap<u32, u32>,
     gpu_timer: Option<Nanos>,
     out: VecDeque<ToModel>,
 }
@@ -46,7 +52,8 @@ impl RankShard {
             candidates: vec![None; models],
             timers: IndexedMinHeap::with_capacity(models),
             parked: Vec::with_capacity(models),
-            is_parked: vec![false; models],
+            parked_at: vec![NOT_PARKED; models],
+            parked_bs: BTreeMap::new(),
             gpu_timer: None,
             out: VecDeque::new(),
         }
@@ -118,18 +125,17 @@ impl RankShard {
     fn on_gpu_timer(&mut self) {
         self.gpu_timer = None;
         let (b, free_at) = self.free.peek().expect("the backend timer needs a free backend");
-        let mut i = 0;
-        while i < self.parked.len() {
-            let m = self.parked[i] as usize;
-            let c = self.candidates[m].expect("parked candidates exist");
-            if free_at > c.invalid_after {
-                self.parked.swap_remove(i);
-                self.is_parked[m] = false;
-                self.candidates[m] = None;
-                self.out.push_back(ToModel::Invalidated { model: ModelId(m as u32), free_at });
-            } else {
-                i += 1;
-            }
+        let invalid: Vec<u32> = self
+            .parked
+            .iter()
+            .copied()
+            .filter(|&m| free_at > self.candidates[m as usize].expect("parked candidates exist").invalid_after)
+            .collect();
+        for m in invalid {
+            let m = m as usize;
+            self.unpark(m);
+            self.candidates[m] = None;
+            self.out.push_back(ToModel::Invalidated { model: ModelId(m as u32), free_at });
         }
         let best = self.parked.iter().map(|&m| m as usize).min_by_key(|&m| (self.candidates[m].map(|c| c.exec_at), m));
         match best {
@@ -148,31 +154,35 @@ impl RankShard {
     }
 
     fn park(&mut self, m: usize) {
-        if !self.is_parked[m] {
-            self.is_parked[m] = true;
+        if self.parked_at[m] == NOT_PARKED {
+            self.parked_at[m] = self.parked.len() as u32;
             self.parked.push(m as u32);
+            let bs = self.candidates[m].expect("only candidates park").bs;
+            *self.parked_bs.entry(bs).or_default() += 1;
         }
     }
 
     fn unpark(&mut self, m: usize) {
-        if self.is_parked[m] {
-            self.is_parked[m] = false;
-            let i = self.parked.iter().position(|&x| x as usize == m).expect("parked set is consistent");
-            self.parked.swap_remove(i);
+        let at = self.parked_at[m];
+        if at == NOT_PARKED {
+            return;
+        }
+        self.parked_at[m] = NOT_PARKED;
+        self.parked.swap_remove(at as usize);
+        if let Some(&moved) = self.parked.get(at as usize) {
+            self.parked_at[moved as usize] = at;
+        }
+        let bs = self.candidates[m].expect("parked candidates exist").bs;
+        let n = self.parked_bs.get_mut(&bs).expect("parked_bs counts every parked candidate");
+        *n -= 1;
+        if *n == 0 {
+            self.parked_bs.remove(&bs);
         }
     }
 
     fn set_gpu_timer(&mut self) {
-        self.gpu_timer = match (self.free.peek(), self.parked.is_empty()) {
-            (Some((_, free_at)), false) => {
-                let max_delay = self
-                    .parked
-                    .iter()
-                    .map(|&m| self.delay.of(self.candidates[m as usize].map_or(0, |c| c.bs)))
-                    .max()
-                    .unwrap_or(0);
-                Some(free_at.saturating_sub(max_delay))
-            }
+        self.gpu_timer = match (self.free.peek(), self.parked_bs.last_key_value()) {
+            (Some((_, free_at)), Some((&max_bs, _))) => Some(free_at.saturating_sub(self.delay.of(max_bs))),
             _ => None,
         };
     }

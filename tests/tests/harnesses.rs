@@ -1,0 +1,65 @@
+//! Every perf harness in its quick mode, asserting its output is sane, so
+//! none of them rots. The numbers themselves come from the full runs.
+
+use baton_perf::flat_top::run_flat_top;
+use baton_perf::sched_speed::{run as sched_speed, SpeedConfig};
+use baton_perf::{compare_policies, load_scenario, quick, staggered_bound_rps};
+use baton_sched::{PolicyKind, Scenario};
+
+fn scenario(name: &str) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios").join(name);
+    quick(load_scenario(&path).expect("shipped scenario parses"))
+}
+
+fn goodput(rows: &[baton_perf::ComparisonRow], policy: PolicyKind) -> f64 {
+    rows.iter().find(|r| r.policy == policy.as_str()).expect("policy ran").goodput_rps
+}
+
+#[test]
+fn goodput_table_orders_policies_sanely() {
+    for (file, min_vs_clockwork) in [("table4-resnet50.toml", 1.5), ("zoo-1080ti-gt2.toml", 2.0)] {
+        let s = scenario(file);
+        let rows = compare_policies(&s, &PolicyKind::ALL, 0.05);
+        let sym = goodput(&rows, PolicyKind::Symphony);
+        for other in &PolicyKind::ALL[1..] {
+            assert!(sym >= 0.95 * goodput(&rows, *other), "{file}: symphony below {}", other.as_str());
+        }
+        assert!(sym >= min_vs_clockwork * goodput(&rows, PolicyKind::Clockwork), "{file}: symphony vs clockwork");
+        assert!(goodput(&rows, PolicyKind::Nexus) >= 0.95 * goodput(&rows, PolicyKind::Nexus8Fe), "{file}: nexus");
+        if let Some(bound) = staggered_bound_rps(&s) {
+            assert!(sym <= 1.02 * bound, "{file}: symphony above the analytic bound");
+            assert!(sym >= 0.8 * bound, "{file}: symphony far below the analytic bound");
+        }
+    }
+}
+
+#[test]
+fn flat_top_holds_for_symphony_and_not_for_clockwork() {
+    let s = scenario("flat-top.toml");
+    let policies = [PolicyKind::Symphony, PolicyKind::SymphonyFrontrun, PolicyKind::Clockwork];
+    let ft = run_flat_top(&s, &policies, 0.05);
+    for policy in ["symphony", "symphony-frontrun"] {
+        for x in ft.series(policy).filter(|x| x.load_factor > 1.0) {
+            assert!(x.in_slo_rps >= 0.95 * x.goodput_rps, "{policy} fell off the top at {}x", x.load_factor);
+        }
+    }
+    // Waiting for full batches makes idle time the autoscaling signal.
+    for x in ft.series("symphony-frontrun").filter(|x| x.load_factor < 1.0) {
+        let ideal = 1.0 - x.load_factor;
+        assert!((x.gpu_idle_fraction - ideal).abs() < 0.1, "idle {} vs (p-o)/p {ideal}", x.gpu_idle_fraction);
+    }
+    let clockwork_at_3 = ft.series("clockwork").last().expect("points").in_slo_rps;
+    let clockwork_peak = ft.series("clockwork").map(|x| x.in_slo_rps).fold(0.0, f64::max);
+    assert!(clockwork_at_3 < 0.9 * clockwork_peak, "clockwork did not fall under overload");
+    let svg = ft.plots(&policies).0.to_svg();
+    assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+}
+
+#[test]
+fn sched_speed_schedules_and_batches() {
+    let r = sched_speed(&SpeedConfig::quick());
+    assert!(r.batches > 0 && r.requests_per_s > 0.0);
+    assert!(r.batched_requests + r.dropped <= r.requests);
+    // Far above capacity, batches stay large: shedding keeps them efficient.
+    assert!(r.batched_requests as f64 / r.batches as f64 >= 8.0, "mean batch collapsed");
+}

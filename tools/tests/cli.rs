@@ -1,0 +1,72 @@
+//! The `baton` command line as users meet it: the documented flags work,
+//! JSON carries the documented fields, and bad scenarios are rejected with a
+//! message naming the key, before anything runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn baton(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("baton runs")
+}
+
+fn scenario(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios").join(name).display().to_string()
+}
+
+fn write_temp(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("baton-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("temp file");
+    path.display().to_string()
+}
+
+#[test]
+fn sim_json_has_the_documented_fields() {
+    let out = baton(&["sim", &scenario("table4-resnet50.toml"), "--rate", "3000", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for key in ["offered_rps", "goodput_rps", "bad_rate", "gpu_idle_fraction"] {
+        assert!(v[key].is_number(), "missing {key}");
+    }
+    let m = &v["models"][0];
+    for key in ["p99_ms", "bad_rate", "mean_batch"] {
+        assert!(m[key].is_number(), "missing models[0].{key}");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("seed 7"), "the seed is printed");
+}
+
+#[test]
+fn find_goodput_and_policy_override() {
+    let out =
+        baton(&["sim", &scenario("table4-inceptionresnetv2.toml"), "--find-goodput", "--policy", "nexus", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["policy"], "nexus");
+    assert!(v["goodput_rps"].as_f64().expect("number") > 100.0);
+}
+
+#[test]
+fn bad_input_is_rejected_with_the_key_named() {
+    let good = std::fs::read_to_string(scenario("table4-resnet50.toml")).expect("readable");
+    let cases = [
+        ("unknown.toml", good.replace("seed = 7", "seed = 7\ncolour = \"red\""), "colour"),
+        ("zero-gpus.toml", good.replace("gpus = 8", "gpus = 0"), "cluster.gpus"),
+        ("tight-slo.toml", good.replace("slo_ms = 25.0", "slo_ms = 2.0"), "slo_ms"),
+        ("bad-arrival.toml", good.replace("\"poisson\"", "\"gamma:0\""), "arrival"),
+    ];
+    for (name, text, key) in cases {
+        let out = baton(&["sim", &write_temp(name, &text), "--rate", "100"]);
+        assert_eq!(out.status.code(), Some(2), "{name} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{name}: `{err}` does not name {key}");
+        assert!(out.stdout.is_empty(), "{name}: nothing runs half-configured");
+    }
+    let out = baton(&["sim", &scenario("table4-resnet50.toml"), "--rate", "100", "--policy", "fifo"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policy"));
+    let out = baton(&["sim", &scenario("table4-resnet50.toml"), "--rate", "-5"]);
+    assert_ne!(out.status.code(), Some(0));
+    let out = baton(&["sim", "/nonexistent/scenario.toml", "--rate", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+}
