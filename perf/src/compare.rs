@@ -51,7 +51,7 @@ pub fn staggered_bound_rps(scenario: &Scenario) -> Option<f64> {
 /// The rows as a table; ratios are against the first row.
 pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String {
     let mut s = format!(
-        "{} ({} models, {} GPUs, seed {})\n{:<12} {:>12} {:>9} {:>10} {:>9} {:>12}\n",
+        "{} ({} models, {} GPUs, seed {})\n{:<18} {:>12} {:>9} {:>10} {:>9} {:>12}\n",
         scenario.name,
         scenario.models.len(),
         scenario.cluster.backends,
@@ -64,13 +64,13 @@ pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String 
         "qd p99 ms"
     );
     if let Some(bound) = staggered_bound_rps(scenario) {
-        s += &format!("{:<12} {:>12.1}   (analytic staggered bound)\n", "bound", bound);
+        s += &format!("{:<18} {:>12.1}   (analytic staggered bound)\n", "bound", bound);
     }
     let base = rows.first().map_or(0.0, |r| r.goodput_rps);
     for r in rows {
         let ratio = if base > 0.0 { r.goodput_rps / base } else { 0.0 };
         s += &format!(
-            "{:<12} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}\n",
+            "{:<18} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}\n",
             r.policy, r.goodput_rps, ratio, r.mean_batch, r.gpu_idle_fraction, r.queue_delay_p99_ms
         );
     }
