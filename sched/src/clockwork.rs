@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::heap::IndexedMinHeap;
-use crate::queue::{BatchQueue, Pending};
+use crate::queue::{BatchQueue, Pending, Start};
 use crate::time::{Nanos, NANOS_PER_MS};
 use crate::types::{BackendId, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
 
@@ -85,10 +85,11 @@ impl Clockwork {
             };
             let profile = &self.spec.models[m].profile;
             let out = &mut self.out;
-            self.queues[m].drop_unreachable(now, free_at, profile, &self.spec.delay, |id| {
+            let at = Start { now, not_before: free_at, profile, delay: &self.spec.delay };
+            self.queues[m].drop_unreachable(&at, |id| {
                 out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
             });
-            let fits = self.queues[m].feasible_batch(now, free_at, profile, &self.spec.delay, profile.max_batch());
+            let fits = self.queues[m].feasible_batch(&at, profile.max_batch());
             let bs = BATCH_SIZES.iter().copied().filter(|&b| b <= fits).max().unwrap_or(0);
             if bs == 0 {
                 // Everything this model had was unreachable; pick again.

@@ -13,6 +13,31 @@ use crate::profile::Profile;
 use crate::time::Nanos;
 use crate::types::{DispatchDelay, RequestId};
 
+/// Where a batch would start: decided at `now` (so it starts no earlier than
+/// `now + delay(b)`), on a backend free at `not_before`, running `profile`.
+#[derive(Clone, Copy, Debug)]
+pub struct Start<'a> {
+    pub now: Nanos,
+    pub not_before: Nanos,
+    pub profile: &'a Profile,
+    pub delay: &'a DispatchDelay,
+}
+
+impl Start<'_> {
+    /// g for one deadline: the largest batch (at most `cap`) that finishes
+    /// by `dl`, or 0.
+    fn fits_by(&self, dl: Nanos, cap: u32) -> u32 {
+        // Started by the dispatch delay: l(b) + d_data*b <= dl - now - d_ctrl.
+        let by_delay = dl
+            .checked_sub(self.now + self.delay.ctrl)
+            .map_or(0, |budget| self.profile.max_batch_within(budget, self.delay.per_request, cap));
+        // Started by the backend: l(b) <= dl - not_before.
+        let by_backend =
+            dl.checked_sub(self.not_before).map_or(0, |budget| self.profile.max_batch_within(budget, 0, cap));
+        by_delay.min(by_backend)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pending {
     pub id: RequestId,
@@ -61,17 +86,9 @@ impl BatchQueue {
     }
 
     /// Removes from the head every request that cannot finish by its deadline
-    /// even alone, starting no earlier than `not_before` and no earlier than
-    /// `now + delay(1)`; calls `dropped` for each.
-    pub fn drop_unreachable(
-        &mut self,
-        now: Nanos,
-        not_before: Nanos,
-        profile: &Profile,
-        delay: &DispatchDelay,
-        mut dropped: impl FnMut(RequestId),
-    ) {
-        let finish_alone = (now + delay.of(1)).max(not_before) + profile.latency(1);
+    /// even alone when started at `at`; calls `dropped` for each.
+    pub fn drop_unreachable(&mut self, at: &Start<'_>, mut dropped: impl FnMut(RequestId)) {
+        let finish_alone = (at.now + at.delay.of(1)).max(at.not_before) + at.profile.latency(1);
         while let Some(h) = self.q.front() {
             if finish_alone <= h.deadline {
                 break;
@@ -81,43 +98,14 @@ impl BatchQueue {
         }
     }
 
-    /// The largest batch (a prefix, at most `cap`) that, decided at `now` and
-    /// started at `max(now + delay(b), not_before)`, finishes by the head's
-    /// deadline. Zero if the queue is empty or not even the head fits.
-    pub fn feasible_batch(
-        &self,
-        now: Nanos,
-        not_before: Nanos,
-        profile: &Profile,
-        delay: &DispatchDelay,
-        cap: u32,
-    ) -> u32 {
-        if self.q.is_empty() {
-            return 0;
+    /// The largest batch (a prefix, at most `cap`) that, started at `at`,
+    /// finishes by the head's deadline. Zero if the queue is empty or not
+    /// even the head fits.
+    pub fn feasible_batch(&self, at: &Start<'_>, cap: u32) -> u32 {
+        match self.q.front() {
+            Some(h) => at.fits_by(h.deadline, cap).min(self.q.len() as u32),
+            None => 0,
         }
-        self.fits_from(0, now, not_before, profile, delay, cap).min(self.q.len() as u32)
-    }
-
-    /// g(i): the largest batch whose earliest deadline is request i's that
-    /// finishes in time, ignoring how many requests there are. Non-decreasing
-    /// in i, because deadlines are.
-    fn fits_from(
-        &self,
-        i: usize,
-        now: Nanos,
-        not_before: Nanos,
-        profile: &Profile,
-        delay: &DispatchDelay,
-        cap: u32,
-    ) -> u32 {
-        let dl = self.q[i].deadline;
-        // Started by the dispatch delay: l(b) + d_data*b <= dl - now - d_ctrl.
-        let by_delay = dl
-            .checked_sub(now + delay.ctrl)
-            .map_or(0, |budget| profile.max_batch_within(budget, delay.per_request, cap));
-        // Started by the backend: l(b) <= dl - not_before.
-        let by_backend = dl.checked_sub(not_before).map_or(0, |budget| profile.max_batch_within(budget, 0, cap));
-        by_delay.min(by_backend)
     }
 
     /// The window of the queue that gives the largest feasible batch:
@@ -126,23 +114,17 @@ impl BatchQueue {
     /// `skip` as small as that `bs` allows. `(0, feasible_batch)` whenever
     /// skipping gains nothing.
     ///
-    /// With g(i) from `fits_from` (non-decreasing) and h(i) = len - i
+    /// With g(i) the largest batch that meets request i's deadline
+    /// (non-decreasing in i, as deadlines are) and h(i) = len - i
     /// (decreasing), the batch from window i is min(g(i), h(i)): unimodal,
     /// peaking where g crosses h, so two binary searches find it in
     /// O(log len) profile inversions.
-    pub fn best_window(
-        &self,
-        now: Nanos,
-        not_before: Nanos,
-        profile: &Profile,
-        delay: &DispatchDelay,
-        cap: u32,
-    ) -> (usize, u32) {
+    pub fn best_window(&self, at: &Start<'_>, cap: u32) -> (usize, u32) {
         let len = self.q.len();
         if len == 0 {
             return (0, 0);
         }
-        let g = |i: usize| self.fits_from(i, now, not_before, profile, delay, cap) as usize;
+        let g = |i: usize| at.fits_by(self.q[i].deadline, cap) as usize;
         let first = |pred: &dyn Fn(usize) -> bool| {
             let (mut lo, mut hi) = (0, len); // first i in lo..hi with pred(i), or len
             while lo < hi {
@@ -224,7 +206,8 @@ mod tests {
             }
             let now = rng.below(20);
             let not_before = rng.below(30);
-            let b = q.feasible_batch(now, not_before, &prof, &delay, 5);
+            let at = Start { now, not_before, profile: &prof, delay: &delay };
+            let b = q.feasible_batch(&at, 5);
             let dl = q.head().unwrap().deadline;
             let finish = |b: u32| (now + delay.of(b)).max(not_before) + prof.latency(b);
             let want = (1..=(q.len() as u32).min(5)).filter(|&b| finish(b) <= dl).max().unwrap_or(0);
@@ -239,7 +222,7 @@ mod tests {
                     brute = (skip, bs);
                 }
             }
-            assert_eq!(q.best_window(now, not_before, &prof, &delay, 5), brute);
+            assert_eq!(q.best_window(&at, 5), brute);
         }
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use super::squishy::{plan_for_cluster, Plan};
-use crate::queue::{BatchQueue, Pending};
+use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request, Scheduler};
@@ -127,10 +127,11 @@ impl Nexus {
             let s = &mut be.sessions[si];
             let profile = &self.spec.models[s.model.index()].profile;
             let out = &mut self.out;
-            s.queue.drop_unreachable(now, now, profile, &no_delay, |id| {
+            let at = Start { now, not_before: now, profile, delay: &no_delay };
+            s.queue.drop_unreachable(&at, |id| {
                 out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
             });
-            let bs = s.queue.feasible_batch(now, now, profile, &no_delay, s.batch);
+            let bs = s.queue.feasible_batch(&at, s.batch);
             if bs == 0 {
                 continue;
             }

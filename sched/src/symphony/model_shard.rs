@@ -10,7 +10,7 @@ use super::candidate::worth_shedding;
 use super::{Candidate, CandidateRule, ToModel, ToRank};
 use crate::heap::IndexedMinHeap;
 use crate::profile::Profile;
-use crate::queue::{BatchQueue, Pending};
+use crate::queue::{BatchQueue, Pending, Start};
 use crate::rate::RateEstimator;
 use crate::time::{Nanos, NANOS_PER_MS};
 use crate::types::{BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request};
@@ -173,7 +173,8 @@ impl ModelShard {
     fn update_candidate(&mut self, now: Nanos, l: usize, gpu_free_at: Nanos, shed: bool) -> Option<Candidate> {
         let st = &mut self.models[l];
         let out = &mut self.out;
-        st.queue.drop_unreachable(now, gpu_free_at, &st.profile, &self.delay, |id| {
+        let at = Start { now, not_before: gpu_free_at, profile: &st.profile, delay: &self.delay };
+        st.queue.drop_unreachable(&at, |id| {
             out.push_back(ShardOutput::Decision(Output::Dropped {
                 request: id,
                 reason: DropReason::DeadlineUnreachable,
@@ -184,10 +185,10 @@ impl ModelShard {
             return None;
         }
         let max_batch = st.profile.max_batch();
-        let prefix = st.queue.feasible_batch(now, gpu_free_at, &st.profile, &self.delay, max_batch);
+        let prefix = st.queue.feasible_batch(&at, max_batch);
         assert!(prefix >= 1, "a reachable head always fits alone");
         let (skip, bs) = match shed {
-            true => match st.queue.best_window(now, gpu_free_at, &st.profile, &self.delay, max_batch) {
+            true => match st.queue.best_window(&at, max_batch) {
                 (skip, best) if skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
                 _ => (0, prefix),
             },
