@@ -107,7 +107,7 @@ impl Profile {
                 let fits = |b: usize| t[b - 1] + extra_per_request * b as Nanos <= budget;
                 let (mut lo, mut hi) = (0usize, cap as usize); // fits(lo) or lo == 0; answer in lo..=hi
                 while lo < hi {
-                    let mid = (lo + hi + 1) / 2;
+                    let mid = (lo + hi).div_ceil(2);
                     if fits(mid) {
                         lo = mid;
                     } else {

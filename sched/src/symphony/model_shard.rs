@@ -187,12 +187,10 @@ impl ModelShard {
         let max_batch = st.profile.max_batch();
         let prefix = st.queue.feasible_batch(&at, max_batch);
         assert!(prefix >= 1, "a reachable head always fits alone");
-        let (skip, bs) = match shed {
-            true => match st.queue.best_window(&at, max_batch) {
-                (skip, best) if skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
-                _ => (0, prefix),
-            },
-            false => (0, prefix),
+        let window = if shed { st.queue.best_window(&at, max_batch) } else { (0, prefix) };
+        let (skip, bs) = match window {
+            (skip, best) if skip > 0 && worth_shedding(&st.profile, prefix, best) => (skip, best),
+            _ => (0, prefix),
         };
         st.queue.drop_front(skip, |id| {
             out.push_back(ShardOutput::Decision(Output::Dropped { request: id, reason: DropReason::Shed }))

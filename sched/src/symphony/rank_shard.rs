@@ -85,10 +85,10 @@ impl RankShard {
             let model_due = self.timers.peek().filter(|&(_, at)| at <= now);
             let gpu_due = self.gpu_timer.filter(|&at| at <= now);
             match (model_due, gpu_due) {
-                (Some((m, at)), g) if g.is_none_or(|g| at <= g) => self.on_model_timer(m),
+                (Some((m, at)), Some(g)) if at <= g => self.on_model_timer(m),
+                (Some((m, _)), None) => self.on_model_timer(m),
                 (_, Some(_)) => self.on_gpu_timer(),
                 (None, None) => return,
-                (Some(_), None) => unreachable!("covered by the first arm"),
             }
         }
     }
@@ -103,11 +103,6 @@ impl RankShard {
 
     pub fn poll_output(&mut self) -> Option<ToModel> {
         self.out.pop_front()
-    }
-
-    /// Backends currently free or freeing (not granted).
-    pub fn ungranted_backends(&self) -> usize {
-        self.free.len()
     }
 
     fn on_model_timer(&mut self, m: usize) {
