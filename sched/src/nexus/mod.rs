@@ -3,6 +3,11 @@
 //! `../shared/design/planners.md`), frontends routing each model's requests
 //! over the plan independently (`runtime.rs`), and backends cycling their
 //! sessions round-robin, each batch capped at its planned size.
+//!
+//! Epochs: the planner runs once per simulated run, on the offered rates —
+//! what an epoch planner measures when arrivals are stationary, as in every
+//! shipped scenario. Re-planning on measured rates mid-run (and moving
+//! queued requests when sessions move) belongs to the Nexus issue.
 
 mod runtime;
 mod squishy;

@@ -9,6 +9,11 @@
 //!   every parked candidate with `free_at > invalid_after` it is invalid, then
 //!   grant the backend to the parked candidate with the earliest `exec_at`.
 //!
+//! Appendix C removes an invalid candidate from `mc` silently, so its model
+//! waits for its next arrival or drop timer before it tries again. Here the
+//! model shard is told (`Invalidated`, with the backend's free time) and
+//! re-plans at once against that time: a smaller batch, or a shed.
+//!
 //! A granted backend leaves the free heap until its model shard answers with
 //! `BackendFree`. Complexity: O(log backends + log models) per message,
 //! O(|mc|) per backend timer.
