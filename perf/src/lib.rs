@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod flat_top;
+pub mod hull_bench;
 pub mod plot;
 pub mod report;
 pub mod sched_speed;

@@ -17,6 +17,7 @@
 
 pub mod clockwork;
 pub mod heap;
+pub mod hull;
 pub mod nexus;
 pub mod policy;
 pub mod profile;
