@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use baton_sched::symphony::{CandidateRule, ModelShard, RankShard, ShardOutput};
 use baton_sched::time::{ms_to_nanos, Nanos, NANOS_PER_S};
-use baton_sched::{ClusterSpec, DispatchDelay, ModelId, ModelSpec, Output, Profile, Request, RequestId};
+use baton_sched::{AppId, ClusterSpec, DispatchDelay, ModelId, ModelSpec, Output, Profile, Request, RequestId};
 
 #[derive(Clone, Debug)]
 pub struct SpeedConfig {
@@ -105,6 +105,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
             name: format!("m{i}"),
             profile: Profile::linear_ms(1.053, 5.072, 64).expect("valid profile"),
             slo: ms_to_nanos(25.0),
+            dynamic: None,
         })
         .collect();
     ClusterSpec {
@@ -139,7 +140,7 @@ fn run_once(cfg: &SpeedConfig, timed: bool) -> (SpeedResult, std::time::Duration
         d.pump(now, timed);
         // Models in a fixed scrambled order: every model busy, none in lockstep.
         let model = ModelId(((i.wrapping_mul(0x9E37_79B9) >> 7) % cfg.models as u64) as u32);
-        let req = Request { id: RequestId(i), model, arrival: now, deadline: now + slo };
+        let req = Request { id: RequestId(i), model, app: AppId(0), arrival: now, deadline: now + slo };
         d.shard_call(timed, |s| s.on_request(now, req));
         d.pump(now, timed);
     }

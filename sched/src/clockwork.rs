@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use crate::heap::IndexedMinHeap;
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::time::{Nanos, NANOS_PER_MS};
-use crate::types::{BackendId, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
+use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
 
 /// How far ahead of a backend's free time Clockwork hands it work.
 pub const SCHEDULE_AHEAD: Nanos = 10 * NANOS_PER_MS;
@@ -119,7 +119,7 @@ impl Scheduler for Clockwork {
         self.dispatch(now);
     }
 
-    fn on_batch_done(&mut self, _now: Nanos, _backend: BackendId) {}
+    fn on_batch_done(&mut self, _now: Nanos, _done: &BatchDone<'_>) {}
 
     fn on_timeout(&mut self, now: Nanos) {
         self.dispatch(now);

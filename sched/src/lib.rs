@@ -16,6 +16,7 @@
 //! the doc comment of the file that implements it.
 
 pub mod clockwork;
+pub mod dist;
 pub mod heap;
 pub mod hull;
 pub mod nexus;
@@ -35,6 +36,6 @@ pub use profile::Profile;
 pub use scenario::Scenario;
 pub use time::Nanos;
 pub use types::{
-    BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output, Request, RequestId,
-    Scheduler,
+    AppId, AppSpec, BackendId, BatchDone, BatchPlan, ClusterSpec, Completed, DispatchDelay, DropReason, DynamicExec,
+    ModelId, ModelSpec, Output, Request, RequestId, Scheduler,
 };

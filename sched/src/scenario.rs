@@ -6,10 +6,11 @@
 
 use serde::Deserialize;
 
+use crate::dist::{mixture_quantile, ExecDist};
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
-use crate::types::{ClusterSpec, DispatchDelay, ModelSpec};
+use crate::types::{AppSpec, ClusterSpec, DispatchDelay, DynamicExec, ModelSpec};
 
 /// How a model's requests arrive: the inter-arrival law at a given mean rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -126,9 +127,20 @@ struct RawModel {
     beta_ms: Option<f64>,
     latency_ms: Option<Vec<f64>>,
     max_batch: Option<i64>,
-    slo_ms: f64,
+    slo_ms: Option<f64>,
+    slo_p99_multiple: Option<f64>,
+    kappa: Option<f64>,
     weight: Option<f64>,
     arrival: Option<String>,
+    apps: Option<Vec<RawApp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApp {
+    name: String,
+    weight: Option<f64>,
+    exec_ms: String,
 }
 
 #[derive(Deserialize)]
@@ -153,6 +165,34 @@ fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
         return Err(err(key, format!("must be a finite number > 0, got {v}")));
     }
     Ok(v)
+}
+
+fn parse_apps(
+    key: &dyn Fn(&str) -> String,
+    apps: Vec<RawApp>,
+    kappa: Option<f64>,
+) -> Result<DynamicExec, ScenarioError> {
+    let kappa = non_negative(&key("kappa"), kappa, 0.0)?;
+    if kappa > 1.0 {
+        return Err(err(key("kappa"), format!("must be at most 1, got {kappa}")));
+    }
+    if apps.is_empty() {
+        return Err(err(key("apps"), "at least one app is required"));
+    }
+    let mut out: Vec<AppSpec> = Vec::with_capacity(apps.len());
+    for (j, a) in apps.into_iter().enumerate() {
+        let akey = |k: &str| key(&format!("apps[{j}].{k}"));
+        if out.iter().any(|x| x.name == a.name) {
+            return Err(err(akey("name"), format!("duplicate app name `{}`", a.name)));
+        }
+        let weight = non_negative(&akey("weight"), a.weight, 1.0)?;
+        let exec = ExecDist::parse(&a.exec_ms).map_err(|e| err(akey("exec_ms"), e))?;
+        out.push(AppSpec { name: a.name, weight, exec });
+    }
+    if out.iter().all(|a| a.weight == 0.0) {
+        return Err(err(key("apps"), "at least one app needs a positive weight"));
+    }
+    Ok(DynamicExec { kappa, apps: out })
 }
 
 impl Scenario {
@@ -201,17 +241,36 @@ impl Scenario {
             if models.iter().any(|x: &ScenarioModel| x.spec.name == m.name) {
                 return Err(err(key("name"), format!("duplicate model name `{}`", m.name)));
             }
-            let profile = match (m.alpha_ms, m.beta_ms, m.latency_ms) {
-                (Some(a), Some(b), None) => {
+            let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
+            if !(1..=65_536).contains(&max_batch) {
+                return Err(err(key("max_batch"), format!("must be between 1 and 65536, got {max_batch}")));
+            }
+            let dynamic = match m.apps {
+                Some(apps) => Some(parse_apps(&key, apps, m.kappa)?),
+                None if m.kappa.is_some() => {
+                    return Err(err(key("kappa"), "applies only to models with [[models.apps]]"))
+                }
+                None => None,
+            };
+            let profile = match (&dynamic, m.alpha_ms, m.beta_ms, m.latency_ms) {
+                (Some(d), None, None, None) => {
+                    // The single estimate policies without distributions use.
+                    let mean = d.mean_solo() / 1e6;
+                    Profile::linear_ms(mean * d.kappa, mean * (1.0 - d.kappa), max_batch as u32)
+                        .map_err(|e| err(key("apps"), e.to_string()))?
+                }
+                (Some(_), ..) => {
+                    return Err(err(
+                        key("alpha_ms"),
+                        "a model with apps takes its times from them, not alpha_ms/beta_ms/latency_ms",
+                    ))
+                }
+                (None, Some(a), Some(b), None) => {
                     let a = non_negative(&key("alpha_ms"), Some(a), 0.0)?;
                     let b = non_negative(&key("beta_ms"), Some(b), 0.0)?;
-                    let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
-                    if !(1..=65_536).contains(&max_batch) {
-                        return Err(err(key("max_batch"), format!("must be between 1 and 65536, got {max_batch}")));
-                    }
                     Profile::linear_ms(a, b, max_batch as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?
                 }
-                (None, None, Some(table)) => {
+                (None, None, None, Some(table)) => {
                     if m.max_batch.is_some() {
                         return Err(err(key("max_batch"), "a latency table sets its own maximum batch"));
                     }
@@ -221,19 +280,36 @@ impl Scenario {
                     }
                     Profile::table(ns).map_err(|e| err(key("latency_ms"), e.to_string()))?
                 }
-                _ => return Err(err(key("alpha_ms"), "give either alpha_ms and beta_ms, or latency_ms")),
+                _ => return Err(err(key("alpha_ms"), "give alpha_ms and beta_ms, or latency_ms, or [[models.apps]]")),
             };
-            let slo = ms_to_nanos(positive(&key("slo_ms"), m.slo_ms)?);
+            let slo = match (m.slo_ms, m.slo_p99_multiple) {
+                (Some(ms), None) => ms_to_nanos(positive(&key("slo_ms"), ms)?),
+                (None, Some(k)) => {
+                    let k = positive(&key("slo_p99_multiple"), k)?;
+                    let p99 = match &dynamic {
+                        Some(d) => {
+                            let parts: Vec<(f64, ExecDist)> = d.apps.iter().map(|a| (a.weight, a.exec)).collect();
+                            mixture_quantile(&parts, 0.99)
+                        }
+                        None => profile.latency(1),
+                    };
+                    (p99 as f64 * k).round() as Nanos
+                }
+                _ => return Err(err(key("slo_ms"), "give exactly one of slo_ms and slo_p99_multiple")),
+            };
             if slo < profile.latency(1) + delay.of(1) {
                 return Err(err(
                     key("slo_ms"),
-                    format!("{} ms is below l(1) plus the dispatch delay: no request could ever meet it", m.slo_ms),
+                    format!(
+                        "{:.3} ms is below l(1) plus the dispatch delay: no request could ever meet it",
+                        slo as f64 / 1e6
+                    ),
                 ));
             }
             let weight = non_negative(&key("weight"), m.weight, 1.0)?;
             let arrival =
                 Arrival::parse(m.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
-            models.push(ScenarioModel { spec: ModelSpec { name: m.name, profile, slo }, weight, arrival });
+            models.push(ScenarioModel { spec: ModelSpec { name: m.name, profile, slo, dynamic }, weight, arrival });
         }
         if models.iter().all(|m| m.weight == 0.0) {
             return Err(err("models.weight", "at least one model needs a positive weight"));
@@ -322,6 +398,44 @@ name = "clockwork"
     fn rejects(text: &str, key: &str) {
         let e = Scenario::parse(text).expect_err("must be rejected");
         assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`");
+    }
+
+    const APPS: &str = r#"
+name = "orloj"
+[cluster]
+gpus = 2
+[[models]]
+name = "bart"
+slo_p99_multiple = 1.5
+kappa = 0.05
+arrival = "gamma:0.5"
+[[models.apps]]
+name = "summarize"
+weight = 0.5
+exec_ms = "normal:40,5"
+[[models.apps]]
+name = "translate"
+weight = 0.5
+exec_ms = "bimodal:10,1,30,2,0.7"
+"#;
+
+    #[test]
+    fn parses_apps_and_slo_multiples() {
+        let s = Scenario::parse(APPS).unwrap();
+        let d = s.models[0].spec.dynamic.as_ref().unwrap();
+        assert_eq!(d.apps.len(), 2);
+        assert_eq!(d.kappa, 0.05);
+        // P99 of the mix is about the summarize app's 40 + 2.33*5 ms.
+        let slo_ms = s.models[0].spec.slo as f64 / 1e6;
+        assert!((slo_ms / 1.5 - 51.0).abs() < 2.0, "{slo_ms}");
+        // Baselines plan with the mean: 0.5*40 + 0.5*(0.7*10 + 0.3*30) = 28 ms at b = 1.
+        assert!((s.models[0].spec.profile.latency(1) as f64 / 1e6 - 28.0).abs() < 0.01);
+        rejects(&APPS.replace("normal:40,5", "normal:40"), "models[0].apps[0].exec_ms");
+        rejects(&APPS.replace("kappa = 0.05", "kappa = 2"), "models[0].kappa");
+        rejects(&APPS.replace("slo_p99_multiple = 1.5", "slo_p99_multiple = 1.5\nslo_ms = 3"), "models[0].slo_ms");
+        rejects(&APPS.replace("exec_ms = \"normal:40,5\"", "exec_ms = \"normal:40,5\"\nexec = 1"), "exec");
+        rejects(&APPS.replace("kappa = 0.05", "kappa = 0.05\nalpha_ms = 1.0\nbeta_ms = 1.0"), "models[0].alpha_ms");
+        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = 25.0\nkappa = 0.1"), "models[0].kappa");
     }
 
     #[test]

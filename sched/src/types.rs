@@ -1,5 +1,6 @@
 //! The vocabulary every scheduler speaks: requests in, decisions out.
 
+use crate::dist::ExecDist;
 use crate::profile::Profile;
 use crate::time::Nanos;
 
@@ -11,6 +12,11 @@ pub struct ModelId(pub u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BackendId(pub u32);
+
+/// An application of a model: requests of one app share an execution-time
+/// distribution (Orloj). Models without apps have one, `AppId(0)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct AppId(pub u32);
 
 impl ModelId {
     pub fn index(self) -> usize {
@@ -29,6 +35,7 @@ impl BackendId {
 pub struct Request {
     pub id: RequestId,
     pub model: ModelId,
+    pub app: AppId,
     pub arrival: Nanos,
     /// Absolute time by which the result must be back: arrival + SLO.
     pub deadline: Nanos,
@@ -85,8 +92,80 @@ pub enum Output {
 #[derive(Clone, Debug)]
 pub struct ModelSpec {
     pub name: String,
+    /// l(b). For a model with input-dependent execution times this is the
+    /// single estimate from the mean solo time, `mean*(1 + kappa*(b-1))`,
+    /// which is what policies that know no better plan with.
     pub profile: Profile,
     pub slo: Nanos,
+    /// Input-dependent execution, if the model has it.
+    pub dynamic: Option<DynamicExec>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppSpec {
+    pub name: String,
+    /// Share of the model's requests.
+    pub weight: f64,
+    pub exec: ExecDist,
+}
+
+/// Input-dependent execution times (Orloj, `../shared/design/orloj.md`):
+/// each request has a solo time X drawn from its app's distribution, and a
+/// batch of b runs for `g(b, x) = x*(1 + kappa*(b-1))`, x its longest
+/// member's solo time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamicExec {
+    pub kappa: f64,
+    pub apps: Vec<AppSpec>,
+}
+
+impl DynamicExec {
+    /// g(b, x).
+    pub fn batch_time(&self, b: u32, longest_solo: Nanos) -> Nanos {
+        assert!(b >= 1);
+        (longest_solo as f64 * (1.0 + self.kappa * (b - 1) as f64)).round() as Nanos
+    }
+
+    /// The mean solo time over the app mix, in nanoseconds.
+    pub fn mean_solo(&self) -> f64 {
+        let total: f64 = self.apps.iter().map(|a| a.weight).sum();
+        self.apps.iter().map(|a| a.weight * a.exec.mean_nanos()).sum::<f64>() / total
+    }
+}
+
+impl ModelSpec {
+    /// The model seen as input-dependent: its own apps, or for a static
+    /// profile one app that always takes l(1), with kappa from l(2)/l(1)
+    /// (exact for linear profiles: kappa = alpha/(alpha + beta)).
+    pub fn as_dynamic(&self) -> DynamicExec {
+        if let Some(d) = &self.dynamic {
+            return d.clone();
+        }
+        let l1 = self.profile.latency(1) as f64;
+        let kappa = if self.profile.max_batch() >= 2 { self.profile.latency(2) as f64 / l1 - 1.0 } else { 0.0 };
+        DynamicExec {
+            kappa,
+            apps: vec![AppSpec { name: "default".into(), weight: 1.0, exec: ExecDist::Const(l1 / 1e6) }],
+        }
+    }
+}
+
+/// A request of a finished batch, as the backend reports it: its solo time
+/// is what Orloj's histograms learn from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub request: RequestId,
+    pub app: AppId,
+    pub solo: Nanos,
+}
+
+/// A backend finished a batch.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchDone<'a> {
+    pub backend: BackendId,
+    pub model: ModelId,
+    pub started: Nanos,
+    pub members: &'a [Completed],
 }
 
 /// Delay between a decision and the start of its batch: `ctrl + per_request*b`
@@ -121,8 +200,8 @@ pub struct ClusterSpec {
 pub trait Scheduler {
     /// A new request, already validated, arrives at `now`.
     fn on_request(&mut self, now: Nanos, req: Request);
-    /// `backend` finished the batch it was running at `now`.
-    fn on_batch_done(&mut self, now: Nanos, backend: BackendId);
+    /// A backend finished the batch it was running, at `now`.
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>);
     /// Time has reached `now`: fire every timer due at or before it.
     fn on_timeout(&mut self, now: Nanos);
     /// The earliest time at which `on_timeout` has work to do.

@@ -14,7 +14,9 @@ use super::squishy::{plan_for_cluster, Plan};
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
 use crate::time::Nanos;
-use crate::types::{BackendId, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request, Scheduler};
+use crate::types::{
+    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request, Scheduler,
+};
 
 #[derive(Debug)]
 struct Session {
@@ -165,7 +167,8 @@ impl Scheduler for Nexus {
         self.run_backend(now, b);
     }
 
-    fn on_batch_done(&mut self, now: Nanos, backend: BackendId) {
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        let backend = done.backend;
         let be = &mut self.backends[backend.index()];
         assert!(be.busy, "batch done on an idle backend");
         be.busy = false;

@@ -153,7 +153,12 @@ mod tests {
     use crate::time::ms_to_nanos;
 
     fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
-        ModelSpec { name: "m".into(), profile: Profile::linear_ms(alpha, beta, 256).unwrap(), slo: ms_to_nanos(slo) }
+        ModelSpec {
+            name: "m".into(),
+            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
+            slo: ms_to_nanos(slo),
+            dynamic: None,
+        }
     }
 
     #[test]

@@ -32,7 +32,9 @@ use crate::policy::PolicyKind;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
-use crate::types::{BatchPlan, DropReason, ModelId, Output, Request, RequestId, Scheduler};
+use crate::types::{
+    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Request, RequestId, Scheduler,
+};
 
 /// Stop a run whose scheduler keeps asking to be woken at the same instant
 /// without doing anything: that is a livelock, not a simulation.
@@ -48,6 +50,9 @@ enum State {
 #[derive(Clone, Copy, Debug)]
 struct Record {
     model: ModelId,
+    app: AppId,
+    /// Solo execution time (input-dependent models; 0 for static ones).
+    solo: Nanos,
     arrival: Nanos,
     deadline: Nanos,
     state: State,
@@ -119,8 +124,16 @@ impl Sim<'_> {
         if plan.exec_at + l > earliest_deadline {
             self.infeasible_plans += 1;
         }
+        // What the batch really takes: the profile, or for input-dependent
+        // models g(b, longest member).
+        let real = match &model.dynamic {
+            Some(d) => {
+                d.batch_time(b, plan.requests.iter().map(|id| self.records[id.0 as usize].solo).max().unwrap_or(0))
+            }
+            None => l,
+        };
         let j = self.scenario.knobs.exec_jitter;
-        let run = if j > 0.0 { (l as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos } else { l };
+        let run = if j > 0.0 { (real as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos } else { real };
         let be = &mut self.backends[plan.backend.index()];
         let start = plan.exec_at.max(be.busy_until);
         let finish = start + run.max(1);
@@ -137,7 +150,7 @@ impl Sim<'_> {
         self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
     }
 
-    fn complete(&mut self, backend: u32, now: Nanos) {
+    fn complete(&mut self, backend: u32, now: Nanos) -> Running {
         let run = self.backends[backend as usize].running.pop_front().expect("a completion has its batch");
         assert_eq!(run.finish, now);
         for id in &run.plan.requests {
@@ -155,6 +168,7 @@ impl Sim<'_> {
                 t.queue_delay_us.push(to_us(run.start - r.arrival));
             }
         }
+        run
     }
 }
 
@@ -185,6 +199,7 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
     };
     let mut now: Nanos = 0;
     let mut idle_wakeups = 0;
+    let mut completed: Vec<Completed> = Vec::new();
     loop {
         let done_at = sim.completions.peek().map(|Reverse((t, _))| *t);
         let arrive_at = arrivals.peek();
@@ -199,17 +214,24 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         now = t;
         if done_at.is_some_and(|d| d <= now) {
             let Some(Reverse((_, b))) = sim.completions.pop() else { unreachable!() };
-            sim.complete(b, now);
-            sched.on_batch_done(now, crate::types::BackendId(b));
+            let run = sim.complete(b, now);
+            completed.clear();
+            completed.extend(run.plan.requests.iter().map(|&request| {
+                let r = &sim.records[request.0 as usize];
+                Completed { request, app: r.app, solo: r.solo }
+            }));
+            let done =
+                BatchDone { backend: BackendId(b), model: run.plan.model, started: run.start, members: &completed };
+            sched.on_batch_done(now, &done);
         } else if arrive_at.is_some_and(|a| a <= now) {
-            let (at, model) = arrivals.pop().expect("peeked");
+            let (at, model, app, solo) = arrivals.pop().expect("peeked");
             let id = RequestId(sim.records.len() as u64);
             let deadline = at + scenario.models[model.index()].spec.slo;
-            sim.records.push(Record { model, arrival: at, deadline, state: State::Queued });
+            sim.records.push(Record { model, app, solo, arrival: at, deadline, state: State::Queued });
             if sim.measured(at) {
                 sim.tallies[model.index()].sent += 1;
             }
-            sched.on_request(now, Request { id, model, arrival: at, deadline });
+            sched.on_request(now, Request { id, model, app, arrival: at, deadline });
         } else {
             idle_wakeups += 1;
             assert!(idle_wakeups < MAX_IDLE_WAKEUPS, "{policy_name} livelocks at t={now} (seed {seed})");

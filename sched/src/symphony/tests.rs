@@ -8,7 +8,9 @@ use super::*;
 use crate::profile::Profile;
 use crate::rng::Rng;
 use crate::time::Nanos;
-use crate::types::{BackendId, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output, Request, RequestId};
+use crate::types::{
+    AppId, BackendId, ClusterSpec, DispatchDelay, DropReason, ModelId, ModelSpec, Output, Request, RequestId,
+};
 
 fn spec(rng: &mut Rng) -> ClusterSpec {
     let profile = if rng.below(2) == 0 {
@@ -23,7 +25,7 @@ fn spec(rng: &mut Rng) -> ClusterSpec {
     };
     let slo = profile.latency(1) + 500 + rng.below(8_000);
     ClusterSpec {
-        models: vec![ModelSpec { name: "m".into(), profile, slo }],
+        models: vec![ModelSpec { name: "m".into(), profile, slo, dynamic: None }],
         backends: 1,
         delay: DispatchDelay { ctrl: rng.below(300), per_request: rng.below(30) },
         queue_capacity: 1 + rng.below(40) as usize,
@@ -72,7 +74,10 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
                     accepted.insert(id);
                     model.push((deadline, id));
                     model.sort_unstable();
-                    shard.on_request(now, Request { id: RequestId(id), model: ModelId(0), arrival: now, deadline });
+                    shard.on_request(
+                        now,
+                        Request { id: RequestId(id), model: ModelId(0), app: AppId(0), arrival: now, deadline },
+                    );
                     None
                 }
             };
@@ -146,7 +151,7 @@ fn non_work_conserving_waits_for_the_batch_to_grow() {
     const MS: Nanos = 1_000_000;
     let profile = Profile::Linear { alpha: MS, beta: 5 * MS, max_batch: 64 };
     let spec = ClusterSpec {
-        models: vec![ModelSpec { name: "m".into(), profile, slo: 25 * MS }],
+        models: vec![ModelSpec { name: "m".into(), profile, slo: 25 * MS, dynamic: None }],
         backends: 1,
         delay: DispatchDelay::default(),
         queue_capacity: 64,
@@ -156,12 +161,18 @@ fn non_work_conserving_waits_for_the_batch_to_grow() {
         // 1000 r/s for 60 ms, each served at once: lambda = 1000 r/s, beta*lambda = 5.
         for i in 0..60 {
             let now = i * MS;
-            s.on_request(now, Request { id: RequestId(i), model: ModelId(0), arrival: now, deadline: now + 25 * MS });
+            s.on_request(
+                now,
+                Request { id: RequestId(i), model: ModelId(0), app: AppId(0), arrival: now, deadline: now + 25 * MS },
+            );
             s.on_message(now, ToModel::Grant { model: ModelId(0), backend: BackendId(0), free_at: now });
         }
         while s.poll_output().is_some() {}
         let now = 60 * MS;
-        s.on_request(now, Request { id: RequestId(60), model: ModelId(0), arrival: now, deadline: now + 25 * MS });
+        s.on_request(
+            now,
+            Request { id: RequestId(60), model: ModelId(0), app: AppId(0), arrival: now, deadline: now + 25 * MS },
+        );
         std::iter::from_fn(|| s.poll_output())
             .find_map(|o| match o {
                 ShardOutput::ToRank(ToRank::Candidate { candidate, .. }) => candidate,

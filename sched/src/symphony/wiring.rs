@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use super::{CandidateRule, ModelShard, RankShard, ShardOutput, ToModel, ToRank};
 use crate::time::Nanos;
-use crate::types::{BackendId, ClusterSpec, ModelId, Output, Request, Scheduler};
+use crate::types::{BatchDone, ClusterSpec, ModelId, Output, Request, Scheduler};
 
 #[derive(Debug)]
 enum Envelope {
@@ -73,7 +73,7 @@ impl Scheduler for Symphony {
 
     /// Symphony plans with predicted batch times; completions carry nothing
     /// it needs yet (Orloj's histograms will).
-    fn on_batch_done(&mut self, _now: Nanos, _backend: BackendId) {}
+    fn on_batch_done(&mut self, _now: Nanos, _done: &BatchDone<'_>) {}
 
     fn on_timeout(&mut self, now: Nanos) {
         loop {
