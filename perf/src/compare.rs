@@ -16,6 +16,16 @@ pub struct ComparisonRow {
     pub probes: usize,
 }
 
+/// The comparison a scenario calls for: Orloj's when any model has
+/// input-dependent execution times, Symphony's otherwise.
+pub fn default_policies(scenario: &Scenario) -> &'static [PolicyKind] {
+    if scenario.models.iter().any(|m| m.spec.dynamic.is_some()) {
+        &PolicyKind::ORLOJ_SET
+    } else {
+        &PolicyKind::SYMPHONY_SET
+    }
+}
+
 /// One goodput search per policy, in the order given.
 pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolerance: f64) -> Vec<ComparisonRow> {
     policies

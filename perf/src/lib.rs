@@ -14,7 +14,7 @@ pub mod plot;
 pub mod report;
 pub mod sched_speed;
 
-pub use compare::{compare_policies, format_comparison, staggered_bound_rps, ComparisonRow};
+pub use compare::{compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO};
 
 /// Shortens a scenario for `--quick` runs: a few simulated seconds.

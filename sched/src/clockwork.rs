@@ -39,8 +39,11 @@ pub struct Clockwork {
     buffers: Vec<Nanos>,
     /// Models with queued requests, keyed by their head's deadline.
     heads: IndexedMinHeap,
-    /// Every backend, keyed by when it is free (predicted from the profile).
+    /// Every backend, keyed by when it is free (predicted from the profile,
+    /// corrected by completions).
     free: IndexedMinHeap,
+    /// Per backend: predicted run times of batches handed out, not yet done.
+    outstanding: Vec<VecDeque<Nanos>>,
     out: VecDeque<Output>,
 }
 
@@ -52,6 +55,7 @@ impl Clockwork {
         }
         Self {
             queues: spec.models.iter().map(|_| BatchQueue::new(spec.queue_capacity)).collect(),
+            outstanding: vec![VecDeque::new(); spec.backends as usize],
             buffers: spec
                 .models
                 .iter()
@@ -100,6 +104,7 @@ impl Clockwork {
             let mut requests = Vec::with_capacity(bs as usize);
             self.queues[m].pop_batch(bs, &mut requests);
             self.free.set(b, exec_at + profile.latency(bs));
+            self.outstanding[b].push_back(profile.latency(bs));
             let plan = BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests };
             self.out.push_back(Output::Dispatch(plan));
             self.refresh_head(m);
@@ -119,7 +124,14 @@ impl Scheduler for Clockwork {
         self.dispatch(now);
     }
 
-    fn on_batch_done(&mut self, _now: Nanos, _done: &BatchDone<'_>) {}
+    /// A completion tells when the backend really frees: now, plus what
+    /// is still queued on it (batch times can differ from the profile).
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        let b = done.backend.index();
+        self.outstanding[b].pop_front().expect("a completion follows a dispatch");
+        self.free.set(b, now + self.outstanding[b].iter().sum::<Nanos>());
+        self.dispatch(now);
+    }
 
     fn on_timeout(&mut self, now: Nanos) {
         self.dispatch(now);

@@ -15,11 +15,13 @@
 //! The math of each policy lives in `../shared/design/` and is restated in
 //! the doc comment of the file that implements it.
 
+pub mod clipper;
 pub mod clockwork;
 pub mod dist;
 pub mod heap;
 pub mod hull;
 pub mod nexus;
+pub mod orloj;
 pub mod policy;
 pub mod profile;
 pub mod queue;

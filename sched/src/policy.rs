@@ -2,8 +2,10 @@
 //! cluster description. Every policy is a `Scheduler`; the simulator cannot
 //! tell them apart.
 
+use crate::clipper::Clipper;
 use crate::clockwork::Clockwork;
 use crate::nexus::Nexus;
+use crate::orloj::Orloj;
 use crate::scenario::Scenario;
 use crate::symphony::{CandidateRule, Symphony};
 use crate::types::Scheduler;
@@ -18,6 +20,10 @@ pub enum PolicyKind {
     SymphonyFrontrun,
     /// Centralized, work-conserving, earliest deadline first.
     Clockwork,
+    /// Orloj: priority by expected cost saved, per batch-size convex-hull queues.
+    Orloj,
+    /// Clipper: AIMD batch size, lazy drop.
+    Clipper,
     /// Static squishy bin packing, one frontend routing.
     Nexus,
     /// The same plan, eight frontends routing independently.
@@ -25,9 +31,22 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    /// Every policy, in the order comparisons print them.
-    pub const ALL: [PolicyKind; 6] =
+    /// Symphony's comparison (issue 2), in the order tables print them.
+    pub const SYMPHONY_SET: [PolicyKind; 6] =
         [Self::Symphony, Self::SymphonyWc, Self::SymphonyFrontrun, Self::Clockwork, Self::Nexus, Self::Nexus8Fe];
+    /// Orloj's comparison: Orloj and the baselines its paper runs.
+    pub const ORLOJ_SET: [PolicyKind; 4] = [Self::Orloj, Self::Clockwork, Self::Nexus, Self::Clipper];
+    /// Every policy.
+    pub const ALL: [PolicyKind; 8] = [
+        Self::Symphony,
+        Self::SymphonyWc,
+        Self::SymphonyFrontrun,
+        Self::Clockwork,
+        Self::Orloj,
+        Self::Clipper,
+        Self::Nexus,
+        Self::Nexus8Fe,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -35,9 +54,18 @@ impl PolicyKind {
             Self::SymphonyWc => "symphony-wc",
             Self::SymphonyFrontrun => "symphony-frontrun",
             Self::Clockwork => "clockwork",
+            Self::Orloj => "orloj",
+            Self::Clipper => "clipper",
             Self::Nexus => "nexus",
             Self::Nexus8Fe => "nexus-8fe",
         }
+    }
+
+    /// Whether the policy promises never to plan a batch that, per the
+    /// profile, finishes after its earliest deadline. Orloj plans with
+    /// distributions and Clipper drops lazily: neither promises it.
+    pub fn plans_within_deadlines(self) -> bool {
+        !matches!(self, Self::Orloj | Self::Clipper)
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -62,6 +90,8 @@ impl PolicyKind {
                 Box::new(Symphony::new(spec, rule, knobs.model_shards, knobs.msg_delay))
             }
             Self::Clockwork => Box::new(Clockwork::new(spec)),
+            Self::Orloj => Box::new(Orloj::new(spec, scenario.seed)),
+            Self::Clipper => Box::new(Clipper::new(spec)),
             Self::Nexus | Self::Nexus8Fe => {
                 let frontends = if self == Self::Nexus { 1 } else { 8 };
                 Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, scenario.seed))

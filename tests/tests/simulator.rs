@@ -71,10 +71,12 @@ fn every_request_ends_exactly_once_and_no_plan_misses_by_design() {
             // twice; these are the rest of the checks.
             let r = run(&s, policy, rate);
             assert_eq!(r.checks.unanswered, 0, "seed {seed} {}: unanswered requests", policy.as_str());
-            assert_eq!(r.checks.infeasible_plans, 0, "seed {seed} {}: infeasible plans", policy.as_str());
             assert_eq!(r.sent, r.ok + r.late + r.dropped, "seed {seed} {}: accounting", policy.as_str());
-            if s.knobs.exec_jitter == 0.0 {
-                assert_eq!(r.late, 0, "seed {seed} {}: late without jitter", policy.as_str());
+            if policy.plans_within_deadlines() {
+                assert_eq!(r.checks.infeasible_plans, 0, "seed {seed} {}: infeasible plans", policy.as_str());
+                if s.knobs.exec_jitter == 0.0 {
+                    assert_eq!(r.late, 0, "seed {seed} {}: late without jitter", policy.as_str());
+                }
             }
         }
     }

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use baton_perf::{compare_policies, format_comparison, load_scenario, BUILTIN_SCENARIO};
-use baton_sched::{PolicyKind, Scenario};
+use baton_perf::{compare_policies, default_policies, format_comparison, load_scenario, BUILTIN_SCENARIO};
+use baton_sched::Scenario;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,7 +37,7 @@ pub fn run(a: Args) -> Result<(), String> {
         return Err(format!("--tolerance: must be in (0, 0.5), got {}", a.tolerance));
     }
     eprintln!("baton compare: scenario {} seed {}; one goodput search per policy ...", scenario.name, scenario.seed);
-    let rows = compare_policies(&scenario, &PolicyKind::ALL, a.tolerance);
+    let rows = compare_policies(&scenario, default_policies(&scenario), a.tolerance);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
     } else {

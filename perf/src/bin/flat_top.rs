@@ -22,7 +22,7 @@ fn main() {
     if is_quick {
         scenario = quick(scenario);
     }
-    let policies = PolicyKind::ALL;
+    let policies = PolicyKind::SYMPHONY_SET;
     let ft = run_flat_top(&scenario, &policies, if is_quick { 0.03 } else { 0.01 });
     print!("{}", ft.table());
     let (thr, idle) = ft.plots(&policies);

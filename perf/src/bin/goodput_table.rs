@@ -1,8 +1,7 @@
 //! Goodput of every policy on every shipped scenario, side by side, from one
 //! invocation: `cargo run --release -p baton-perf --bin goodput_table [-- --quick] [--json]`.
 
-use baton_perf::{compare_policies, format_comparison, load_scenario, quick, shipped_scenarios};
-use baton_sched::PolicyKind;
+use baton_perf::{compare_policies, default_policies, format_comparison, load_scenario, quick, shipped_scenarios};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,7 +19,7 @@ fn main() {
         if is_quick {
             scenario = quick(scenario);
         }
-        let rows = compare_policies(&scenario, &PolicyKind::ALL, tolerance);
+        let rows = compare_policies(&scenario, default_policies(&scenario), tolerance);
         if !json {
             println!("{}", format_comparison(&scenario, &rows));
         }

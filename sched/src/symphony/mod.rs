@@ -26,8 +26,12 @@ pub enum ToRank {
     /// The model's current candidate (None: nothing to run). Replaces any
     /// earlier one.
     Candidate { model: ModelId, candidate: Option<Candidate> },
-    /// A granted backend is back: it will be free at `free_at`.
-    BackendFree { backend: BackendId, free_at: Nanos },
+    /// A granted backend is back: it will be free at `free_at`; `dispatched`
+    /// says whether a batch was sent to it.
+    BackendFree { backend: BackendId, free_at: Nanos, dispatched: bool },
+    /// A backend finished a batch at `at` (its real end, which may differ
+    /// from the profile's prediction).
+    BatchDone { backend: BackendId, at: Nanos },
 }
 
 /// Rank shard → model shard.

@@ -145,6 +145,7 @@ impl ModelShard {
 
     fn on_grant(&mut self, now: Nanos, l: usize, backend: BackendId, free_at: Nanos) {
         self.models[l].not_before = 0;
+        let dispatched;
         let free_again = match self.update_candidate(now, l, free_at, true) {
             Some(c) => {
                 let st = &mut self.models[l];
@@ -156,11 +157,15 @@ impl ModelShard {
                 st.queue.pop_batch(c.bs, &mut requests);
                 let plan = BatchPlan { model: st.id, backend, exec_at, requests };
                 self.out.push_back(ShardOutput::Decision(Output::Dispatch(plan)));
+                dispatched = true;
                 exec_at + st.profile.latency(c.bs)
             }
-            None => free_at.max(now),
+            None => {
+                dispatched = false;
+                free_at.max(now)
+            }
         };
-        self.out.push_back(ShardOutput::ToRank(ToRank::BackendFree { backend, free_at: free_again }));
+        self.out.push_back(ShardOutput::ToRank(ToRank::BackendFree { backend, free_at: free_again, dispatched }));
         let c = self.update_candidate(now, l, 0, false);
         self.inform(l, c);
     }

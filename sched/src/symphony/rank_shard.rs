@@ -42,6 +42,8 @@ pub struct RankShard {
     /// leads by the largest one's dispatch delay.
     parked_bs: BTreeMap<u32, u32>,
     gpu_timer: Option<Nanos>,
+    /// Per backend: batches sent to it and not yet done.
+    outstanding: Vec<u32>,
     out: VecDeque<ToModel>,
 }
 
@@ -60,6 +62,7 @@ impl RankShard {
             parked_at: vec![NOT_PARKED; models],
             parked_bs: BTreeMap::new(),
             gpu_timer: None,
+            outstanding: vec![0; backends as usize],
             out: VecDeque::new(),
         }
     }
@@ -77,9 +80,19 @@ impl RankShard {
                     }
                 }
             }
-            ToRank::BackendFree { backend, free_at } => {
+            ToRank::BackendFree { backend, free_at, dispatched } => {
                 assert!(self.free.get(backend.index()).is_none(), "backend {backend:?} freed twice");
                 self.free.set(backend.index(), free_at);
+                self.outstanding[backend.index()] += u32::from(dispatched);
+            }
+            ToRank::BatchDone { backend, at } => {
+                let b = backend.index();
+                assert!(self.outstanding[b] > 0, "backend {backend:?} finished a batch it was not sent");
+                self.outstanding[b] -= 1;
+                // Idle and not granted: it is free now, whatever was predicted.
+                if self.outstanding[b] == 0 && self.free.get(b).is_some() {
+                    self.free.set(b, at);
+                }
             }
         }
         self.set_gpu_timer();

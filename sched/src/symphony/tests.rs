@@ -115,6 +115,7 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
                         freed += 1;
                         assert!(f >= now);
                     }
+                    ShardOutput::ToRank(ToRank::BatchDone { .. }) => panic!("model shards never report completions"),
                 }
             }
             if free_at.is_some() {
@@ -208,15 +209,23 @@ fn rank_grants_a_free_backend_and_parks_when_none_is() {
     rank.on_message(ToRank::Candidate { model: ModelId(1), candidate: c(120) });
     rank.on_timeout(110);
     assert_eq!(rank.poll_output(), None);
-    rank.on_message(ToRank::BackendFree { backend: BackendId(0), free_at: 160 });
+    rank.on_message(ToRank::BackendFree { backend: BackendId(0), free_at: 160, dispatched: true });
     assert_eq!(rank.next_timeout(), Some(150));
     rank.on_timeout(150);
     assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(1), backend: BackendId(0), free_at: 160 }));
     // Too late for a parked candidate: it is told, not granted.
     rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(170) });
     rank.on_timeout(160);
-    rank.on_message(ToRank::BackendFree { backend: BackendId(0), free_at: 500 });
+    rank.on_message(ToRank::BackendFree { backend: BackendId(0), free_at: 500, dispatched: true });
     rank.on_timeout(490);
     assert_eq!(rank.poll_output(), Some(ToModel::Invalidated { model: ModelId(0), free_at: 500 }));
     assert_eq!(rank.next_timeout(), None);
+    // Two batches were sent; when the last is done early, the backend is free then.
+    rank.on_message(ToRank::BatchDone { backend: BackendId(0), at: 300 });
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(420) });
+    rank.on_timeout(410);
+    assert_eq!(rank.poll_output(), None, "one batch is still out: the prediction stands");
+    rank.on_message(ToRank::BatchDone { backend: BackendId(0), at: 415 });
+    rank.on_timeout(415);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(0), free_at: 415 }));
 }

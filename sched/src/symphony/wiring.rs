@@ -71,9 +71,12 @@ impl Scheduler for Symphony {
         self.collect_shard(now, s);
     }
 
-    /// Symphony plans with predicted batch times; completions carry nothing
-    /// it needs yet (Orloj's histograms will).
-    fn on_batch_done(&mut self, _now: Nanos, _done: &BatchDone<'_>) {}
+    /// Symphony plans with predicted batch times; a completion tells the
+    /// rank shard when the backend really freed.
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        let msg = ToRank::BatchDone { backend: done.backend, at: now };
+        self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(msg)));
+    }
 
     fn on_timeout(&mut self, now: Nanos) {
         loop {

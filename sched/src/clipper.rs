@@ -1,0 +1,111 @@
+//! The `clipper` baseline (Clipper, NSDI'17, as Orloj evaluates it): one
+//! queue per model, a batch size found reactively by AIMD — grow by one
+//! while batches finish within the latency objective (the SLO), shrink by
+//! 10% when one does not — and lazy drop: a request is dropped only when it
+//! reaches the head after its deadline has passed. Work-conserving: an idle
+//! backend takes the model whose head has the earliest deadline.
+
+use std::collections::VecDeque;
+
+use crate::heap::IndexedMinHeap;
+use crate::queue::{BatchQueue, Pending};
+use crate::time::Nanos;
+use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
+
+/// Multiplicative decrease of the batch size on a late batch.
+const BACKOFF: f64 = 0.9;
+
+#[derive(Debug)]
+pub struct Clipper {
+    spec: ClusterSpec,
+    queues: Vec<BatchQueue>,
+    /// Per model: the AIMD batch size (fractional; batches use its floor).
+    limit: Vec<f64>,
+    heads: IndexedMinHeap,
+    idle: Vec<BackendId>,
+    out: VecDeque<Output>,
+}
+
+impl Clipper {
+    pub fn new(spec: &ClusterSpec) -> Self {
+        Self {
+            queues: spec.models.iter().map(|_| BatchQueue::new(spec.queue_capacity)).collect(),
+            limit: vec![1.0; spec.models.len()],
+            heads: IndexedMinHeap::with_capacity(spec.models.len()),
+            idle: (0..spec.backends).rev().map(BackendId).collect(),
+            spec: spec.clone(),
+            out: VecDeque::new(),
+        }
+    }
+
+    fn refresh_head(&mut self, m: usize) {
+        match self.queues[m].head() {
+            Some(h) => self.heads.set(m, h.deadline),
+            None => {
+                self.heads.remove(m);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Nanos) {
+        while let Some(&backend) = self.idle.last() {
+            let Some((m, head_deadline)) = self.heads.peek() else { return };
+            if head_deadline <= now {
+                // Lazy drop: only what is already late, only at the head.
+                let q = &mut self.queues[m];
+                let late = (0..q.len()).take_while(|_| q.head().is_some_and(|h| h.deadline <= now)).count();
+                let out = &mut self.out;
+                q.drop_front(late, |id| {
+                    out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+                });
+                self.refresh_head(m);
+                continue;
+            }
+            self.idle.pop();
+            let q = &mut self.queues[m];
+            let bs =
+                (self.limit[m].floor() as u32).clamp(1, self.spec.models[m].profile.max_batch()).min(q.len() as u32);
+            let mut requests = Vec::with_capacity(bs as usize);
+            q.pop_batch(bs, &mut requests);
+            self.refresh_head(m);
+            let exec_at = now + self.spec.delay.of(bs);
+            self.out.push_back(Output::Dispatch(BatchPlan { model: ModelId(m as u32), backend, exec_at, requests }));
+        }
+    }
+}
+
+impl Scheduler for Clipper {
+    fn on_request(&mut self, now: Nanos, req: Request) {
+        let m = req.model.index();
+        if self.queues[m].push(Pending { id: req.id, deadline: req.deadline }).is_err() {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
+            return;
+        }
+        self.refresh_head(m);
+        self.dispatch(now);
+    }
+
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        let m = done.model.index();
+        let max = self.spec.models[m].profile.max_batch() as f64;
+        let took = now - done.started;
+        self.limit[m] = if took <= self.spec.models[m].slo {
+            (self.limit[m] + 1.0).min(max)
+        } else {
+            (self.limit[m] * BACKOFF).max(1.0)
+        };
+        self.idle.push(done.backend);
+        self.dispatch(now);
+    }
+
+    /// Clipper keeps no timers: it acts on arrivals and completions.
+    fn on_timeout(&mut self, _now: Nanos) {}
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+}

@@ -1,0 +1,386 @@
+//! Orloj: scheduling models whose execution time depends on the input
+//! (`../shared/design/orloj.md`; seeds/001). Per model:
+//!
+//! - solo-time histograms per app (`histogram.rs`), started from offline
+//!   profiling samples and replaced window by window from completions;
+//! - per batch size class b (powers of two), the batch time distribution
+//!   T_b (`batch_time.rs`) and a priority queue of the requests feasible at
+//!   b: a request is in class 1 while it can still finish at all
+//!   (`s > min T_1`) and in class b >= 2 while `quantile_0.9(T_b) <= s`;
+//! - each request's score in each class is a line in `E(t) = e^{mu (t - t0)}`
+//!   (`score.rs`) kept in a kinetic hull (`hull.rs`); at a milestone (a bin
+//!   edge or the feasibility quantile crossed by the slack) its lines are
+//!   recomputed; a request in no class is dropped;
+//! - `mu(t - t0)` is kept below `REBASE_AT` by moving `t0` to now and
+//!   recomputing every line, so `E` never overflows.
+//!
+//! When a backend is idle, each class holding at least b requests proposes
+//! its b highest-scoring requests; a batch's priority is the sum of its
+//! members' scores — expected in-SLO completions per unit of worker time,
+//! since each score is already divided by E[T_b] — and the highest wins,
+//! ties to the larger b. (Choosing the class with the earliest deadline, as
+//! the paper's text reads, always picks b = 1 under load: the oldest
+//! requests have left the larger classes. Throughput then collapses far
+//! below capacity; the batch priority avoids it.) Orloj is work-conserving and learns
+//! when backends free from completions, since batch times are random.
+
+mod batch_time;
+mod histogram;
+mod score;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+use batch_time::BatchTime;
+use histogram::{AppHistogram, Grid, BINS};
+
+use crate::hull::{KineticHull, Slot};
+use crate::rng::Rng;
+use crate::time::Nanos;
+use crate::types::{
+    BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, DynamicExec, ModelId, Output, Request, RequestId,
+    Scheduler,
+};
+
+/// Batch size classes: 1, 2, 4, ... up to this many classes.
+const MAX_CLASSES: usize = 6;
+/// A request belongs to class b >= 2 while this quantile of T_b fits its slack.
+const FEASIBLE_QUANTILE: f64 = 0.9;
+/// Rebase once `mu (t - t0)` exceeds this, keeping `E <= e^30`.
+const REBASE_AT: f64 = 30.0;
+/// Offline profiling samples per app.
+const PROFILE_SAMPLES: usize = 2_000;
+
+#[derive(Debug)]
+struct Class {
+    b: u32,
+    bt: BatchTime,
+    /// Slack below which a request leaves the class.
+    leave_below: f64,
+    hull: KineticHull,
+    /// Hull slot -> request slot.
+    owner: Vec<u32>,
+    /// Members by (deadline, request slot): the earliest deadline is first.
+    members: BTreeSet<(Nanos, u32)>,
+}
+
+impl Class {
+    fn insert(&mut self, slot: u32, deadline: Nanos, a: f64, b: f64) -> Slot {
+        let h = self.hull.insert(a, b);
+        if self.owner.len() <= h.0 as usize {
+            self.owner.resize(h.0 as usize + 1, u32::MAX);
+        }
+        self.owner[h.0 as usize] = slot;
+        self.members.insert((deadline, slot));
+        h
+    }
+
+    fn remove(&mut self, h: Slot, slot: u32, deadline: Nanos) {
+        self.hull.remove(h);
+        self.owner[h.0 as usize] = u32::MAX;
+        self.members.remove(&(deadline, slot));
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    id: RequestId,
+    deadline: Nanos,
+    slots: [Option<Slot>; MAX_CLASSES],
+}
+
+#[derive(Debug)]
+struct ModelState {
+    exec: DynamicExec,
+    grid: Grid,
+    hists: Vec<AppHistogram>,
+    arrivals_by_app: Vec<u64>,
+    classes: Vec<Class>,
+    pending: Vec<Option<Pending>>,
+    /// Per request slot, bumped at every placement and kept across reuse:
+    /// milestones carry it, and stale ones are skipped.
+    generation: Vec<u32>,
+    free: Vec<u32>,
+    /// Rate of the anticipated extra wait, per nanosecond.
+    mu: f64,
+    t0: Nanos,
+}
+
+#[derive(Debug)]
+pub struct Orloj {
+    spec: ClusterSpec,
+    models: Vec<ModelState>,
+    idle: Vec<BackendId>,
+    /// Milestones: (time, model, request slot, generation); stale ones skipped.
+    milestones: BinaryHeap<Reverse<(Nanos, u32, u32, u32)>>,
+    out: VecDeque<Output>,
+}
+
+impl ModelState {
+    fn new(spec: &crate::types::ModelSpec, rng: &mut Rng) -> Self {
+        let exec = spec.as_dynamic();
+        let samples: Vec<Vec<Nanos>> =
+            exec.apps.iter().map(|a| (0..PROFILE_SAMPLES).map(|_| a.exec.sample(rng)).collect()).collect();
+        let top = samples.iter().flatten().copied().max().expect("profiled") as f64 * 1.25;
+        let grid = Grid { top };
+        let hists = samples.iter().map(|s| AppHistogram::from_profile(&grid, s)).collect();
+        let max_b = spec.profile.max_batch();
+        let mut st = ModelState {
+            arrivals_by_app: exec.apps.iter().map(|a| (a.weight * 1000.0).round() as u64 + 1).collect(),
+            exec,
+            grid,
+            hists,
+            classes: Vec::new(),
+            pending: Vec::new(),
+            generation: Vec::new(),
+            free: Vec::new(),
+            mu: 0.0,
+            t0: 0,
+        };
+        let sizes: Vec<u32> = (0..MAX_CLASSES as u32).map(|i| 1 << i).take_while(|&b| b <= max_b).collect();
+        st.classes = sizes
+            .into_iter()
+            .map(|b| Class {
+                b,
+                bt: BatchTime { b, bins: vec![], mean: 1.0 },
+                leave_below: 0.0,
+                hull: KineticHull::default(),
+                owner: Vec::new(),
+                members: BTreeSet::new(),
+            })
+            .collect();
+        st.refresh_distributions();
+        // Scores in units of the mean solo time: mu*T ~ 1 keeps every
+        // exponent small.
+        st.mu = 1.0 / st.classes[0].bt.mean;
+        st
+    }
+
+    /// Recomputes every class's T_b from the histograms and the app mix.
+    fn refresh_distributions(&mut self) {
+        let total: f64 = self.arrivals_by_app.iter().sum::<u64>() as f64;
+        let mut mix = [0.0; BINS];
+        for (h, &n) in self.hists.iter().zip(&self.arrivals_by_app) {
+            for (m, &p) in mix.iter_mut().zip(h.masses()) {
+                *m += p * n as f64 / total;
+            }
+        }
+        for c in &mut self.classes {
+            c.bt = BatchTime::new(&self.grid, &mix, c.b, self.exec.kappa);
+            c.leave_below = if c.b == 1 { c.bt.min() } else { c.bt.quantile(FEASIBLE_QUANTILE) };
+        }
+    }
+
+    fn e_at(&self, now: Nanos) -> f64 {
+        (self.mu * now.saturating_sub(self.t0) as f64).exp()
+    }
+
+    /// Puts request `slot` in the classes it is feasible for, with its lines
+    /// at `now`; returns its next milestone, or None if it fits no class.
+    fn place(&mut self, now: Nanos, slot: u32) -> Option<Nanos> {
+        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+        let p = self.pending[slot as usize].as_mut().expect("placing a pending request");
+        let s = p.deadline as f64 - now as f64;
+        let d_rel = p.deadline as f64 - self.t0 as f64;
+        let mut next: Option<f64> = None;
+        let mut any = false;
+        for (ci, c) in self.classes.iter_mut().enumerate() {
+            let inside = s > c.leave_below;
+            match (inside, p.slots[ci]) {
+                (true, at) => {
+                    any = true;
+                    let (a, b) = score::line(&c.bt, self.mu, d_rel, s);
+                    match at {
+                        Some(h) => c.hull.set(h, a, b),
+                        None => p.slots[ci] = Some(c.insert(slot, p.deadline, a, b)),
+                    }
+                    let edge = score::next_edge_below(&c.bt, s).into_iter().chain([c.leave_below]).filter(|&e| e < s);
+                    for e in edge {
+                        next = Some(next.map_or(e, |n: f64| n.max(e)));
+                    }
+                }
+                (false, Some(h)) => {
+                    c.remove(h, slot, p.deadline);
+                    p.slots[ci] = None;
+                }
+                (false, None) => {}
+            }
+        }
+        if !any {
+            return None;
+        }
+        // The slack falls to `next` at deadline - next; at least one ns on.
+        let at = next.map_or(p.deadline, |e| (p.deadline as f64 - e).ceil() as Nanos);
+        Some(at.max(now + 1))
+    }
+
+    /// Takes request `slot` out of every class and the slab.
+    fn take(&mut self, slot: u32) -> Pending {
+        let p = self.pending[slot as usize].take().expect("taking a pending request");
+        for (ci, c) in self.classes.iter_mut().enumerate() {
+            if let Some(h) = p.slots[ci] {
+                c.remove(h, slot, p.deadline);
+            }
+        }
+        self.free.push(slot);
+        p
+    }
+
+    /// Moves `t0` to `now` if E is about to leave its range, recomputing
+    /// every line (scores are unchanged; only their representation moves).
+    fn rebase_if_needed(&mut self, now: Nanos) {
+        if self.mu * now.saturating_sub(self.t0) as f64 <= REBASE_AT {
+            return;
+        }
+        self.t0 = now;
+        self.relines(now);
+    }
+
+    /// Recomputes every pending request's lines against the current t0 and
+    /// distributions, without changing class membership.
+    fn relines(&mut self, now: Nanos) {
+        let e = self.e_at(now);
+        let (mu, t0) = (self.mu, self.t0);
+        let pending = &self.pending;
+        for c in self.classes.iter_mut() {
+            let (bt, owner) = (&c.bt, &c.owner);
+            c.hull.reset_with(e, |h| {
+                let p = pending[owner[h.0 as usize] as usize].as_ref().expect("hull members are pending");
+                score::line(bt, mu, p.deadline as f64 - t0 as f64, p.deadline as f64 - now as f64)
+            });
+        }
+    }
+}
+
+impl Orloj {
+    /// `seed` drives the offline profiling draws.
+    pub fn new(spec: &ClusterSpec, seed: u64) -> Self {
+        let mut rng = Rng::stream(seed, 0x0710_1u64);
+        Self {
+            models: spec.models.iter().map(|m| ModelState::new(m, &mut rng)).collect(),
+            idle: (0..spec.backends).rev().map(BackendId).collect(),
+            milestones: BinaryHeap::new(),
+            out: VecDeque::new(),
+            spec: spec.clone(),
+        }
+    }
+
+    fn schedule_milestone(&mut self, m: usize, slot: u32, at: Nanos) {
+        let g = self.models[m].generation[slot as usize];
+        self.milestones.push(Reverse((at, m as u32, slot, g)));
+    }
+
+    fn replace(&mut self, now: Nanos, m: usize, slot: u32) {
+        match self.models[m].place(now, slot) {
+            Some(at) => self.schedule_milestone(m, slot, at),
+            None => {
+                let p = self.models[m].take(slot);
+                self.out.push_back(Output::Dropped { request: p.id, reason: DropReason::DeadlineUnreachable });
+            }
+        }
+    }
+
+    /// Runs batches on idle backends while some class is ready.
+    fn dispatch(&mut self, now: Nanos) {
+        let mut top = Vec::new();
+        while !self.idle.is_empty() {
+            let mut best: Option<(f64, u32, usize, usize)> = None;
+            for (m, st) in self.models.iter_mut().enumerate() {
+                st.rebase_if_needed(now);
+                let e = st.e_at(now);
+                for (ci, c) in st.classes.iter_mut().enumerate() {
+                    if c.hull.len() < c.b as usize {
+                        continue;
+                    }
+                    c.hull.advance(e.max(c.hull.e()));
+                    top.clear();
+                    c.hull.top(c.b as usize, &mut top);
+                    let priority: f64 = top.iter().map(|&(_, v)| v).sum();
+                    if best.is_none_or(|(p, b, ..)| (priority, c.b) > (p, b)) {
+                        best = Some((priority, c.b, m, ci));
+                    }
+                }
+            }
+            let Some((_, b, m, ci)) = best else { return };
+            let backend = self.idle.pop().expect("checked");
+            let st = &mut self.models[m];
+            top.clear();
+            st.classes[ci].hull.top(b as usize, &mut top);
+            let slots: Vec<u32> = top.iter().map(|&(h, _)| st.classes[ci].owner[h.0 as usize]).collect();
+            let requests = slots.into_iter().map(|slot| st.take(slot).id).collect();
+            let exec_at = now + self.spec.delay.of(b);
+            self.out.push_back(Output::Dispatch(BatchPlan { model: ModelId(m as u32), backend, exec_at, requests }));
+        }
+    }
+}
+
+impl Scheduler for Orloj {
+    fn on_request(&mut self, now: Nanos, req: Request) {
+        let m = req.model.index();
+        let st = &mut self.models[m];
+        let app = req.app.0 as usize;
+        assert!(app < st.hists.len(), "request of unknown app {app}");
+        st.arrivals_by_app[app] += 1;
+        let live = st.pending.len() - st.free.len();
+        if live >= self.spec.queue_capacity {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
+            return;
+        }
+        let slot = match st.free.pop() {
+            Some(s) => s,
+            None => {
+                st.pending.push(None);
+                st.generation.push(0);
+                (st.pending.len() - 1) as u32
+            }
+        };
+        st.pending[slot as usize] = Some(Pending { id: req.id, deadline: req.deadline, slots: [None; MAX_CLASSES] });
+        st.rebase_if_needed(now);
+        self.replace(now, m, slot);
+        self.dispatch(now);
+    }
+
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        self.idle.push(done.backend);
+        let m = done.model.index();
+        let st = &mut self.models[m];
+        let mut changed = false;
+        for c in done.members {
+            let grid = st.grid;
+            changed |= st.hists[c.app.0 as usize].observe(&grid, now, c.solo);
+        }
+        if changed {
+            st.refresh_distributions();
+            st.rebase_if_needed(now);
+            let slots: Vec<u32> = (0..st.pending.len() as u32).filter(|&s| st.pending[s as usize].is_some()).collect();
+            for slot in slots {
+                self.replace(now, m, slot);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    fn on_timeout(&mut self, now: Nanos) {
+        while let Some(&Reverse((at, m, slot, g))) = self.milestones.peek() {
+            if at > now {
+                break;
+            }
+            self.milestones.pop();
+            let st = &mut self.models[m as usize];
+            let live = st.pending[slot as usize].is_some() && st.generation[slot as usize] == g;
+            if live {
+                st.rebase_if_needed(now);
+                self.replace(now, m as usize, slot);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        self.milestones.peek().map(|Reverse((at, ..))| *at)
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+}
