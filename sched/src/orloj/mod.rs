@@ -3,7 +3,7 @@
 //!
 //! - solo-time histograms per app (`histogram.rs`), started from offline
 //!   profiling samples and replaced window by window from completions;
-//! - per batch size class b (powers of two), the batch time distribution
+//! - per batch size class b (`CLASS_SIZES`), the batch time distribution
 //!   T_b (`batch_time.rs`) and a priority queue of the requests feasible at
 //!   b: a request is in class 1 while it can still finish at all
 //!   (`s > min T_1`) and in class b >= 2 while `quantile_0.9(T_b) <= s`;
@@ -13,6 +13,16 @@
 //!   recomputed; a request in no class is dropped;
 //! - `mu(t - t0)` is kept below `REBASE_AT` by moving `t0` to now and
 //!   recomputing every line, so `E` never overflows.
+//!
+//! Batches are timed by Symphony's rule (`symphony/candidate.rs`): while a
+//! proposed batch of b holds fewer than beta*lambda requests (beta = the
+//! mean fixed cost `E[T_1](1 - kappa)`, lambda the measured arrival rate)
+//! and could still grow into the next class, it waits until its frontrun
+//! time — the earliest member deadline minus the 0.9 quantile of the next
+//! class's batch time — unless it can no longer grow. This is Baton's
+//! synthesis: Orloj's queue and batch choice on Symphony's spine; without
+//! it a work-conserving Orloj runs small batches and loses half its
+//! goodput on static models.
 //!
 //! When a backend is idle, each class holding at least b requests proposes
 //! its b highest-scoring requests; a batch's priority is the sum of its
@@ -35,21 +45,26 @@ use batch_time::BatchTime;
 use histogram::{AppHistogram, Grid, BINS};
 
 use crate::hull::{KineticHull, Slot};
+use crate::rate::RateEstimator;
 use crate::rng::Rng;
-use crate::time::Nanos;
+use crate::time::{Nanos, NANOS_PER_MS};
 use crate::types::{
-    BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, DynamicExec, ModelId, Output, Request, RequestId,
-    Scheduler,
+    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, DynamicExec, ModelId, Output, Request,
+    RequestId, Scheduler,
 };
 
-/// Batch size classes: 1, 2, 4, ... up to this many classes.
-const MAX_CLASSES: usize = 6;
+/// Batch size classes, about x1.4 apart; a model uses those up to its
+/// maximum batch. A class of b serves batches larger than the class below.
+const CLASS_SIZES: [u32; 12] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64];
+const MAX_CLASSES: usize = CLASS_SIZES.len();
 /// A request belongs to class b >= 2 while this quantile of T_b fits its slack.
 const FEASIBLE_QUANTILE: f64 = 0.9;
 /// Rebase once `mu (t - t0)` exceeds this, keeping `E <= e^30`.
 const REBASE_AT: f64 = 30.0;
 /// Offline profiling samples per app.
 const PROFILE_SAMPLES: usize = 2_000;
+/// Window of the arrival-rate estimate behind beta*lambda.
+const RATE_WINDOW: Nanos = 50 * NANOS_PER_MS;
 
 #[derive(Debug)]
 struct Class {
@@ -104,6 +119,9 @@ struct ModelState {
     /// Rate of the anticipated extra wait, per nanosecond.
     mu: f64,
     t0: Nanos,
+    rate: RateEstimator,
+    /// beta of beta*lambda: the mean fixed cost of a batch, ns.
+    beta: f64,
 }
 
 #[derive(Debug)]
@@ -113,11 +131,13 @@ pub struct Orloj {
     idle: Vec<BackendId>,
     /// Milestones: (time, model, request slot, generation); stale ones skipped.
     milestones: BinaryHeap<Reverse<(Nanos, u32, u32, u32)>>,
+    /// When a held batch reaches its frontrun time (at most one pending).
+    wake: Option<Nanos>,
     out: VecDeque<Output>,
 }
 
 impl ModelState {
-    fn new(spec: &crate::types::ModelSpec, rng: &mut Rng) -> Self {
+    fn new(spec: &crate::types::ModelSpec, delay: &DispatchDelay, rng: &mut Rng) -> Self {
         let exec = spec.as_dynamic();
         let samples: Vec<Vec<Nanos>> =
             exec.apps.iter().map(|a| (0..PROFILE_SAMPLES).map(|_| a.exec.sample(rng)).collect()).collect();
@@ -136,8 +156,10 @@ impl ModelState {
             free: Vec::new(),
             mu: 0.0,
             t0: 0,
+            rate: RateEstimator::new(RATE_WINDOW),
+            beta: 0.0,
         };
-        let sizes: Vec<u32> = (0..MAX_CLASSES as u32).map(|i| 1 << i).take_while(|&b| b <= max_b).collect();
+        let sizes: Vec<u32> = CLASS_SIZES.iter().copied().take_while(|&b| b <= max_b).collect();
         st.classes = sizes
             .into_iter()
             .map(|b| Class {
@@ -149,15 +171,16 @@ impl ModelState {
                 members: BTreeSet::new(),
             })
             .collect();
-        st.refresh_distributions();
+        st.refresh_distributions(delay);
         // Scores in units of the mean solo time: mu*T ~ 1 keeps every
         // exponent small.
         st.mu = 1.0 / st.classes[0].bt.mean;
         st
     }
 
-    /// Recomputes every class's T_b from the histograms and the app mix.
-    fn refresh_distributions(&mut self) {
+    /// Recomputes every class's T_b from the histograms and the app mix;
+    /// a class's exit slack adds the dispatch delay of its batch size.
+    fn refresh_distributions(&mut self, delay: &DispatchDelay) {
         let total: f64 = self.arrivals_by_app.iter().sum::<u64>() as f64;
         let mut mix = [0.0; BINS];
         for (h, &n) in self.hists.iter().zip(&self.arrivals_by_app) {
@@ -167,8 +190,10 @@ impl ModelState {
         }
         for c in &mut self.classes {
             c.bt = BatchTime::new(&self.grid, &mix, c.b, self.exec.kappa);
-            c.leave_below = if c.b == 1 { c.bt.min() } else { c.bt.quantile(FEASIBLE_QUANTILE) };
+            let time = if c.b == 1 { c.bt.min() } else { c.bt.quantile(FEASIBLE_QUANTILE) };
+            c.leave_below = time + delay.of(c.b) as f64;
         }
+        self.beta = self.classes[0].bt.mean * (1.0 - self.exec.kappa);
     }
 
     fn e_at(&self, now: Nanos) -> f64 {
@@ -257,9 +282,10 @@ impl Orloj {
     pub fn new(spec: &ClusterSpec, seed: u64) -> Self {
         let mut rng = Rng::stream(seed, 0x0710_1u64);
         Self {
-            models: spec.models.iter().map(|m| ModelState::new(m, &mut rng)).collect(),
+            models: spec.models.iter().map(|m| ModelState::new(m, &spec.delay, &mut rng)).collect(),
             idle: (0..spec.backends).rev().map(BackendId).collect(),
             milestones: BinaryHeap::new(),
+            wake: None,
             out: VecDeque::new(),
             spec: spec.clone(),
         }
@@ -280,32 +306,75 @@ impl Orloj {
         }
     }
 
-    /// Runs batches on idle backends while some class is ready.
+    /// Runs batches on idle backends while some class is ready and not held.
     fn dispatch(&mut self, now: Nanos) {
         let mut top = Vec::new();
         while !self.idle.is_empty() {
             let mut best: Option<(f64, u32, usize, usize)> = None;
+            let mut wake: Option<f64> = None;
             for (m, st) in self.models.iter_mut().enumerate() {
                 st.rebase_if_needed(now);
                 let e = st.e_at(now);
+                st.rate.advance(now);
+                let beta_lambda = st.beta * st.rate.rate_rps() / 1e9;
+                // This model's best batch: a class of size b offers its top
+                // k = min(b, members) once that is more than the class below.
+                let mut mine: Option<(f64, u32, usize)> = None;
                 for (ci, c) in st.classes.iter_mut().enumerate() {
-                    if c.hull.len() < c.b as usize {
+                    let k = (c.b as usize).min(c.hull.len());
+                    let below = if ci == 0 { 0 } else { CLASS_SIZES[ci - 1] as usize };
+                    if k <= below {
                         continue;
                     }
                     c.hull.advance(e.max(c.hull.e()));
                     top.clear();
-                    c.hull.top(c.b as usize, &mut top);
+                    c.hull.top(k, &mut top);
                     let priority: f64 = top.iter().map(|&(_, v)| v).sum();
-                    if best.is_none_or(|(p, b, ..)| (priority, c.b) > (p, b)) {
-                        best = Some((priority, c.b, m, ci));
+                    if mine.is_none_or(|(p, kk, _)| (priority, k as u32) > (p, kk)) {
+                        mine = Some((priority, k as u32, ci));
                     }
                 }
+                let Some((priority, b, ci)) = mine else { continue };
+                // Symphony's rule: below beta*lambda, wait while the batch can
+                // still grow: within its class, or into the next one.
+                let slo = self.spec.models[m].slo as f64;
+                let full = b == st.classes[ci].b;
+                let grow_into = if full { ci + 1 } else { ci };
+                let grows = st.classes.get(grow_into).is_some_and(|next| next.leave_below < slo);
+                if (b as f64) < beta_lambda && grows {
+                    let c = &st.classes[ci];
+                    top.clear();
+                    c.hull.top(b as usize, &mut top);
+                    let earliest = top
+                        .iter()
+                        .map(|&(h, _)| st.pending[c.owner[h.0 as usize] as usize].as_ref().expect("pending").deadline)
+                        .min()
+                        .expect("b >= 1");
+                    // One ns before the earliest member would leave the class.
+                    let frontrun_at = earliest as f64 - st.classes[grow_into].leave_below - 1.0;
+                    if (now as f64) < frontrun_at {
+                        wake = Some(wake.map_or(frontrun_at, |w: f64| w.min(frontrun_at)));
+                        continue;
+                    }
+                }
+                if best.is_none_or(|(p, bb, ..)| (priority, b) > (p, bb)) {
+                    best = Some((priority, b, m, ci));
+                }
             }
-            let Some((_, b, m, ci)) = best else { return };
+            let Some((_, b, m, ci)) = best else {
+                if let Some(w) = wake {
+                    let w = (w.ceil() as Nanos).max(now + 1);
+                    if self.wake.is_none_or(|x| w < x || x <= now) {
+                        self.wake = Some(w);
+                    }
+                }
+                return;
+            };
             let backend = self.idle.pop().expect("checked");
             let st = &mut self.models[m];
             top.clear();
             st.classes[ci].hull.top(b as usize, &mut top);
+            assert_eq!(top.len(), b as usize);
             let slots: Vec<u32> = top.iter().map(|&(h, _)| st.classes[ci].owner[h.0 as usize]).collect();
             let requests = slots.into_iter().map(|slot| st.take(slot).id).collect();
             let exec_at = now + self.spec.delay.of(b);
@@ -321,6 +390,7 @@ impl Scheduler for Orloj {
         let app = req.app.0 as usize;
         assert!(app < st.hists.len(), "request of unknown app {app}");
         st.arrivals_by_app[app] += 1;
+        st.rate.observe(now);
         let live = st.pending.len() - st.free.len();
         if live >= self.spec.queue_capacity {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
@@ -350,7 +420,7 @@ impl Scheduler for Orloj {
             changed |= st.hists[c.app.0 as usize].observe(&grid, now, c.solo);
         }
         if changed {
-            st.refresh_distributions();
+            st.refresh_distributions(&self.spec.delay);
             st.rebase_if_needed(now);
             let slots: Vec<u32> = (0..st.pending.len() as u32).filter(|&s| st.pending[s as usize].is_some()).collect();
             for slot in slots {
@@ -361,6 +431,9 @@ impl Scheduler for Orloj {
     }
 
     fn on_timeout(&mut self, now: Nanos) {
+        if self.wake.is_some_and(|w| w <= now) {
+            self.wake = None;
+        }
         while let Some(&Reverse((at, m, slot, g))) = self.milestones.peek() {
             if at > now {
                 break;
@@ -377,7 +450,11 @@ impl Scheduler for Orloj {
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
-        self.milestones.peek().map(|Reverse((at, ..))| *at)
+        let milestone = self.milestones.peek().map(|Reverse((at, ..))| *at);
+        match (milestone, self.wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn poll_output(&mut self) -> Option<Output> {

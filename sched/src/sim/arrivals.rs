@@ -75,7 +75,7 @@ impl Arrivals {
     }
 
     /// The next arrival: its time, model, app and solo time (0 for models
-    /// whose batches follow their profile).
+    /// whose batches follow their profile: the simulator knows their l(1)).
     pub fn pop(&mut self) -> Option<(Nanos, ModelId, AppId, Nanos)> {
         let (i, t) = self.next.peek()?;
         let s = &mut self.streams[i];

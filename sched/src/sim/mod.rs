@@ -51,7 +51,7 @@ enum State {
 struct Record {
     model: ModelId,
     app: AppId,
-    /// Solo execution time (input-dependent models; 0 for static ones).
+    /// Solo execution time: drawn for input-dependent models, l(1) for static ones.
     solo: Nanos,
     arrival: Nanos,
     deadline: Nanos,
@@ -226,7 +226,10 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         } else if arrive_at.is_some_and(|a| a <= now) {
             let (at, model, app, solo) = arrivals.pop().expect("peeked");
             let id = RequestId(sim.records.len() as u64);
-            let deadline = at + scenario.models[model.index()].spec.slo;
+            let spec = &scenario.models[model.index()].spec;
+            let deadline = at + spec.slo;
+            // A static model's request takes l(1) alone.
+            let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
             sim.records.push(Record { model, app, solo, arrival: at, deadline, state: State::Queued });
             if sim.measured(at) {
                 sim.tallies[model.index()].sent += 1;
