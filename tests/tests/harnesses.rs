@@ -63,3 +63,30 @@ fn sched_speed_schedules_and_batches() {
     // Far above capacity, batches stay large: shedding keeps them efficient.
     assert!(r.batched_requests as f64 / r.batches as f64 >= 8.0, "mean batch collapsed");
 }
+
+#[test]
+fn orloj_grid_beats_the_baselines_where_distributions_matter() {
+    let cells = baton_perf::orloj_grid::run_grid(3.0);
+    assert_eq!(cells.len(), 16);
+    for c in &cells {
+        let orloj = c.finish[0].1;
+        for (name, f) in &c.finish[1..] {
+            // Quick runs are short: allow noise, never a clear loss.
+            assert!(orloj >= f - 0.05, "{} {}x: orloj {orloj} below {name} {f}", c.shape, c.slo_multiple);
+        }
+        if c.shape != "normal" && c.slo_multiple <= 1.5 {
+            assert!(c.orloj_gain >= 1.2, "{} {}x: gain only {}", c.shape, c.slo_multiple, c.orloj_gain);
+        }
+    }
+    let s = scenario("table4-resnet50.toml");
+    let check = baton_perf::orloj_grid::static_check(&s, 0.05);
+    assert!(check.ratio >= 0.9, "orloj at {} of symphony on a static model", check.ratio);
+}
+
+#[test]
+fn hull_queue_beats_resorting() {
+    let rows = baton_perf::hull_bench::run(&[10, 1_000], 2_000);
+    let big = rows.last().expect("rows");
+    assert!(big.query_speedup > 5.0, "query only {}x faster than re-sorting 1k", big.query_speedup);
+    assert!(rows.iter().all(|r| r.insert_ns > 0.0 && r.delete_ns > 0.0));
+}

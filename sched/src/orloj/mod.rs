@@ -69,9 +69,10 @@ const RATE_WINDOW: Nanos = 50 * NANOS_PER_MS;
 #[derive(Debug)]
 struct Class {
     b: u32,
-    bt: BatchTime,
-    /// Slack below which a request leaves the class.
-    leave_below: f64,
+    /// Per app of the member: the batch time distribution...
+    bt: Vec<BatchTime>,
+    /// ...and the slack below which the member leaves the class.
+    leave_below: Vec<f64>,
     hull: KineticHull,
     /// Hull slot -> request slot.
     owner: Vec<u32>,
@@ -100,6 +101,7 @@ impl Class {
 #[derive(Debug)]
 struct Pending {
     id: RequestId,
+    app: u32,
     deadline: Nanos,
     slots: [Option<Slot>; MAX_CLASSES],
 }
@@ -122,6 +124,7 @@ struct ModelState {
     rate: RateEstimator,
     /// beta of beta*lambda: the mean fixed cost of a batch, ns.
     beta: f64,
+    rebases: u64,
 }
 
 #[derive(Debug)]
@@ -158,14 +161,15 @@ impl ModelState {
             t0: 0,
             rate: RateEstimator::new(RATE_WINDOW),
             beta: 0.0,
+            rebases: 0,
         };
         let sizes: Vec<u32> = CLASS_SIZES.iter().copied().take_while(|&b| b <= max_b).collect();
         st.classes = sizes
             .into_iter()
             .map(|b| Class {
                 b,
-                bt: BatchTime { b, bins: vec![], mean: 1.0 },
-                leave_below: 0.0,
+                bt: Vec::new(),
+                leave_below: Vec::new(),
                 hull: KineticHull::default(),
                 owner: Vec::new(),
                 members: BTreeSet::new(),
@@ -174,7 +178,7 @@ impl ModelState {
         st.refresh_distributions(delay);
         // Scores in units of the mean solo time: mu*T ~ 1 keeps every
         // exponent small.
-        st.mu = 1.0 / st.classes[0].bt.mean;
+        st.mu = 1.0 / st.mean_solo();
         st
     }
 
@@ -189,11 +193,28 @@ impl ModelState {
             }
         }
         for c in &mut self.classes {
-            c.bt = BatchTime::new(&self.grid, &mix, c.b, self.exec.kappa);
-            let time = if c.b == 1 { c.bt.min() } else { c.bt.quantile(FEASIBLE_QUANTILE) };
-            c.leave_below = time + delay.of(c.b) as f64;
+            c.bt =
+                self.hists.iter().map(|h| BatchTime::new(&self.grid, h.masses(), &mix, c.b, self.exec.kappa)).collect();
+            c.leave_below =
+                c.bt.iter()
+                    .map(|bt| if c.b == 1 { bt.min() } else { bt.quantile(FEASIBLE_QUANTILE) } + delay.of(c.b) as f64)
+                    .collect();
         }
-        self.beta = self.classes[0].bt.mean * (1.0 - self.exec.kappa);
+        self.beta = self.mean_solo() * (1.0 - self.exec.kappa);
+    }
+
+    /// The mean solo time over the app mix, from the histograms.
+    fn mean_solo(&self) -> f64 {
+        let total: f64 = self.arrivals_by_app.iter().sum::<u64>() as f64;
+        self.hists
+            .iter()
+            .zip(&self.arrivals_by_app)
+            .map(|(h, &n)| {
+                let mean: f64 =
+                    h.masses().iter().enumerate().map(|(k, p)| p * (self.grid.edge(k) + 0.5 * self.grid.width())).sum();
+                mean * n as f64 / total
+            })
+            .sum()
     }
 
     fn e_at(&self, now: Nanos) -> f64 {
@@ -207,21 +228,24 @@ impl ModelState {
         let p = self.pending[slot as usize].as_mut().expect("placing a pending request");
         let s = p.deadline as f64 - now as f64;
         let d_rel = p.deadline as f64 - self.t0 as f64;
+        let app = p.app as usize;
         let mut next: Option<f64> = None;
         let mut any = false;
         for (ci, c) in self.classes.iter_mut().enumerate() {
-            let inside = s > c.leave_below;
+            let leave_below = c.leave_below[app];
+            let inside = s > leave_below;
             match (inside, p.slots[ci]) {
                 (true, at) => {
                     any = true;
-                    let (a, b) = score::line(&c.bt, self.mu, d_rel, s);
+                    let bt = &c.bt[app];
+                    let (a, b) = score::line(bt, self.mu, d_rel, s);
+                    let edge = score::next_edge_below(bt, s).into_iter().chain([leave_below]).filter(|&e| e < s);
+                    for e in edge {
+                        next = Some(next.map_or(e, |n: f64| n.max(e)));
+                    }
                     match at {
                         Some(h) => c.hull.set(h, a, b),
                         None => p.slots[ci] = Some(c.insert(slot, p.deadline, a, b)),
-                    }
-                    let edge = score::next_edge_below(&c.bt, s).into_iter().chain([c.leave_below]).filter(|&e| e < s);
-                    for e in edge {
-                        next = Some(next.map_or(e, |n: f64| n.max(e)));
                     }
                 }
                 (false, Some(h)) => {
@@ -258,6 +282,7 @@ impl ModelState {
             return;
         }
         self.t0 = now;
+        self.rebases += 1;
         self.relines(now);
     }
 
@@ -268,10 +293,10 @@ impl ModelState {
         let (mu, t0) = (self.mu, self.t0);
         let pending = &self.pending;
         for c in self.classes.iter_mut() {
-            let (bt, owner) = (&c.bt, &c.owner);
+            let (bts, owner) = (&c.bt, &c.owner);
             c.hull.reset_with(e, |h| {
                 let p = pending[owner[h.0 as usize] as usize].as_ref().expect("hull members are pending");
-                score::line(bt, mu, p.deadline as f64 - t0 as f64, p.deadline as f64 - now as f64)
+                score::line(&bts[p.app as usize], mu, p.deadline as f64 - t0 as f64, p.deadline as f64 - now as f64)
             });
         }
     }
@@ -289,6 +314,11 @@ impl Orloj {
             out: VecDeque::new(),
             spec: spec.clone(),
         }
+    }
+
+    /// How many times the score origin t0 moved, over all models.
+    pub fn rebases(&self) -> u64 {
+        self.models.iter().map(|m| m.rebases).sum()
     }
 
     fn schedule_milestone(&mut self, m: usize, slot: u32, at: Nanos) {
@@ -340,18 +370,19 @@ impl Orloj {
                 let slo = self.spec.models[m].slo as f64;
                 let full = b == st.classes[ci].b;
                 let grow_into = if full { ci + 1 } else { ci };
-                let grows = st.classes.get(grow_into).is_some_and(|next| next.leave_below < slo);
+                let grows = st.classes.get(grow_into).is_some_and(|next| next.leave_below.iter().any(|&l| l < slo));
                 if (b as f64) < beta_lambda && grows {
                     let c = &st.classes[ci];
                     top.clear();
                     c.hull.top(b as usize, &mut top);
                     let earliest = top
                         .iter()
-                        .map(|&(h, _)| st.pending[c.owner[h.0 as usize] as usize].as_ref().expect("pending").deadline)
-                        .min()
+                        .map(|&(h, _)| st.pending[c.owner[h.0 as usize] as usize].as_ref().expect("pending"))
+                        .min_by_key(|p| p.deadline)
                         .expect("b >= 1");
                     // One ns before the earliest member would leave the class.
-                    let frontrun_at = earliest as f64 - st.classes[grow_into].leave_below - 1.0;
+                    let leave = st.classes[grow_into].leave_below[earliest.app as usize];
+                    let frontrun_at = earliest.deadline as f64 - leave - 1.0;
                     if (now as f64) < frontrun_at {
                         wake = Some(wake.map_or(frontrun_at, |w: f64| w.min(frontrun_at)));
                         continue;
@@ -404,7 +435,8 @@ impl Scheduler for Orloj {
                 (st.pending.len() - 1) as u32
             }
         };
-        st.pending[slot as usize] = Some(Pending { id: req.id, deadline: req.deadline, slots: [None; MAX_CLASSES] });
+        st.pending[slot as usize] =
+            Some(Pending { id: req.id, app: req.app.0, deadline: req.deadline, slots: [None; MAX_CLASSES] });
         st.rebase_if_needed(now);
         self.replace(now, m, slot);
         self.dispatch(now);
@@ -459,5 +491,29 @@ impl Scheduler for Orloj {
 
     fn poll_output(&mut self) -> Option<Output> {
         self.out.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use crate::sim::run_with;
+
+    /// Ten simulated minutes: the score origin moves hundreds of times and no
+    /// line ever leaves the finite range (the hull asserts it on every update).
+    #[test]
+    fn long_runs_rebase_and_never_overflow() {
+        let s = Scenario::parse(
+            "name = \"long\"\nseed = 3\nduration_s = 600\nwarmup_s = 1\n[cluster]\ngpus = 2\n\
+             [[models]]\nname = \"m\"\nslo_p99_multiple = 2.0\nkappa = 0.1\nmax_batch = 8\n\
+             [[models.apps]]\nname = \"a\"\nexec_ms = \"bimodal:5,1,20,2,0.5\"\n",
+        )
+        .expect("valid");
+        let mut orloj = Orloj::new(&s.cluster, s.seed);
+        let r = run_with(&s, "orloj", &mut orloj, 60.0);
+        assert!(orloj.rebases() > 100, "only {} rebases", orloj.rebases());
+        assert_eq!(r.checks.unanswered, 0);
+        assert!(r.bad_rate < 0.01, "bad rate {}", r.bad_rate);
     }
 }
