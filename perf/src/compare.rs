@@ -48,10 +48,13 @@ pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolera
 }
 
 /// Symphony's analytic staggered-execution bound for a one-model scenario
-/// with a linear profile (section 4.2, Table 4): the largest b with
+/// with a static profile (section 4.2, Table 4): the largest b with
 /// `(1 + 1/N)*l(b) <= SLO`, then `N*b/l(b)`. None for other scenarios.
 pub fn staggered_bound_rps(scenario: &Scenario) -> Option<f64> {
     let [m] = scenario.models.as_slice() else { return None };
+    if m.spec.dynamic.is_some() {
+        return None;
+    }
     let n = scenario.cluster.backends as f64;
     let p = &m.spec.profile;
     let b = (1..=p.max_batch()).filter(|&b| (1.0 + 1.0 / n) * p.latency(b) as f64 <= m.spec.slo as f64).max()?;
