@@ -106,6 +106,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
             profile: Profile::linear_ms(1.053, 5.072, 64).expect("valid profile"),
             slo: ms_to_nanos(25.0),
             dynamic: None,
+            memory_mb: 0.0,
         })
         .collect();
     ClusterSpec {
@@ -113,6 +114,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
         backends: cfg.backends,
         delay: DispatchDelay { ctrl: 200_000, per_request: 0 },
         queue_capacity: 1 << 16,
+        gpu_memory_mb: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::clipper::Clipper;
 use crate::clockwork::Clockwork;
-use crate::nexus::Nexus;
+use crate::nexus::{DropPolicy, Nexus};
 use crate::orloj::Orloj;
 use crate::scenario::Scenario;
 use crate::symphony::{CandidateRule, Symphony};
@@ -24,8 +24,10 @@ pub enum PolicyKind {
     Orloj,
     /// Clipper: AIMD batch size, lazy drop.
     Clipper,
-    /// Static squishy bin packing, one frontend routing.
+    /// Static squishy bin packing, one frontend routing, early drop.
     Nexus,
+    /// The same with lazy drop (Nexus's ablation, Figures 5 and 9).
+    NexusLazy,
     /// The same plan, eight frontends routing independently.
     Nexus8Fe,
 }
@@ -37,7 +39,7 @@ impl PolicyKind {
     /// Orloj's comparison: Orloj and the baselines its paper runs.
     pub const ORLOJ_SET: [PolicyKind; 4] = [Self::Orloj, Self::Clockwork, Self::Nexus, Self::Clipper];
     /// Every policy.
-    pub const ALL: [PolicyKind; 8] = [
+    pub const ALL: [PolicyKind; 9] = [
         Self::Symphony,
         Self::SymphonyWc,
         Self::SymphonyFrontrun,
@@ -45,6 +47,7 @@ impl PolicyKind {
         Self::Orloj,
         Self::Clipper,
         Self::Nexus,
+        Self::NexusLazy,
         Self::Nexus8Fe,
     ];
 
@@ -57,6 +60,7 @@ impl PolicyKind {
             Self::Orloj => "orloj",
             Self::Clipper => "clipper",
             Self::Nexus => "nexus",
+            Self::NexusLazy => "nexus-lazy",
             Self::Nexus8Fe => "nexus-8fe",
         }
     }
@@ -92,9 +96,10 @@ impl PolicyKind {
             Self::Clockwork => Box::new(Clockwork::new(spec)),
             Self::Orloj => Box::new(Orloj::new(spec, scenario.seed)),
             Self::Clipper => Box::new(Clipper::new(spec)),
-            Self::Nexus | Self::Nexus8Fe => {
-                let frontends = if self == Self::Nexus { 1 } else { 8 };
-                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, scenario.seed))
+            Self::Nexus | Self::NexusLazy | Self::Nexus8Fe => {
+                let frontends = if self == Self::Nexus8Fe { 8 } else { 1 };
+                let drops = if self == Self::NexusLazy { DropPolicy::Lazy } else { DropPolicy::Early };
+                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, drops, scenario.seed))
             }
         }
     }

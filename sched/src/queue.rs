@@ -148,6 +148,20 @@ impl BatchQueue {
         best
     }
 
+    /// Nexus's early drop: the number of head requests to drop so that a
+    /// window of `window` requests (fewer if the queue is shorter) starting
+    /// after them finishes, started at `at`, by its first request's deadline.
+    /// Scans from the head and stops at the first request with that budget.
+    pub fn early_drop_count(&self, at: &Start<'_>, window: u32) -> usize {
+        let len = self.q.len();
+        (0..len)
+            .find(|&i| {
+                let w = (window as usize).min(len - i) as u32;
+                at.fits_by(self.q[i].deadline, w) >= w
+            })
+            .unwrap_or(len)
+    }
+
     /// Removes the first `n` requests, calling `dropped` for each.
     pub fn drop_front(&mut self, n: usize, mut dropped: impl FnMut(RequestId)) {
         for p in self.q.drain(..n) {
@@ -223,6 +237,16 @@ mod tests {
                 }
             }
             assert_eq!(q.best_window(&at, 5), brute);
+            // early_drop_count against its definition, scanned from the head.
+            for window in 1..=5u32 {
+                let skip = q.early_drop_count(&at, window);
+                let ok = |i: usize| {
+                    let w = (window as usize).min(q.len() - i) as u32;
+                    (1..=w).all(|b| finish(b) <= q.q[i].deadline)
+                };
+                assert!(skip == q.len() || ok(skip));
+                assert!((0..skip).all(|i| !ok(i)));
+            }
         }
     }
 }

@@ -117,6 +117,7 @@ struct RawCluster {
     model_shards: Option<i64>,
     msg_delay_us: Option<f64>,
     queue_capacity: Option<i64>,
+    gpu_memory_mb: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +131,7 @@ struct RawModel {
     slo_ms: Option<f64>,
     slo_p99_multiple: Option<f64>,
     kappa: Option<f64>,
+    memory_mb: Option<f64>,
     weight: Option<f64>,
     arrival: Option<String>,
     apps: Option<Vec<RawApp>>,
@@ -228,6 +230,9 @@ impl Scenario {
         if !(1..=1024).contains(&model_shards) {
             return Err(err("cluster.model_shards", format!("must be between 1 and 1024, got {model_shards}")));
         }
+        if let Some(g) = c.gpu_memory_mb {
+            positive("cluster.gpu_memory_mb", g)?;
+        }
         let queue_capacity = c.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY);
         if !(1..=1 << 24).contains(&queue_capacity) {
             return Err(err("cluster.queue_capacity", format!("must be between 1 and 16777216, got {queue_capacity}")));
@@ -307,9 +312,19 @@ impl Scenario {
                 ));
             }
             let weight = non_negative(&key("weight"), m.weight, 1.0)?;
+            let memory_mb = non_negative(&key("memory_mb"), m.memory_mb, 0.0)?;
+            if let Some(gpu) = c.gpu_memory_mb {
+                if memory_mb > gpu {
+                    return Err(err(key("memory_mb"), format!("{memory_mb} MB does not fit a {gpu} MB GPU")));
+                }
+            }
             let arrival =
                 Arrival::parse(m.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
-            models.push(ScenarioModel { spec: ModelSpec { name: m.name, profile, slo, dynamic }, weight, arrival });
+            models.push(ScenarioModel {
+                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb },
+                weight,
+                arrival,
+            });
         }
         if models.iter().all(|m| m.weight == 0.0) {
             return Err(err("models.weight", "at least one model needs a positive weight"));
@@ -329,6 +344,7 @@ impl Scenario {
                 backends: c.gpus as u32,
                 delay,
                 queue_capacity: queue_capacity as usize,
+                gpu_memory_mb: c.gpu_memory_mb,
             },
             knobs: SimKnobs {
                 exec_jitter,

@@ -99,6 +99,8 @@ pub struct ModelSpec {
     pub slo: Nanos,
     /// Input-dependent execution, if the model has it.
     pub dynamic: Option<DynamicExec>,
+    /// GPU memory the model's weights take (0: not tracked).
+    pub memory_mb: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -192,6 +194,8 @@ pub struct ClusterSpec {
     /// Pending requests a model may hold before arrivals are dropped with
     /// `QueueFull`.
     pub queue_capacity: usize,
+    /// Memory of one backend, for placement (None: not a constraint).
+    pub gpu_memory_mb: Option<f64>,
 }
 
 /// The sans-IO interface the simulator (and later the engine) drives. Time is

@@ -1,6 +1,7 @@
 //! `baton`: the command-line entry point to Baton.
 
 mod compare;
+mod plan;
 mod sim;
 
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ enum Command {
     Sim(sim::Args),
     /// Goodput of every policy side by side on one scenario (default: a built-in one).
     Compare(compare::Args),
+    /// Nexus's epoch plan for a scenario at a rate: backends, sessions, routing, GPU counts.
+    Plan(plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim(a) => sim::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Plan(a) => plan::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

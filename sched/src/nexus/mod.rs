@@ -9,8 +9,12 @@
 //! shipped scenario. Re-planning on measured rates mid-run (and moving
 //! queued requests when sessions move) belongs to the Nexus issue.
 
+mod report;
 mod runtime;
 mod squishy;
 
-pub use runtime::Nexus;
-pub use squishy::{plan_for_cluster, squishy_bin_packing, BackendPlan, Plan, PlannedSession};
+pub use report::{plan_report, PlanReport};
+pub use runtime::{DropPolicy, Nexus};
+pub use squishy::{
+    batch_oblivious_gpus, lower_bound_gpus, plan_for_cluster, squishy_bin_packing, BackendPlan, Plan, PlannedSession,
+};

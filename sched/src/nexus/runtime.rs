@@ -4,9 +4,17 @@
 //! smooth weighted round-robin, knowing nothing of the others. A backend
 //! cycles its sessions round-robin and is work-conserving: when it frees, the
 //! next session with queued requests runs a batch of what it has, capped at
-//! the planned batch, after dropping requests that cannot finish in time
-//! (lazy drop). Backends decide locally, so their batches pay no dispatch
-//! delay: the benefit of the doubt goes to the baseline.
+//! the planned batch. Which requests it drops first is the batch policy:
+//!
+//! - lazy drop (Clipper's): drop a request only once it cannot finish even
+//!   alone; the batch is the largest prefix that meets the oldest request's
+//!   deadline — under bursts the oldest request forces small batches;
+//! - early drop (Nexus's, section 6.3): slide a window of the planned batch
+//!   size from the head and stop at the first request whose deadline allows
+//!   the whole window's batch latency; drop every request before it.
+//!
+//! Backends decide locally, so their batches pay no dispatch delay: the
+//! benefit of the doubt goes to the baseline.
 
 use std::collections::VecDeque;
 
@@ -46,6 +54,13 @@ struct Route {
     per_frontend: Vec<Wrr>,
 }
 
+/// How a Nexus backend drops requests before forming a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropPolicy {
+    Lazy,
+    Early,
+}
+
 #[derive(Debug)]
 pub struct Nexus {
     spec: ClusterSpec,
@@ -53,15 +68,16 @@ pub struct Nexus {
     backends: Vec<Backend>,
     routes: Vec<Route>,
     frontends: usize,
+    drop_policy: DropPolicy,
     rng: Rng,
     out: VecDeque<Output>,
 }
 
 impl Nexus {
     /// `offered_rps[m]` is what the epoch planner measured for model m.
-    pub fn new(spec: &ClusterSpec, offered_rps: &[f64], frontends: usize, seed: u64) -> Self {
+    pub fn new(spec: &ClusterSpec, offered_rps: &[f64], frontends: usize, drop_policy: DropPolicy, seed: u64) -> Self {
         assert!(frontends >= 1);
-        let plan = plan_for_cluster(&spec.models, offered_rps, spec.backends);
+        let plan = plan_for_cluster(&spec.models, offered_rps, spec.backends, spec.gpu_memory_mb);
         let mut rng = Rng::stream(seed, 0x4E58);
         let mut routes: Vec<Route> =
             spec.models.iter().map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] }).collect();
@@ -92,7 +108,7 @@ impl Nexus {
                 .map(|_| Wrr { current: r.weights.iter().map(|_| rng.unit() * total).collect() })
                 .collect();
         }
-        Self { spec: spec.clone(), plan, backends, routes, frontends, rng, out: VecDeque::new() }
+        Self { spec: spec.clone(), plan, backends, routes, frontends, drop_policy, rng, out: VecDeque::new() }
     }
 
     pub fn plan(&self) -> &Plan {
@@ -133,6 +149,10 @@ impl Nexus {
             s.queue.drop_unreachable(&at, |id| {
                 out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
             });
+            if self.drop_policy == DropPolicy::Early {
+                let skip = s.queue.early_drop_count(&at, s.batch);
+                s.queue.drop_front(skip, |id| out.push_back(Output::Dropped { request: id, reason: DropReason::Shed }));
+            }
             let bs = s.queue.feasible_batch(&at, s.batch);
             if bs == 0 {
                 continue;

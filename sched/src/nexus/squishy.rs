@@ -1,4 +1,4 @@
-//! Squishy bin packing (Nexus, Algorithm 1), without memory limits yet.
+//! Squishy bin packing (Nexus, Algorithm 1).
 //!
 //! For a session (model, SLO) at rate r:
 //! - saturate: `B = max b: 2*l(B) <= SLO`, `T = B/l(B)`; `floor(r/T)` whole
@@ -9,7 +9,13 @@
 //!   occupancy after the merge is highest: the merged duty cycle is the
 //!   smaller one, every session's batch shrinks to `ceil(d*r)`, and the merge
 //!   is valid iff the batch latencies sum to at most `d` and every session
-//!   still has `d + l(b) <= SLO`. Otherwise the residual opens a new node.
+//!   still has `d + l(b) <= SLO`, and the models' memory fits the GPU.
+//!   Otherwise the residual opens a new node.
+//!
+//! Also here: the lower bound on GPUs (every session at its most efficient
+//! batch within the SLO, back to back, fractional GPUs) and the
+//! batch-oblivious allocator Nexus compares against (each session gets
+//! whole GPUs at its maximum single-node throughput, nothing shared).
 
 use crate::time::{Nanos, NANOS_PER_S};
 use crate::types::{ModelId, ModelSpec};
@@ -49,7 +55,7 @@ fn max_batch(m: &ModelSpec, budget: Nanos) -> u32 {
 }
 
 /// Plans `rates_rps[m]` for every model onto as few backends as it can.
-pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
+pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64], gpu_memory_mb: Option<f64>) -> Plan {
     assert_eq!(models.len(), rates_rps.len());
     let mut backends = Vec::new();
     let mut residuals: Vec<(f64, PlannedSession, Nanos)> = Vec::new(); // (occupancy, session, duty)
@@ -91,7 +97,7 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
         let best = nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| merged(models, n, &s, duty).map(|m| (m.occupancy(models), i, m)))
+            .filter_map(|(i, n)| merged(models, n, &s, duty, gpu_memory_mb).map(|m| (m.occupancy(models), i, m)))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         match best {
             Some((_, i, m)) => nodes[i] = m,
@@ -102,8 +108,23 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64]) -> Plan {
     Plan { backends, rate_scale: 1.0 }
 }
 
-/// `node` with `s` merged in, or None if the merge breaks a duty cycle or an SLO.
-fn merged(models: &[ModelSpec], node: &BackendPlan, s: &PlannedSession, duty: Nanos) -> Option<BackendPlan> {
+/// `node` with `s` merged in, or None if the merge breaks a duty cycle, an
+/// SLO or the GPU's memory.
+fn merged(
+    models: &[ModelSpec],
+    node: &BackendPlan,
+    s: &PlannedSession,
+    duty: Nanos,
+    gpu_memory_mb: Option<f64>,
+) -> Option<BackendPlan> {
+    if let Some(cap) = gpu_memory_mb {
+        let mut on_node: Vec<ModelId> = node.sessions.iter().map(|x| x.model).chain([s.model]).collect();
+        on_node.sort();
+        on_node.dedup();
+        if on_node.iter().map(|m| models[m.index()].memory_mb).sum::<f64>() > cap {
+            return None;
+        }
+    }
     let d = node.duty_cycle.min(duty);
     let mut sessions = Vec::with_capacity(node.sessions.len() + 1);
     let mut busy = 0;
@@ -124,8 +145,9 @@ fn merged(models: &[ModelSpec], node: &BackendPlan, s: &PlannedSession, duty: Na
 /// `gpus` backends, so a fixed cluster is used whole: below capacity every
 /// session gets headroom, above it the plan is what the cluster can carry.
 /// Models that do not fit even at the smallest scale get no backend.
-pub fn plan_for_cluster(models: &[ModelSpec], offered_rps: &[f64], gpus: u32) -> Plan {
-    let plan_at = |s: f64| squishy_bin_packing(models, &offered_rps.iter().map(|r| r * s).collect::<Vec<_>>());
+pub fn plan_for_cluster(models: &[ModelSpec], offered_rps: &[f64], gpus: u32, gpu_memory_mb: Option<f64>) -> Plan {
+    let plan_at =
+        |s: f64| squishy_bin_packing(models, &offered_rps.iter().map(|r| r * s).collect::<Vec<_>>(), gpu_memory_mb);
     let fits = |p: &Plan| p.backends.len() <= gpus as usize;
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     while fits(&plan_at(hi)) && hi < 1e9 {
@@ -146,6 +168,39 @@ pub fn plan_for_cluster(models: &[ModelSpec], offered_rps: &[f64], gpus: u32) ->
     plan
 }
 
+/// The most efficient batch whose latency alone fits the SLO, and its
+/// throughput (requests per second of one backend).
+fn best_batch(m: &ModelSpec) -> (u32, f64) {
+    (1..=max_batch(m, m.slo).max(1)).map(|b| (b, m.profile.throughput_rps(b))).fold((1, 0.0), |best, x| {
+        if x.1 > best.1 {
+            x
+        } else {
+            best
+        }
+    })
+}
+
+/// Nexus's lower bound on GPUs: every session at its most efficient batch,
+/// back to back, as if fully batchable with enough requests (fractional).
+pub fn lower_bound_gpus(models: &[ModelSpec], rates_rps: &[f64]) -> f64 {
+    models.iter().zip(rates_rps).map(|(m, &r)| r / best_batch(m).1).sum()
+}
+
+/// The batch-oblivious allocator: each session gets whole GPUs by its
+/// maximum single-node throughput within the SLO (no sharing, no
+/// duty-cycle packing).
+pub fn batch_oblivious_gpus(models: &[ModelSpec], rates_rps: &[f64]) -> u32 {
+    models
+        .iter()
+        .zip(rates_rps)
+        .filter(|(_, &r)| r > 0.0)
+        .map(|(m, &r)| {
+            let big = max_batch(m, m.slo / 2).max(1);
+            (r / m.profile.throughput_rps(big)).ceil() as u32
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +213,7 @@ mod tests {
             profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
             slo: ms_to_nanos(slo),
             dynamic: None,
+            memory_mb: 0.0,
         }
     }
 
@@ -165,7 +221,7 @@ mod tests {
     fn saturated_batch_is_the_no_coordination_batch() {
         // Table 4: ResNet50 with no coordination runs batches of 7, 562.6 r/s per GPU.
         let m = vec![model(1.053, 5.072, 25.0)];
-        let p = squishy_bin_packing(&m, &[4500.0]);
+        let p = squishy_bin_packing(&m, &[4500.0], None);
         assert_eq!(p.backends[0].sessions[0].batch, 7);
         assert_eq!(p.backends.len(), 8);
     }
@@ -175,7 +231,7 @@ mod tests {
         let models: Vec<ModelSpec> =
             (0..12).map(|i| model(0.5 + i as f64 * 0.3, 2.0 + i as f64, 30.0 + 5.0 * i as f64)).collect();
         let rates: Vec<f64> = (0..12).map(|i| 20.0 + 37.0 * i as f64).collect();
-        let p = squishy_bin_packing(&models, &rates);
+        let p = squishy_bin_packing(&models, &rates, None);
         for b in &p.backends {
             assert!(b.occupancy(&models) <= 1.0 + 1e-9);
             for s in &b.sessions {
@@ -194,7 +250,7 @@ mod tests {
     fn cluster_plan_uses_at_most_the_gpus() {
         let models: Vec<ModelSpec> = (0..5).map(|i| model(1.0, 5.0 + i as f64, 40.0)).collect();
         for gpus in [5, 8, 20] {
-            let p = plan_for_cluster(&models, &[100.0; 5], gpus);
+            let p = plan_for_cluster(&models, &[100.0; 5], gpus, None);
             assert!(p.backends.len() <= gpus as usize);
             assert!(p.rate_scale > 0.0);
         }
