@@ -5,8 +5,9 @@
 
 use serde::Serialize;
 
-use baton_sched::sim::find_goodput;
-use baton_sched::{PolicyKind, Scenario};
+use baton_sched::nexus::{plan_report, DropPolicy, Nexus};
+use baton_sched::sim::{find_goodput, find_goodput_with};
+use baton_sched::{PolicyKind, Scenario, Scheduler};
 
 pub const ALPHAS_MS: [f64; 6] = [0.2, 0.5, 0.8, 1.2, 1.6, 1.9];
 
@@ -32,6 +33,108 @@ pub fn early_vs_lazy(duration_s: f64, rel_tolerance: f64) -> Vec<DropRow> {
             let early = find_goodput(&s, PolicyKind::Nexus, rel_tolerance).goodput_rps;
             let lazy = find_goodput(&s, PolicyKind::NexusLazy, rel_tolerance).goodput_rps;
             DropRow { alpha_ms: alpha, beta_ms: beta, early_rps: early, lazy_rps: lazy, early_over_lazy: early / lazy }
+        })
+        .collect()
+}
+
+/// ResNet-50 as a shared prefix (Table 4's profile less a last layer) and
+/// each variant's own fully connected layer.
+const PREFIX: (f64, f64) = (1.043, 5.022);
+const SUFFIX: (f64, f64) = (0.010, 0.050);
+
+/// A game-like workload (Nexus section 7): `variants` ResNet-50 variants
+/// sharing a prefix and `lenets` LeNet digit models, Zipf-0.9 rates, SLO
+/// 50 ms, Poisson arrivals.
+pub fn game_scenario(variants: usize, lenets: usize, gpus: u32) -> Scenario {
+    let mut t = format!(
+        "name = \"game\"\nseed = 9\nduration_s = 10\nwarmup_s = 1\n[cluster]\ngpus = {gpus}\nctrl_delay_us = 0\n\
+         [[prefixes]]\nname = \"resnet50\"\nalpha_ms = {}\nbeta_ms = {}\n",
+        PREFIX.0, PREFIX.1
+    );
+    let mut rank = 0;
+    let mut zipf = || {
+        rank += 1;
+        1.0 / (rank as f64).powf(0.9)
+    };
+    for i in 0..variants {
+        t += &format!(
+            "[[models]]\nname = \"resnet50-game{i}\"\nprefix_of = \"resnet50\"\nalpha_ms = {}\nbeta_ms = {}\nslo_ms = 50.0\nweight = {}\n",
+            SUFFIX.0,
+            SUFFIX.1,
+            zipf()
+        );
+    }
+    for i in 0..lenets {
+        t += &format!(
+            "[[models]]\nname = \"lenet{i}\"\nalpha_ms = 0.02\nbeta_ms = 0.25\nslo_ms = 50.0\nweight = {}\n",
+            zipf()
+        );
+    }
+    Scenario::parse(&t).expect("valid game scenario")
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanRow {
+    pub rate_rps: f64,
+    pub gpus: usize,
+    pub gpus_without_prefix_batching: usize,
+    pub lower_bound_gpus: f64,
+    pub batch_oblivious_gpus: u32,
+    pub over_bound: f64,
+}
+
+/// GPUs Nexus plans for the game workload against the lower bound (both
+/// with the shared prefix as one session) and the batch-oblivious allocator.
+pub fn plan_vs_bound(rates: &[f64]) -> Vec<PlanRow> {
+    let s = game_scenario(20, 5, 1);
+    rates
+        .iter()
+        .map(|&rate| {
+            let r = plan_report(&s.cluster, &s.model_rates(rate), true);
+            let without = plan_report(&s.cluster, &s.model_rates(rate), false);
+            PlanRow {
+                rate_rps: rate,
+                gpus: r.gpus,
+                gpus_without_prefix_batching: without.gpus,
+                lower_bound_gpus: r.lower_bound_gpus_exact,
+                batch_oblivious_gpus: r.batch_oblivious_gpus,
+                over_bound: r.gpus as f64 / r.lower_bound_gpus_exact,
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PrefixRow {
+    pub variants: usize,
+    pub batched_rps: f64,
+    pub unbatched_rps: f64,
+}
+
+/// Nexus's Figure 14(a): one GPU, k equally popular variants sharing a
+/// prefix; goodput with the prefix batched against every variant apart.
+pub fn prefix_scaling(max_variants: usize, duration_s: f64, rel_tolerance: f64) -> Vec<PrefixRow> {
+    (1..=max_variants)
+        .map(|k| {
+            let mut s = game_scenario(k, 0, 1);
+            s.duration = baton_sched::time::ms_to_nanos(duration_s * 1e3);
+            for m in &mut s.models {
+                m.weight = 1.0;
+            }
+            let goodput = |prefix_batching: bool| {
+                let build = |rate: f64| -> Box<dyn Scheduler> {
+                    Box::new(Nexus::new(
+                        &s.cluster,
+                        &s.model_rates(rate),
+                        1,
+                        DropPolicy::Early,
+                        prefix_batching,
+                        s.seed,
+                    ))
+                };
+                find_goodput_with(&s, "nexus", &build, rel_tolerance).goodput_rps
+            };
+            PrefixRow { variants: k, batched_rps: goodput(true), unbatched_rps: goodput(false) }
         })
         .collect()
 }

@@ -107,6 +107,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
             slo: ms_to_nanos(25.0),
             dynamic: None,
             memory_mb: 0.0,
+            prefix: None,
         })
         .collect();
     ClusterSpec {
@@ -115,6 +116,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
         delay: DispatchDelay { ctrl: 200_000, per_request: 0 },
         queue_capacity: 1 << 16,
         gpu_memory_mb: None,
+        prefixes: vec![],
     }
 }
 

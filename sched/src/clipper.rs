@@ -69,7 +69,13 @@ impl Clipper {
             q.pop_batch(bs, &mut requests);
             self.refresh_head(m);
             let exec_at = now + self.spec.delay.of(bs);
-            self.out.push_back(Output::Dispatch(BatchPlan { model: ModelId(m as u32), backend, exec_at, requests }));
+            self.out.push_back(Output::Dispatch(BatchPlan {
+                model: ModelId(m as u32),
+                backend,
+                exec_at,
+                requests,
+                prefix: None,
+            }));
         }
     }
 }

@@ -105,7 +105,8 @@ impl Clockwork {
             self.queues[m].pop_batch(bs, &mut requests);
             self.free.set(b, exec_at + profile.latency(bs));
             self.outstanding[b].push_back(profile.latency(bs));
-            let plan = BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests };
+            let plan =
+                BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests, prefix: None };
             self.out.push_back(Output::Dispatch(plan));
             self.refresh_head(m);
         }

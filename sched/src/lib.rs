@@ -39,5 +39,5 @@ pub use scenario::Scenario;
 pub use time::Nanos;
 pub use types::{
     AppId, AppSpec, BackendId, BatchDone, BatchPlan, ClusterSpec, Completed, DispatchDelay, DropReason, DynamicExec,
-    ModelId, ModelSpec, Output, Request, RequestId, Scheduler,
+    ModelId, ModelSpec, Output, PrefixGroup, PrefixId, Request, RequestId, Scheduler,
 };

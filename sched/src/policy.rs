@@ -99,7 +99,7 @@ impl PolicyKind {
             Self::Nexus | Self::NexusLazy | Self::Nexus8Fe => {
                 let frontends = if self == Self::Nexus8Fe { 8 } else { 1 };
                 let drops = if self == Self::NexusLazy { DropPolicy::Lazy } else { DropPolicy::Early };
-                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, drops, scenario.seed))
+                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, drops, true, scenario.seed))
             }
         }
     }

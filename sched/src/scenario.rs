@@ -10,7 +10,7 @@ use crate::dist::{mixture_quantile, ExecDist};
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
-use crate::types::{AppSpec, ClusterSpec, DispatchDelay, DynamicExec, ModelSpec};
+use crate::types::{AppSpec, ClusterSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, PrefixGroup, PrefixId};
 
 /// How a model's requests arrive: the inter-arrival law at a given mean rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,6 +103,7 @@ struct RawScenario {
     warmup_s: Option<f64>,
     rate_rps: Option<f64>,
     cluster: RawCluster,
+    prefixes: Option<Vec<RawPrefix>>,
     models: Vec<RawModel>,
     policy: Option<RawPolicy>,
 }
@@ -132,9 +133,20 @@ struct RawModel {
     slo_p99_multiple: Option<f64>,
     kappa: Option<f64>,
     memory_mb: Option<f64>,
+    /// The prefix this model shares; its alpha_ms/beta_ms are then its suffix's.
+    prefix_of: Option<String>,
     weight: Option<f64>,
     arrival: Option<String>,
     apps: Option<Vec<RawApp>>,
+}
+
+/// A prefix shared by several models (Nexus's prefix batching).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrefix {
+    name: String,
+    alpha_ms: f64,
+    beta_ms: f64,
 }
 
 #[derive(Deserialize)]
@@ -240,6 +252,18 @@ impl Scenario {
         if raw.models.is_empty() {
             return Err(err("models", "at least one model is required"));
         }
+        let mut prefixes: Vec<PrefixGroup> = Vec::new();
+        for (i, p) in raw.prefixes.unwrap_or_default().into_iter().enumerate() {
+            let key = |k: &str| format!("prefixes[{i}].{k}");
+            if prefixes.iter().any(|x| x.name == p.name) {
+                return Err(err(key("name"), format!("duplicate prefix name `{}`", p.name)));
+            }
+            let a = non_negative(&key("alpha_ms"), Some(p.alpha_ms), 0.0)?;
+            let b = non_negative(&key("beta_ms"), Some(p.beta_ms), 0.0)?;
+            let profile =
+                Profile::linear_ms(a, b, DEFAULT_MAX_BATCH as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?;
+            prefixes.push(PrefixGroup { name: p.name, prefix: profile, members: vec![] });
+        }
         let mut models = Vec::with_capacity(raw.models.len());
         for (i, m) in raw.models.into_iter().enumerate() {
             let key = |k: &str| format!("models[{i}].{k}");
@@ -254,6 +278,19 @@ impl Scenario {
                 Some(apps) => Some(parse_apps(&key, apps, m.kappa)?),
                 None if m.kappa.is_some() => {
                     return Err(err(key("kappa"), "applies only to models with [[models.apps]]"))
+                }
+                None => None,
+            };
+            let prefix_group = match &m.prefix_of {
+                Some(name) => {
+                    let g = prefixes
+                        .iter()
+                        .position(|p| &p.name == name)
+                        .ok_or_else(|| err(key("prefix_of"), format!("no [[prefixes]] entry named `{name}`")))?;
+                    if dynamic.is_some() || m.latency_ms.is_some() || m.alpha_ms.is_none() || m.beta_ms.is_none() {
+                        return Err(err(key("prefix_of"), "a prefix member gives its suffix as alpha_ms and beta_ms"));
+                    }
+                    Some(g)
                 }
                 None => None,
             };
@@ -273,7 +310,13 @@ impl Scenario {
                 (None, Some(a), Some(b), None) => {
                     let a = non_negative(&key("alpha_ms"), Some(a), 0.0)?;
                     let b = non_negative(&key("beta_ms"), Some(b), 0.0)?;
-                    Profile::linear_ms(a, b, max_batch as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?
+                    // A prefix member alone runs prefix and suffix back to back.
+                    let (pa, pb) = match prefix_group.map(|g| &prefixes[g].prefix) {
+                        Some(Profile::Linear { alpha, beta, .. }) => (*alpha as f64 / 1e6, *beta as f64 / 1e6),
+                        _ => (0.0, 0.0),
+                    };
+                    Profile::linear_ms(a + pa, b + pb, max_batch as u32)
+                        .map_err(|e| err(key("alpha_ms"), e.to_string()))?
                 }
                 (None, None, None, Some(table)) => {
                     if m.max_batch.is_some() {
@@ -320,8 +363,30 @@ impl Scenario {
             }
             let arrival =
                 Arrival::parse(m.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
+            let prefix = match prefix_group {
+                Some(g) => {
+                    if let Some(&first) = prefixes[g].members.first() {
+                        let first: &ScenarioModel = &models[first.index()];
+                        if first.spec.slo != slo {
+                            return Err(err(
+                                key("slo_ms"),
+                                format!("differs from `{}`, which shares its prefix", first.spec.name),
+                            ));
+                        }
+                    }
+                    prefixes[g].members.push(ModelId(i as u32));
+                    let suffix = Profile::linear_ms(
+                        m.alpha_ms.expect("checked above"),
+                        m.beta_ms.expect("checked above"),
+                        max_batch as u32,
+                    )
+                    .map_err(|e| err(key("alpha_ms"), e.to_string()))?;
+                    Some((PrefixId(g as u32), suffix))
+                }
+                None => None,
+            };
             models.push(ScenarioModel {
-                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb },
+                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb, prefix },
                 weight,
                 arrival,
             });
@@ -345,6 +410,7 @@ impl Scenario {
                 delay,
                 queue_capacity: queue_capacity as usize,
                 gpu_memory_mb: c.gpu_memory_mb,
+                prefixes,
             },
             knobs: SimKnobs {
                 exec_jitter,

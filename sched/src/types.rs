@@ -78,6 +78,23 @@ pub struct BatchPlan {
     pub backend: BackendId,
     pub exec_at: Nanos,
     pub requests: Vec<RequestId>,
+    /// Prefix batching (Nexus): the batch runs this group's shared prefix
+    /// once for all its requests, which may belong to any of the group's
+    /// models, then each model's suffix on its sub-batch. `model` is then
+    /// one of the members.
+    pub prefix: Option<PrefixId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PrefixId(pub u32);
+
+/// Models that share all but their last layers (Nexus's prefix batching):
+/// the shared part's profile; each member's own profile is its suffix's.
+#[derive(Clone, Debug)]
+pub struct PrefixGroup {
+    pub name: String,
+    pub prefix: Profile,
+    pub members: Vec<ModelId>,
 }
 
 /// Everything a scheduler can decide.
@@ -101,6 +118,9 @@ pub struct ModelSpec {
     pub dynamic: Option<DynamicExec>,
     /// GPU memory the model's weights take (0: not tracked).
     pub memory_mb: f64,
+    /// The prefix group this model belongs to and its suffix's profile;
+    /// `profile` is then prefix plus suffix, the model run alone.
+    pub prefix: Option<(PrefixId, Profile)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -196,6 +216,8 @@ pub struct ClusterSpec {
     pub queue_capacity: usize,
     /// Memory of one backend, for placement (None: not a constraint).
     pub gpu_memory_mb: Option<f64>,
+    /// Groups of models sharing a prefix.
+    pub prefixes: Vec<PrefixGroup>,
 }
 
 /// The sans-IO interface the simulator (and later the engine) drives. Time is

@@ -90,3 +90,17 @@ fn hull_queue_beats_resorting() {
     assert!(big.query_speedup > 5.0, "query only {}x faster than re-sorting 1k", big.query_speedup);
     assert!(rows.iter().all(|r| r.insert_ns > 0.0 && r.delete_ns > 0.0));
 }
+
+#[test]
+fn nexus_early_drop_prefix_batching_and_plans() {
+    for r in baton_perf::nexus_bench::early_vs_lazy(3.0, 0.05) {
+        assert!(r.early_rps >= 0.95 * r.lazy_rps, "alpha {}: early {} lazy {}", r.alpha_ms, r.early_rps, r.lazy_rps);
+    }
+    let rows = baton_perf::nexus_bench::prefix_scaling(4, 2.0, 0.05);
+    assert!(rows[3].batched_rps > 1.5 * rows[3].unbatched_rps, "prefix batching gains nothing at 4 variants");
+    for p in baton_perf::nexus_bench::plan_vs_bound(&[2_000.0, 20_000.0]) {
+        assert!(p.gpus as f64 >= p.lower_bound_gpus, "a plan below the lower bound");
+        assert!(p.gpus as u32 <= p.batch_oblivious_gpus, "squishy bin packing worse than batch-oblivious");
+        assert!(p.gpus <= p.gpus_without_prefix_batching);
+    }
+}

@@ -47,14 +47,22 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
         rng.below(100),
         8 + rng.below(4_000),
     );
+    // Sometimes a prefix group: its members share the SLO and give suffixes.
+    let shared = (rng.below(3) == 0).then(|| (0.5 + rng.unit() * 3.0, 2.0 + rng.unit() * 10.0));
+    if let Some((pa, pb)) = shared {
+        text += &format!("[[prefixes]]\nname = \"p\"\nalpha_ms = {pa:.3}\nbeta_ms = {pb:.3}\n");
+    }
+    let shared_slo = 40.0 + rng.unit() * 60.0;
     for m in 0..1 + rng.below(6) {
-        let alpha = 0.05 + rng.unit() * 5.0;
-        let beta = rng.unit() * 20.0;
-        let slo = (alpha + beta + 1.0) * (1.5 + rng.unit() * 6.0);
+        let member = shared.is_some() && rng.below(2) == 0;
+        let (alpha, beta) =
+            if member { (0.01 + rng.unit() * 0.2, rng.unit()) } else { (0.05 + rng.unit() * 5.0, rng.unit() * 20.0) };
+        let slo = if member { shared_slo } else { (alpha + beta + 1.0) * (1.5 + rng.unit() * 6.0) };
         let arrival = ["poisson", "uniform", "gamma:0.2", "gamma:3"][rng.below(4) as usize];
         text += &format!(
-            "[[models]]\nname = \"m{m}\"\nalpha_ms = {alpha:.3}\nbeta_ms = {beta:.3}\nslo_ms = {slo:.3}\nweight = {}\narrival = \"{arrival}\"\n",
-            0.2 + rng.unit()
+            "[[models]]\nname = \"m{m}\"\nalpha_ms = {alpha:.3}\nbeta_ms = {beta:.3}\nslo_ms = {slo:.3}\nweight = {}\narrival = \"{arrival}\"\n{}",
+            0.2 + rng.unit(),
+            if member { "prefix_of = \"p\"\n" } else { "" }
         );
     }
     let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));

@@ -13,6 +13,9 @@ pub struct Args {
     /// Aggregate request rate in requests/s (default: the file's `rate_rps`).
     #[arg(long)]
     rate: Option<f64>,
+    /// Plan every model as its own session, even those sharing a prefix.
+    #[arg(long)]
+    no_prefix_batching: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -27,8 +30,7 @@ pub fn run(a: Args) -> Result<(), String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--rate: must be a positive number, got {rate}"));
     }
-    let models: Vec<_> = scenario.models.iter().map(|m| m.spec.clone()).collect();
-    let r = plan_report(&models, &scenario.model_rates(rate), scenario.cluster.gpu_memory_mb);
+    let r = plan_report(&scenario.cluster, &scenario.model_rates(rate), !a.no_prefix_batching);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
         return Ok(());

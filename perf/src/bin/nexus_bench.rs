@@ -1,6 +1,6 @@
 //! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick]`.
 
-use baton_perf::nexus_bench::early_vs_lazy;
+use baton_perf::nexus_bench::{early_vs_lazy, plan_vs_bound, prefix_scaling};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -8,6 +8,40 @@ fn main() {
     println!("early vs lazy drop, 1 GPU, SLO 100 ms, optimal 500 r/s; highest rate with 99% in SLO");
     println!("{:>8} {:>8} {:>10} {:>10} {:>8}", "alpha ms", "beta ms", "early r/s", "lazy r/s", "early/lazy");
     for r in &rows {
-        println!("{:>8.2} {:>8.2} {:>10.1} {:>10.1} {:>8.3}", r.alpha_ms, r.beta_ms, r.early_rps, r.lazy_rps, r.early_over_lazy);
+        println!(
+            "{:>8.2} {:>8.2} {:>10.1} {:>10.1} {:>8.3}",
+            r.alpha_ms, r.beta_ms, r.early_rps, r.lazy_rps, r.early_over_lazy
+        );
+    }
+    plans_and_prefixes(quick);
+}
+
+fn plans_and_prefixes(quick: bool) {
+    println!("\ngame workload (20 ResNet-50 variants sharing a prefix + 5 LeNet, Zipf-0.9, SLO 50 ms): planned GPUs");
+    println!(
+        "{:>9} {:>6} {:>14} {:>12} {:>15} {:>10}",
+        "rate r/s", "GPUs", "no prefix b.", "lower bound", "batch-oblivious", "over bound"
+    );
+    for r in plan_vs_bound(&[2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0]) {
+        println!(
+            "{:>9.0} {:>6} {:>14} {:>12.2} {:>15} {:>9.1}%",
+            r.rate_rps,
+            r.gpus,
+            r.gpus_without_prefix_batching,
+            r.lower_bound_gpus,
+            r.batch_oblivious_gpus,
+            100.0 * (r.over_bound - 1.0)
+        );
+    }
+    println!("\nprefix batching on one GPU (Figure 14a): goodput r/s");
+    println!("{:>8} {:>10} {:>10} {:>7}", "variants", "batched", "apart", "ratio");
+    for r in prefix_scaling(10, if quick { 3.0 } else { 20.0 }, if quick { 0.03 } else { 0.01 }) {
+        println!(
+            "{:>8} {:>10.1} {:>10.1} {:>7.2}",
+            r.variants,
+            r.batched_rps,
+            r.unbatched_rps,
+            r.batched_rps / r.unbatched_rps
+        );
     }
 }

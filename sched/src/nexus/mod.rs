@@ -11,10 +11,12 @@
 
 mod report;
 mod runtime;
+mod sessions;
 mod squishy;
 
 pub use report::{plan_report, PlanReport};
 pub use runtime::{DropPolicy, Nexus};
+pub use sessions::{sessions, Sessions};
 pub use squishy::{
     batch_oblivious_gpus, lower_bound_gpus, plan_for_cluster, squishy_bin_packing, BackendPlan, Plan, PlannedSession,
 };

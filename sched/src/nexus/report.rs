@@ -4,9 +4,10 @@
 
 use serde::Serialize;
 
+use super::sessions::sessions;
 use super::squishy::{batch_oblivious_gpus, lower_bound_gpus, squishy_bin_packing, Plan};
 use crate::time::nanos_to_ms;
-use crate::types::ModelSpec;
+use crate::types::ClusterSpec;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionReport {
@@ -38,12 +39,16 @@ pub struct PlanReport {
     pub lower_bound_gpus: u32,
     pub batch_oblivious_gpus: u32,
     pub backends: Vec<BackendReport>,
-    /// model -> routes, in model order.
+    /// session (a model, or a prefix group) -> routes, in session order.
     pub routing: Vec<(String, Vec<Route>)>,
 }
 
-pub fn plan_report(models: &[ModelSpec], rates_rps: &[f64], gpu_memory_mb: Option<f64>) -> PlanReport {
-    let plan: Plan = squishy_bin_packing(models, rates_rps, gpu_memory_mb);
+/// Plans the cluster's sessions (prefix groups as one session with
+/// `prefix_batching`) at per-model rates `model_rates_rps`.
+pub fn plan_report(cluster: &ClusterSpec, model_rates_rps: &[f64], prefix_batching: bool) -> PlanReport {
+    let s = sessions(cluster, model_rates_rps, prefix_batching);
+    let (models, rates_rps) = (&s.specs[..], &s.rates_rps[..]);
+    let plan: Plan = squishy_bin_packing(models, rates_rps, cluster.gpu_memory_mb);
     let backends: Vec<BackendReport> = plan
         .backends
         .iter()

@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use super::sessions::{sessions, Sessions};
 use super::squishy::{plan_for_cluster, Plan};
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
@@ -28,7 +29,8 @@ use crate::types::{
 
 #[derive(Debug)]
 struct Session {
-    model: ModelId,
+    /// Index into `Nexus::sessions`.
+    session: usize,
     batch: u32,
     queue: BatchQueue,
 }
@@ -63,7 +65,7 @@ pub enum DropPolicy {
 
 #[derive(Debug)]
 pub struct Nexus {
-    spec: ClusterSpec,
+    sessions: Sessions,
     plan: Plan,
     backends: Vec<Backend>,
     routes: Vec<Route>,
@@ -75,12 +77,21 @@ pub struct Nexus {
 
 impl Nexus {
     /// `offered_rps[m]` is what the epoch planner measured for model m.
-    pub fn new(spec: &ClusterSpec, offered_rps: &[f64], frontends: usize, drop_policy: DropPolicy, seed: u64) -> Self {
+    /// With `prefix_batching`, each prefix group is one session.
+    pub fn new(
+        spec: &ClusterSpec,
+        offered_rps: &[f64],
+        frontends: usize,
+        drop_policy: DropPolicy,
+        prefix_batching: bool,
+        seed: u64,
+    ) -> Self {
         assert!(frontends >= 1);
-        let plan = plan_for_cluster(&spec.models, offered_rps, spec.backends, spec.gpu_memory_mb);
+        let sessions = sessions(spec, offered_rps, prefix_batching);
+        let plan = plan_for_cluster(&sessions.specs, &sessions.rates_rps, spec.backends, spec.gpu_memory_mb);
         let mut rng = Rng::stream(seed, 0x4E58);
         let mut routes: Vec<Route> =
-            spec.models.iter().map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] }).collect();
+            sessions.specs.iter().map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] }).collect();
         let backends = plan
             .backends
             .iter()
@@ -94,7 +105,11 @@ impl Nexus {
                         let r = &mut routes[s.model.index()];
                         r.targets.push((b, si));
                         r.weights.push(s.rate_rps.max(1e-9));
-                        Session { model: s.model, batch: s.batch, queue: BatchQueue::new(spec.queue_capacity) }
+                        Session {
+                            session: s.model.index(),
+                            batch: s.batch,
+                            queue: BatchQueue::new(spec.queue_capacity),
+                        }
                     })
                     .collect(),
                 next: 0,
@@ -108,7 +123,7 @@ impl Nexus {
                 .map(|_| Wrr { current: r.weights.iter().map(|_| rng.unit() * total).collect() })
                 .collect();
         }
-        Self { spec: spec.clone(), plan, backends, routes, frontends, drop_policy, rng, out: VecDeque::new() }
+        Self { sessions, plan, backends, routes, frontends, drop_policy, rng, out: VecDeque::new() }
     }
 
     pub fn plan(&self) -> &Plan {
@@ -117,7 +132,7 @@ impl Nexus {
 
     fn route(&mut self, model: ModelId) -> Option<(usize, usize)> {
         let f = self.rng.below(self.frontends as u64) as usize;
-        let r = &mut self.routes[model.index()];
+        let r = &mut self.routes[self.sessions.of_model[model.index()]];
         if r.targets.is_empty() {
             return None;
         }
@@ -143,7 +158,7 @@ impl Nexus {
         for k in 0..n {
             let si = (be.next + k) % n;
             let s = &mut be.sessions[si];
-            let profile = &self.spec.models[s.model.index()].profile;
+            let profile = &self.sessions.specs[s.session].profile;
             let out = &mut self.out;
             let at = Start { now, not_before: now, profile, delay: &no_delay };
             s.queue.drop_unreachable(&at, |id| {
@@ -159,7 +174,7 @@ impl Nexus {
             }
             let mut requests = Vec::with_capacity(bs as usize);
             s.queue.pop_batch(bs, &mut requests);
-            let model = s.model;
+            let (model, prefix) = (self.sessions.representative[s.session], self.sessions.prefix[s.session]);
             be.busy = true;
             be.next = (si + 1) % n;
             self.out.push_back(Output::Dispatch(BatchPlan {
@@ -167,6 +182,7 @@ impl Nexus {
                 backend: BackendId(b as u32),
                 exec_at: now,
                 requests,
+                prefix,
             }));
             return;
         }

@@ -214,6 +214,7 @@ mod tests {
             slo: ms_to_nanos(slo),
             dynamic: None,
             memory_mb: 0.0,
+            prefix: None,
         }
     }
 

@@ -409,7 +409,13 @@ impl Orloj {
             let slots: Vec<u32> = top.iter().map(|&(h, _)| st.classes[ci].owner[h.0 as usize]).collect();
             let requests = slots.into_iter().map(|slot| st.take(slot).id).collect();
             let exec_at = now + self.spec.delay.of(b);
-            self.out.push_back(Output::Dispatch(BatchPlan { model: ModelId(m as u32), backend, exec_at, requests }));
+            self.out.push_back(Output::Dispatch(BatchPlan {
+                model: ModelId(m as u32),
+                backend,
+                exec_at,
+                requests,
+                prefix: None,
+            }));
         }
     }
 }

@@ -4,9 +4,10 @@
 
 use serde::Serialize;
 
-use super::{run, Report};
+use super::{run_with, Report};
 use crate::policy::PolicyKind;
 use crate::scenario::Scenario;
+use crate::types::Scheduler;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct GoodputSearch {
@@ -20,11 +21,21 @@ pub struct GoodputSearch {
 
 /// Bisects until the bracket is within `rel_tolerance` of its upper end.
 pub fn find_goodput(scenario: &Scenario, policy: PolicyKind, rel_tolerance: f64) -> GoodputSearch {
+    find_goodput_with(scenario, policy.as_str(), &|rate| policy.build(scenario, rate), rel_tolerance)
+}
+
+/// The same for any scheduler: `build(rate)` makes a fresh one per probe.
+pub fn find_goodput_with(
+    scenario: &Scenario,
+    name: &str,
+    build: &dyn Fn(f64) -> Box<dyn Scheduler>,
+    rel_tolerance: f64,
+) -> GoodputSearch {
     assert!(rel_tolerance > 0.0 && rel_tolerance < 1.0);
     let mut probes = Vec::new();
     let mut at_goodput = None;
     let mut probe = |rate: f64, best: &mut Option<Report>| {
-        let r = run(scenario, policy, rate);
+        let r = run_with(scenario, name, build(rate).as_mut(), rate);
         let ok = r.meets_slos();
         probes.push((rate, ok));
         if ok {
@@ -47,5 +58,5 @@ pub fn find_goodput(scenario: &Scenario, policy: PolicyKind, rel_tolerance: f64)
             hi = mid;
         }
     }
-    GoodputSearch { policy: policy.as_str().to_string(), goodput_rps: lo, at_goodput, probes }
+    GoodputSearch { policy: name.to_string(), goodput_rps: lo, at_goodput, probes }
 }

@@ -19,7 +19,7 @@ mod arrivals;
 mod goodput;
 mod report;
 
-pub use goodput::{find_goodput, GoodputSearch};
+pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
 pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
 
 use std::cmp::Reverse;
@@ -33,7 +33,8 @@ use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::types::{
-    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Request, RequestId, Scheduler,
+    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, PrefixId, Request, RequestId,
+    Scheduler,
 };
 
 /// Stop a run whose scheduler keeps asking to be woken at the same instant
@@ -110,17 +111,30 @@ impl Sim<'_> {
     fn dispatch(&mut self, now: Nanos, plan: BatchPlan, seed: u64) {
         let b = plan.requests.len() as u32;
         let model = &self.scenario.models[plan.model.index()].spec;
-        assert!(b >= 1 && b <= model.profile.max_batch(), "batch of {b} for {} (seed {seed})", model.name);
+        let cap = match plan.prefix {
+            Some(g) => self.scenario.cluster.prefixes[g.0 as usize].prefix.max_batch(),
+            None => model.profile.max_batch(),
+        };
+        assert!(b >= 1 && b <= cap, "batch of {b} for {} (seed {seed})", model.name);
         assert!(plan.exec_at >= now, "batch planned in the past (seed {seed})");
         let mut earliest_deadline = Nanos::MAX;
         for id in &plan.requests {
             let r = &mut self.records[id.0 as usize];
             assert_eq!(r.state, State::Queued, "request {id:?} dispatched while {:?} (seed {seed})", r.state);
-            assert_eq!(r.model, plan.model, "request {id:?} in another model's batch (seed {seed})");
+            match plan.prefix {
+                None => assert_eq!(r.model, plan.model, "request {id:?} in another model's batch (seed {seed})"),
+                Some(g) => assert!(
+                    self.scenario.cluster.prefixes[g.0 as usize].members.contains(&r.model),
+                    "request {id:?} outside prefix group {g:?} (seed {seed})"
+                ),
+            }
             r.state = State::Running;
             earliest_deadline = earliest_deadline.min(r.deadline);
         }
-        let l = model.profile.latency(b);
+        let l = match plan.prefix {
+            Some(g) => self.prefix_batch_time(g, &plan.requests),
+            None => model.profile.latency(b),
+        };
         if plan.exec_at + l > earliest_deadline {
             self.infeasible_plans += 1;
         }
@@ -148,6 +162,21 @@ impl Sim<'_> {
         }
         self.completions.push(Reverse((finish, plan.backend.0)));
         self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
+    }
+
+    /// A prefix-batched batch: the shared prefix once over all b requests,
+    /// then each member model's suffix over its own sub-batch.
+    fn prefix_batch_time(&self, g: PrefixId, requests: &[RequestId]) -> Nanos {
+        let group = &self.scenario.cluster.prefixes[g.0 as usize];
+        let mut t = group.prefix.latency(requests.len() as u32);
+        for &m in &group.members {
+            let n = requests.iter().filter(|id| self.records[id.0 as usize].model == m).count() as u32;
+            if n > 0 {
+                let (_, suffix) = self.scenario.models[m.index()].spec.prefix.as_ref().expect("members have suffixes");
+                t += suffix.latency(n);
+            }
+        }
+        t
     }
 
     fn complete(&mut self, backend: u32, now: Nanos) -> Running {

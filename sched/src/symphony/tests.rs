@@ -25,11 +25,12 @@ fn spec(rng: &mut Rng) -> ClusterSpec {
     };
     let slo = profile.latency(1) + 500 + rng.below(8_000);
     ClusterSpec {
-        models: vec![ModelSpec { name: "m".into(), profile, slo, dynamic: None, memory_mb: 0.0 }],
+        models: vec![ModelSpec { name: "m".into(), profile, slo, dynamic: None, memory_mb: 0.0, prefix: None }],
         backends: 1,
         delay: DispatchDelay { ctrl: rng.below(300), per_request: rng.below(30) },
         queue_capacity: 1 + rng.below(40) as usize,
         gpu_memory_mb: None,
+        prefixes: vec![],
     }
 }
 
@@ -153,11 +154,19 @@ fn non_work_conserving_waits_for_the_batch_to_grow() {
     const MS: Nanos = 1_000_000;
     let profile = Profile::Linear { alpha: MS, beta: 5 * MS, max_batch: 64 };
     let spec = ClusterSpec {
-        models: vec![ModelSpec { name: "m".into(), profile, slo: 25 * MS, dynamic: None, memory_mb: 0.0 }],
+        models: vec![ModelSpec {
+            name: "m".into(),
+            profile,
+            slo: 25 * MS,
+            dynamic: None,
+            memory_mb: 0.0,
+            prefix: None,
+        }],
         backends: 1,
         delay: DispatchDelay::default(),
         queue_capacity: 64,
         gpu_memory_mb: None,
+        prefixes: vec![],
     };
     let candidate_after_warmup = |rule| {
         let mut s = ModelShard::new(&spec, &[ModelId(0)], rule);
