@@ -36,7 +36,7 @@ fn plans_and_prefixes(quick: bool) {
     println!("\nprefix batching on one GPU (Figure 14a): goodput r/s");
     println!("{:>8} {:>10} {:>10} {:>7}", "variants", "batched", "apart", "ratio");
     for r in prefix_scaling(10, if quick { 3.0 } else { 20.0 }, if quick { 0.03 } else { 0.01 }) {
-        let ratio = if r.unbatched_rps > 0.0 {
+        let ratio = if r.unbatched_rps >= 1.0 {
             format!("{:>7.2}", r.batched_rps / r.unbatched_rps)
         } else {
             "  (apart: no plan fits one GPU)".to_string()
