@@ -5,6 +5,9 @@
 //!   backends each run batches of B back to back (duty cycle l(B));
 //! - residual `r'`: `b = max b: l(b) + b/r' <= SLO`, duty cycle `d = b/r'`,
 //!   occupancy `l(b)/d` (if not even b = 1 fits, b = 1 and `d = SLO - l(1)`);
+//!   a residual whose occupancy exceeds 1 (its batch cannot keep up with
+//!   it) takes a whole backend at B instead — found by the property test;
+//!   Algorithm 1 as printed plans such a node;
 //! - residuals, by occupancy descending, merge into the existing node whose
 //!   occupancy after the merge is highest: the merged duty cycle is the
 //!   smaller one, every session's batch shrinks to `ceil(d*r)`, and the merge
@@ -89,6 +92,15 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64], gpu_memory_m
             (b, (b as f64 * ns_per_req).round() as Nanos)
         };
         let occ = m.profile.latency(batch) as f64 / duty as f64;
+        if occ > 1.0 {
+            // The residual's own batch cannot keep up with it: it takes a
+            // whole backend at the saturating batch (rest < its throughput).
+            backends.push(BackendPlan {
+                sessions: vec![PlannedSession { model, batch: big, rate_rps: rest }],
+                duty_cycle: l_big,
+            });
+            continue;
+        }
         residuals.push((occ, PlannedSession { model, batch, rate_rps: rest }, duty));
     }
     residuals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.model.cmp(&b.1.model)));
@@ -244,6 +256,66 @@ mod tests {
             let planned: f64 =
                 p.backends.iter().flat_map(|b| &b.sessions).filter(|s| s.model.index() == i).map(|s| s.rate_rps).sum();
             assert!((planned - r).abs() < 1e-6, "model {i} planned {planned} of {r}");
+        }
+    }
+
+    /// Property test over random sessions: every plan meets each session's
+    /// SLO and rate per the profile, memory fits every backend, and merging
+    /// never lengthens a session's duty cycle beyond its own.
+    #[test]
+    fn random_plans_keep_slos_rates_memory_and_duty_cycles() {
+        use crate::rng::Rng;
+        for seed in 0..300 {
+            let mut rng = Rng::new(seed);
+            let n = 1 + rng.below(15) as usize;
+            let models: Vec<ModelSpec> = (0..n)
+                .map(|_| {
+                    let (a, b) = (0.05 + rng.unit() * 4.0, rng.unit() * 20.0);
+                    let mut m = model(a, b, (a + b) * (2.5 + rng.unit() * 8.0));
+                    m.memory_mb = rng.unit() * 4_000.0;
+                    m
+                })
+                .collect();
+            let rates: Vec<f64> = (0..n).map(|_| rng.unit().powi(3) * 3_000.0).collect();
+            let cap = 8_000.0;
+            let p = squishy_bin_packing(&models, &rates, Some(cap));
+            for (i, &r) in rates.iter().enumerate() {
+                let planned: f64 = p
+                    .backends
+                    .iter()
+                    .flat_map(|b| &b.sessions)
+                    .filter(|s| s.model.index() == i)
+                    .map(|s| s.rate_rps)
+                    .sum();
+                assert!((planned - r).abs() <= 1e-6 * r.max(1.0), "seed {seed}: model {i} rate");
+            }
+            for b in &p.backends {
+                let busy: u64 = b.sessions.iter().map(|s| models[s.model.index()].profile.latency(s.batch)).sum();
+                assert!(busy <= b.duty_cycle, "seed {seed}: batches overflow the duty cycle");
+                let mut on: Vec<usize> = b.sessions.iter().map(|s| s.model.index()).collect();
+                on.sort();
+                on.dedup();
+                if on.len() > 1 {
+                    assert!(on.iter().map(|&m| models[m].memory_mb).sum::<f64>() <= cap, "seed {seed}: memory");
+                }
+                for s in &b.sessions {
+                    let m = &models[s.model.index()];
+                    // Worst case: wait a whole duty cycle, then run.
+                    assert!(b.duty_cycle + m.profile.latency(s.batch) <= m.slo + 1, "seed {seed}: SLO");
+                    // The requests of one cycle fit the batch.
+                    let per_cycle = s.rate_rps * b.duty_cycle as f64 / NANOS_PER_S as f64;
+                    assert!(s.batch as f64 >= per_cycle - 1e-6, "seed {seed}: batch below the cycle's arrivals");
+                    if b.sessions.len() > 1 {
+                        // Its own residual duty cycle, as planned alone.
+                        let ns_per_req = NANOS_PER_S as f64 / s.rate_rps;
+                        let own = (1..=m.profile.max_batch())
+                            .rev()
+                            .find(|&x| m.profile.latency(x) as f64 + x as f64 * ns_per_req <= m.slo as f64)
+                            .map_or(m.slo - m.profile.latency(1), |x| (x as f64 * ns_per_req).round() as Nanos);
+                        assert!(b.duty_cycle <= own + 1, "seed {seed}: merging lengthened a duty cycle");
+                    }
+                }
+            }
         }
     }
 
