@@ -138,3 +138,44 @@ pub fn prefix_scaling(max_variants: usize, duration_s: f64, rel_tolerance: f64) 
         })
         .collect()
 }
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SplitRow {
+    pub gamma: f64,
+    pub dp_budgets_ms: (f64, f64),
+    pub dp_rps_per_gpu: f64,
+    pub even_rps_per_gpu: f64,
+}
+
+/// Nexus's Figure 4 shape: a two-stage query (ResNet50 then
+/// InceptionResNetV2 on `gamma` items per request, 1080Ti profiles), SLO
+/// 200 ms; query throughput per planned GPU with the dynamic-program split
+/// against an even split, planned at 2,000 queries/s.
+pub fn latency_split(gammas: &[f64]) -> Vec<SplitRow> {
+    let scenario = |gamma: f64, split: &str| {
+        Scenario::parse(&format!(
+            "name = \"split\"\n[cluster]\ngpus = 1\n\
+             [[models]]\nname = \"a\"\nalpha_ms = 2.050\nbeta_ms = 5.378\n\
+             [[models]]\nname = \"b\"\nalpha_ms = 5.090\nbeta_ms = 18.368\n\
+             [[queries]]\nname = \"q\"\nslo_ms = 200.0\nsplit = \"{split}\"\n\
+             [[queries.stages]]\nmodel = \"a\"\n[[queries.stages]]\nmodel = \"b\"\nparent = \"a\"\ngamma = {gamma}\n"
+        ))
+        .expect("valid split scenario")
+    };
+    const QPS: f64 = 2_000.0;
+    gammas
+        .iter()
+        .map(|&gamma| {
+            let per_gpu = |s: &Scenario| QPS / plan_report(&s.cluster, &s.model_rates(QPS), true).gpus as f64;
+            let dp = scenario(gamma, "dp");
+            let even = scenario(gamma, "even");
+            let b = |s: &Scenario, i: usize| s.queries[0].stages[i].budget as f64 / 1e6;
+            SplitRow {
+                gamma,
+                dp_budgets_ms: (b(&dp, 0), b(&dp, 1)),
+                dp_rps_per_gpu: per_gpu(&dp),
+                even_rps_per_gpu: per_gpu(&even),
+            }
+        })
+        .collect()
+}

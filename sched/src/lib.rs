@@ -24,6 +24,7 @@ pub mod nexus;
 pub mod orloj;
 pub mod policy;
 pub mod profile;
+pub mod query;
 pub mod queue;
 pub mod rate;
 pub mod rng;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use crate::dist::{mixture_quantile, ExecDist};
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
+use crate::query::{QuerySpec, Split, StageSpec};
 use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
 use crate::types::{AppSpec, ClusterSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, PrefixGroup, PrefixId};
 
@@ -68,6 +69,8 @@ pub struct Scenario {
     pub cluster: ClusterSpec,
     pub knobs: SimKnobs,
     pub models: Vec<ScenarioModel>,
+    /// Multi-model queries; their stage models' SLOs are their budgets.
+    pub queries: Vec<QuerySpec>,
     pub policy: PolicyKind,
 }
 
@@ -105,6 +108,7 @@ struct RawScenario {
     cluster: RawCluster,
     prefixes: Option<Vec<RawPrefix>>,
     models: Vec<RawModel>,
+    queries: Option<Vec<RawQuery>>,
     policy: Option<RawPolicy>,
 }
 
@@ -138,6 +142,28 @@ struct RawModel {
     weight: Option<f64>,
     arrival: Option<String>,
     apps: Option<Vec<RawApp>>,
+}
+
+/// A multi-model query (`query.rs`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuery {
+    name: String,
+    slo_ms: f64,
+    weight: Option<f64>,
+    arrival: Option<String>,
+    /// "dp" (default) or "even".
+    split: Option<String>,
+    stages: Vec<RawStage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    model: String,
+    /// The model of the parent stage; the root has none.
+    parent: Option<String>,
+    gamma: Option<f64>,
 }
 
 /// A prefix shared by several models (Nexus's prefix batching).
@@ -179,6 +205,71 @@ fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
         return Err(err(key, format!("must be a finite number > 0, got {v}")));
     }
     Ok(v)
+}
+
+/// Builds the queries, splits their SLOs and gives each stage model its
+/// budget as its SLO.
+fn parse_queries(
+    raw: Vec<RawQuery>,
+    models: &mut [ScenarioModel],
+    delay: &DispatchDelay,
+) -> Result<Vec<QuerySpec>, ScenarioError> {
+    let mut out: Vec<QuerySpec> = Vec::with_capacity(raw.len());
+    let mut used: Vec<String> = Vec::new();
+    for (i, q) in raw.into_iter().enumerate() {
+        let key = |k: &str| format!("queries[{i}].{k}");
+        let slo = ms_to_nanos(positive(&key("slo_ms"), q.slo_ms)?);
+        let split = match q.split.as_deref() {
+            None | Some("dp") => Split::Dp,
+            Some("even") => Split::Even,
+            Some(x) => return Err(err(key("split"), format!("`{x}` is not \"dp\" or \"even\""))),
+        };
+        if q.stages.is_empty() {
+            return Err(err(key("stages"), "a query needs at least one stage"));
+        }
+        let mut stages: Vec<StageSpec> = Vec::with_capacity(q.stages.len());
+        for (j, s) in q.stages.iter().enumerate() {
+            let skey = |k: &str| key(&format!("stages[{j}].{k}"));
+            let m = models
+                .iter()
+                .position(|x| x.spec.name == s.model)
+                .ok_or_else(|| err(skey("model"), format!("no model named `{}`", s.model)))?;
+            if used.contains(&s.model) {
+                return Err(err(skey("model"), format!("`{}` is already a stage; a model serves one stage", s.model)));
+            }
+            used.push(s.model.clone());
+            let parent = match (&s.parent, j) {
+                (None, 0) => None,
+                (None, _) => return Err(err(skey("parent"), "only the first stage (the root) has no parent")),
+                (Some(_), 0) => return Err(err(skey("parent"), "the first stage is the root")),
+                (Some(p), _) => Some(
+                    q.stages[..j]
+                        .iter()
+                        .position(|x| &x.model == p)
+                        .ok_or_else(|| err(skey("parent"), format!("`{p}` is not an earlier stage")))?,
+                ),
+            };
+            let gamma = non_negative(&skey("gamma"), s.gamma, 1.0)?;
+            stages.push(StageSpec { model: ModelId(m as u32), parent, gamma, budget: 0, deadline_offset: 0 });
+        }
+        let arrival = Arrival::parse(q.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
+        let weight = non_negative(&key("weight"), q.weight, 1.0)?;
+        let specs: Vec<ModelSpec> = models.iter().map(|m| m.spec.clone()).collect();
+        let mut query = QuerySpec { name: q.name, slo, weight, arrival, split, stages };
+        query.split_budgets(&specs);
+        for st in &query.stages {
+            let m = &mut models[st.model.index()].spec;
+            if st.budget < m.profile.latency(1) + delay.of(1) {
+                return Err(err(
+                    key("slo_ms"),
+                    format!("too tight: stage `{}` gets {} ns, below l(1)", m.name, st.budget),
+                ));
+            }
+            m.slo = st.budget;
+        }
+        out.push(query);
+    }
+    Ok(out)
 }
 
 fn parse_apps(
@@ -264,6 +355,10 @@ impl Scenario {
                 Profile::linear_ms(a, b, DEFAULT_MAX_BATCH as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?;
             prefixes.push(PrefixGroup { name: p.name, prefix: profile, members: vec![] });
         }
+        let raw_queries = raw.queries.unwrap_or_default();
+        // Models that are query stages: their SLO comes from the query's split.
+        let stage_slo_ms =
+            |name: &str| raw_queries.iter().find(|q| q.stages.iter().any(|s| s.model == name)).map(|q| q.slo_ms);
         let mut models = Vec::with_capacity(raw.models.len());
         for (i, m) in raw.models.into_iter().enumerate() {
             let key = |k: &str| format!("models[{i}].{k}");
@@ -330,7 +425,15 @@ impl Scenario {
                 }
                 _ => return Err(err(key("alpha_ms"), "give alpha_ms and beta_ms, or latency_ms, or [[models.apps]]")),
             };
+            let stage_slo = stage_slo_ms(&m.name);
             let slo = match (m.slo_ms, m.slo_p99_multiple) {
+                (None, None) if stage_slo.is_some() => {
+                    // Until the split: the whole query SLO (checked below per stage).
+                    ms_to_nanos(positive(&key("slo_ms"), stage_slo.expect("checked"))?)
+                }
+                (Some(_), _) | (_, Some(_)) if stage_slo.is_some() => {
+                    return Err(err(key("slo_ms"), "a query stage's SLO is its share of the query's; leave it out"))
+                }
                 (Some(ms), None) => ms_to_nanos(positive(&key("slo_ms"), ms)?),
                 (None, Some(k)) => {
                     let k = positive(&key("slo_p99_multiple"), k)?;
@@ -354,7 +457,7 @@ impl Scenario {
                     ),
                 ));
             }
-            let weight = non_negative(&key("weight"), m.weight, 1.0)?;
+            let weight = non_negative(&key("weight"), m.weight, if stage_slo.is_some() { 0.0 } else { 1.0 })?;
             let memory_mb = non_negative(&key("memory_mb"), m.memory_mb, 0.0)?;
             if let Some(gpu) = c.gpu_memory_mb {
                 if memory_mb > gpu {
@@ -391,8 +494,9 @@ impl Scenario {
                 arrival,
             });
         }
-        if models.iter().all(|m| m.weight == 0.0) {
-            return Err(err("models.weight", "at least one model needs a positive weight"));
+        let queries = parse_queries(raw_queries, &mut models, &delay)?;
+        if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
+            return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
         let policy = match raw.policy {
             Some(p) => PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?,
@@ -418,31 +522,55 @@ impl Scenario {
                 msg_delay: us_to_nanos(non_negative("cluster.msg_delay_us", c.msg_delay_us, 0.0)?),
             },
             models,
+            queries,
             policy,
         })
     }
 
     /// Per-model offered rates for an aggregate rate, split by weight.
+    /// Per-model offered rates for an aggregate rate: each model's direct
+    /// share plus what queries feed its stages. Planners plan for these.
     pub fn model_rates(&self, rate_rps: f64) -> Vec<f64> {
-        let total: f64 = self.models.iter().map(|m| m.weight).sum();
+        let mut rates = self.direct_rates(rate_rps);
+        for (q, qr) in self.queries.iter().zip(self.query_rates(rate_rps)) {
+            for (s, st) in q.stages.iter().enumerate() {
+                rates[st.model.index()] += qr * q.multiplier(s);
+            }
+        }
+        rates
+    }
+
+    fn total_weight(&self) -> f64 {
+        self.models.iter().map(|m| m.weight).sum::<f64>() + self.queries.iter().map(|q| q.weight).sum::<f64>()
+    }
+
+    /// Per-model rates of requests sent to the model directly.
+    pub fn direct_rates(&self, rate_rps: f64) -> Vec<f64> {
+        let total = self.total_weight();
         self.models.iter().map(|m| rate_rps * m.weight / total).collect()
+    }
+
+    /// Per-query arrival rates.
+    pub fn query_rates(&self, rate_rps: f64) -> Vec<f64> {
+        let total = self.total_weight();
+        self.queries.iter().map(|q| rate_rps * q.weight / total).collect()
     }
 
     /// An upper bound on the aggregate rate the cluster could ever serve:
     /// every backend running each model's largest SLO-feasible batch back to
     /// back, shares kept. Bisection for goodput starts below it.
     pub fn capacity_bound_rps(&self) -> f64 {
-        let total: f64 = self.models.iter().map(|m| m.weight).sum();
-        let gpu_seconds_per_request: f64 = self
+        let gpu_seconds_per_unit_rate: f64 = self
             .models
             .iter()
-            .map(|m| {
+            .zip(self.model_rates(1.0))
+            .map(|(m, share)| {
                 let p = &m.spec.profile;
                 let b = p.max_batch_within(m.spec.slo, 0, p.max_batch()).max(1);
-                (m.weight / total) / p.throughput_rps(b)
+                share / p.throughput_rps(b)
             })
             .sum();
-        self.cluster.backends as f64 / gpu_seconds_per_request
+        self.cluster.backends as f64 / gpu_seconds_per_unit_rate
     }
 }
 

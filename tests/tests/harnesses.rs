@@ -98,6 +98,9 @@ fn nexus_early_drop_prefix_batching_and_plans() {
     }
     let rows = baton_perf::nexus_bench::prefix_scaling(4, 2.0, 0.05);
     assert!(rows[3].batched_rps > 1.5 * rows[3].unbatched_rps, "prefix batching gains nothing at 4 variants");
+    for r in baton_perf::nexus_bench::latency_split(&[1.0, 10.0]) {
+        assert!(r.dp_rps_per_gpu >= r.even_rps_per_gpu, "gamma {}: the DP split lost to the even one", r.gamma);
+    }
     for p in baton_perf::nexus_bench::plan_vs_bound(&[2_000.0, 20_000.0]) {
         assert!(p.gpus as f64 >= p.lower_bound_gpus, "a plan below the lower bound");
         assert!(p.gpus as u32 <= p.batch_oblivious_gpus, "squishy bin packing worse than batch-oblivious");

@@ -89,3 +89,27 @@ fn every_request_ends_exactly_once_and_no_plan_misses_by_design() {
         }
     }
 }
+
+#[test]
+fn queries_spawn_stages_and_count_only_whole_queries() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-traffic.toml");
+    let s = quick(load_scenario(&path).expect("shipped scenario parses"));
+    let q = &s.queries[0];
+    assert_eq!(q.stages.len(), 3);
+    assert!(q.stages[1].deadline_offset <= q.slo && q.stages[2].deadline_offset <= q.slo);
+    for policy in PolicyKind::ALL {
+        let r = run(&s, policy, 300.0);
+        assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());
+        let qr = &r.queries[0];
+        assert!(qr.sent > 500 && qr.ok <= qr.sent, "{}: {qr:?}", policy.as_str());
+        // About gamma stage requests per parent: 2 cars and half a face per frame.
+        let (ssd, car, face) = (r.models[0].sent as f64, r.models[1].sent as f64, r.models[2].sent as f64);
+        assert!(
+            (car / ssd - 2.0).abs() < 0.2 && (face / ssd - 0.5).abs() < 0.1,
+            "{}: {ssd} {car} {face}",
+            policy.as_str()
+        );
+        // Every bad root request (same arrivals as its queries) makes a bad query.
+        assert!(qr.bad_rate >= r.models[0].bad_rate - 1e-9, "{}: query better than its root stage", policy.as_str());
+    }
+}

@@ -1,6 +1,6 @@
 //! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick]`.
 
-use baton_perf::nexus_bench::{early_vs_lazy, plan_vs_bound, prefix_scaling};
+use baton_perf::nexus_bench::{early_vs_lazy, latency_split, plan_vs_bound, prefix_scaling};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -14,6 +14,19 @@ fn main() {
         );
     }
     plans_and_prefixes(quick);
+    println!("\nlatency split of a two-stage query (SLO 200 ms): queries/s per planned GPU");
+    println!("{:>6} {:>18} {:>10} {:>10} {:>7}", "gamma", "DP budgets ms", "DP", "even", "DP/even");
+    for r in latency_split(&[0.1, 1.0, 10.0]) {
+        println!(
+            "{:>6} {:>8.1} + {:>7.1} {:>10.1} {:>10.1} {:>7.2}",
+            r.gamma,
+            r.dp_budgets_ms.0,
+            r.dp_budgets_ms.1,
+            r.dp_rps_per_gpu,
+            r.even_rps_per_gpu,
+            r.dp_rps_per_gpu / r.even_rps_per_gpu
+        );
+    }
 }
 
 fn plans_and_prefixes(quick: bool) {

@@ -1,5 +1,8 @@
-//! Open-loop arrivals: one independent stream per model, each from its own
-//! seeded RNG, merged in time order (ties by model index).
+//! Open-loop arrivals: one independent stream per model (its direct
+//! requests) and per query (query arrivals), each from its own seeded RNG,
+//! merged in time order (ties by stream index). Which app a request belongs
+//! to and its solo time come from a second stream per model, so adding apps
+//! never moves arrival times.
 
 use crate::heap::IndexedMinHeap;
 use crate::rng::Rng;
@@ -12,10 +15,6 @@ struct Stream {
     mean_gap_ns: f64,
     next_ns: f64,
     rng: Rng,
-    /// Which app each request belongs to and its solo time, for models
-    /// with input-dependent execution; its own stream, so adding apps never
-    /// moves arrival times.
-    content: Option<(DynamicExec, f64, Rng)>,
 }
 
 impl Stream {
@@ -28,8 +27,18 @@ impl Stream {
     }
 }
 
+/// What arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Model(ModelId),
+    Query(usize),
+}
+
 pub struct Arrivals {
     streams: Vec<Stream>,
+    models: usize,
+    /// Per model: its apps' mix and the stream drawing app and solo time.
+    content: Vec<Option<(DynamicExec, f64, Rng)>>,
     next: IndexedMinHeap,
     end: Nanos,
 }
@@ -37,24 +46,18 @@ pub struct Arrivals {
 impl Arrivals {
     /// Arrivals at aggregate `rate_rps`, split by weight, until `end`.
     pub fn new(scenario: &Scenario, rate_rps: f64, seed: u64, end: Nanos) -> Self {
-        let rates = scenario.model_rates(rate_rps);
-        let mut next = IndexedMinHeap::with_capacity(rates.len());
-        let streams = scenario
-            .models
-            .iter()
+        let laws = scenario.models.iter().map(|m| m.arrival).chain(scenario.queries.iter().map(|q| q.arrival));
+        let rates = scenario.direct_rates(rate_rps).into_iter().chain(scenario.query_rates(rate_rps));
+        let mut next = IndexedMinHeap::with_capacity(scenario.models.len() + scenario.queries.len());
+        let streams = laws
             .zip(rates)
             .enumerate()
-            .map(|(i, (m, r))| {
-                let content = m.spec.dynamic.clone().map(|d| {
-                    let total = d.apps.iter().map(|a| a.weight).sum();
-                    (d, total, Rng::stream(seed, (1 << 32) | i as u64))
-                });
+            .map(|(i, (law, r))| {
                 let mut s = Stream {
-                    law: m.arrival,
+                    law,
                     mean_gap_ns: if r > 0.0 { NANOS_PER_S as f64 / r } else { f64::INFINITY },
                     next_ns: 0.0,
                     rng: Rng::stream(seed, i as u64),
-                    content,
                 };
                 // Evenly spaced streams start at a random phase, others at a first gap.
                 s.next_ns = match s.law {
@@ -67,19 +70,42 @@ impl Arrivals {
                 s
             })
             .collect();
-        Self { streams, next, end }
+        let content = scenario
+            .models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                m.spec.dynamic.clone().map(|d| {
+                    let total = d.apps.iter().map(|a| a.weight).sum();
+                    (d, total, Rng::stream(seed, (1 << 32) | i as u64))
+                })
+            })
+            .collect();
+        Self { streams, models: scenario.models.len(), content, next, end }
     }
 
     pub fn peek(&self) -> Option<Nanos> {
         self.next.peek().map(|(_, t)| t)
     }
 
-    /// The next arrival: its time, model, app and solo time (0 for models
-    /// whose batches follow their profile: the simulator knows their l(1)).
-    pub fn pop(&mut self) -> Option<(Nanos, ModelId, AppId, Nanos)> {
+    /// The next arrival: its time and source.
+    pub fn pop(&mut self) -> Option<(Nanos, Source)> {
         let (i, t) = self.next.peek()?;
         let s = &mut self.streams[i];
-        let (app, solo) = match &mut s.content {
+        s.next_ns += s.gap();
+        if s.next_ns < self.end as f64 {
+            self.next.set(i, s.next_ns as Nanos);
+        } else {
+            self.next.remove(i);
+        }
+        let source = if i < self.models { Source::Model(ModelId(i as u32)) } else { Source::Query(i - self.models) };
+        Some((t, source))
+    }
+
+    /// The app and solo time of a new request of `model` (0 for models
+    /// whose batches follow their profile: the simulator knows their l(1)).
+    pub fn content(&mut self, model: ModelId) -> (AppId, Nanos) {
+        match &mut self.content[model.index()] {
             Some((d, total, rng)) => {
                 let mut pick = rng.unit() * *total;
                 let j = d.apps.iter().position(|a| {
@@ -90,13 +116,6 @@ impl Arrivals {
                 (AppId(j as u32), d.apps[j].exec.sample(rng))
             }
             None => (AppId(0), 0),
-        };
-        s.next_ns += s.gap();
-        if s.next_ns < self.end as f64 {
-            self.next.set(i, s.next_ns as Nanos);
-        } else {
-            self.next.remove(i);
         }
-        Some((t, ModelId(i as u32), app, solo))
     }
 }

@@ -17,15 +17,18 @@
 
 mod arrivals;
 mod goodput;
+mod queries;
 mod report;
 
 pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
+pub use queries::QueryReport;
 pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use arrivals::Arrivals;
+use arrivals::{Arrivals, Source};
+use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 
 use crate::policy::PolicyKind;
@@ -57,6 +60,8 @@ struct Record {
     arrival: Nanos,
     deadline: Nanos,
     state: State,
+    /// The query instance and stage this request serves, if any.
+    stage: Option<(u32, u16)>,
 }
 
 #[derive(Debug)]
@@ -83,6 +88,8 @@ struct Sim<'a> {
     busy: Nanos,
     batch_sizes: BTreeMap<u32, u64>,
     infeasible_plans: u64,
+    /// Query stage requests that ended since last looked at: (instance, stage, in SLO).
+    stage_ends: Vec<(u32, u16, bool)>,
 }
 
 impl Sim<'_> {
@@ -102,6 +109,9 @@ impl Sim<'_> {
         assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
         r.state = State::Done;
         let r = *r;
+        if let Some((inst, stage)) = r.stage {
+            self.stage_ends.push((inst, stage, false));
+        }
         if self.measured(r.arrival) {
             let i = DropReason::ALL.iter().position(|&x| x == reason).expect("listed");
             self.tallies[r.model.index()].dropped[i] += 1;
@@ -186,6 +196,9 @@ impl Sim<'_> {
             let r = &mut self.records[id.0 as usize];
             r.state = State::Done;
             let r = *r;
+            if let Some((inst, stage)) = r.stage {
+                self.stage_ends.push((inst, stage, now <= r.deadline));
+            }
             if self.measured(r.arrival) {
                 let t = &mut self.tallies[r.model.index()];
                 if now <= r.deadline {
@@ -199,6 +212,28 @@ impl Sim<'_> {
         }
         run
     }
+}
+
+/// Creates a request of `model` arriving now and hands it to the scheduler.
+fn new_request(
+    sim: &mut Sim<'_>,
+    arrivals: &mut Arrivals,
+    sched: &mut dyn Scheduler,
+    now: Nanos,
+    model: ModelId,
+    deadline: Nanos,
+    stage: Option<(u32, u16)>,
+) {
+    let id = RequestId(sim.records.len() as u64);
+    let spec = &sim.scenario.models[model.index()].spec;
+    let (app, solo) = arrivals.content(model);
+    // A static model's request takes l(1) alone.
+    let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
+    sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
+    if sim.measured(now) {
+        sim.tallies[model.index()].sent += 1;
+    }
+    sched.on_request(now, Request { id, model, app, arrival: now, deadline });
 }
 
 /// One run of `policy` on `scenario` at aggregate offered rate `rate_rps`,
@@ -225,7 +260,10 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         busy: 0,
         batch_sizes: BTreeMap::new(),
         infeasible_plans: 0,
+        stage_ends: Vec::new(),
     };
+    let mut book = QueryBook::new(scenario, seed);
+    let mut spawn: Vec<Spawn> = Vec::new();
     let mut now: Nanos = 0;
     let mut idle_wakeups = 0;
     let mut completed: Vec<Completed> = Vec::new();
@@ -253,29 +291,34 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
                 BatchDone { backend: BackendId(b), model: run.plan.model, started: run.start, members: &completed };
             sched.on_batch_done(now, &done);
         } else if arrive_at.is_some_and(|a| a <= now) {
-            let (at, model, app, solo) = arrivals.pop().expect("peeked");
-            let id = RequestId(sim.records.len() as u64);
-            let spec = &scenario.models[model.index()].spec;
-            let deadline = at + spec.slo;
-            // A static model's request takes l(1) alone.
-            let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
-            sim.records.push(Record { model, app, solo, arrival: at, deadline, state: State::Queued });
-            if sim.measured(at) {
-                sim.tallies[model.index()].sent += 1;
+            match arrivals.pop().expect("peeked") {
+                (_, Source::Model(model)) => {
+                    let deadline = now + scenario.models[model.index()].spec.slo;
+                    new_request(&mut sim, &mut arrivals, sched, now, model, deadline, None);
+                }
+                (_, Source::Query(q)) => spawn.push(book.start(scenario, q, now, sim.measured(now))),
             }
-            sched.on_request(now, Request { id, model, app, arrival: at, deadline });
         } else {
             idle_wakeups += 1;
             assert!(idle_wakeups < MAX_IDLE_WAKEUPS, "{policy_name} livelocks at t={now} (seed {seed})");
             sched.on_timeout(now);
         }
-        let mut produced = false;
-        while let Some(out) = sched.poll_output() {
-            produced = true;
-            sim.apply(now, out, seed);
-        }
-        if produced {
-            idle_wakeups = 0;
+        // Decisions, then the query stages they end and the children those
+        // spawn, until nothing moves.
+        loop {
+            while let Some(out) = sched.poll_output() {
+                idle_wakeups = 0;
+                sim.apply(now, out, seed);
+            }
+            for (inst, stage, ok) in std::mem::take(&mut sim.stage_ends) {
+                book.ended(scenario, inst, stage, ok, &mut spawn);
+            }
+            if spawn.is_empty() {
+                break;
+            }
+            for (inst, stage, deadline, model) in std::mem::take(&mut spawn) {
+                new_request(&mut sim, &mut arrivals, sched, now, model, deadline, Some((inst, stage)));
+            }
         }
     }
     let unanswered = sim.records.iter().filter(|r| r.state != State::Done).count() as u64;
@@ -286,6 +329,7 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         .zip(rates)
         .map(|((t, m), r)| t.finish(&m.spec.name, r))
         .collect();
+    let queries = book.reports(scenario, &scenario.query_rates(rate_rps));
     report::build(
         RunSummary {
             scenario: &scenario.name,
@@ -299,5 +343,6 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
             checks: Checks { unanswered, infeasible_plans: sim.infeasible_plans },
         },
         models,
+        queries,
     )
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::queries::QueryReport;
 use crate::time::{nanos_to_s, Nanos};
 use crate::types::DropReason;
 
@@ -61,12 +62,15 @@ pub struct Report {
     pub batch_sizes: BTreeMap<u32, u64>,
     pub checks: Checks,
     pub models: Vec<ModelReport>,
+    /// Multi-model queries: in SLO only if every stage is.
+    pub queries: Vec<QueryReport>,
 }
 
 impl Report {
-    /// Every model with traffic kept its bad rate within the limit.
+    /// Every model and query with traffic kept its bad rate within the limit.
     pub fn meets_slos(&self) -> bool {
         self.models.iter().filter(|m| m.sent > 0).all(|m| m.bad_rate <= BAD_RATE_LIMIT)
+            && self.queries.iter().filter(|q| q.sent > 0).all(|q| q.bad_rate <= BAD_RATE_LIMIT)
     }
 }
 
@@ -137,7 +141,7 @@ pub(crate) struct RunSummary<'a> {
     pub checks: Checks,
 }
 
-pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>) -> Report {
+pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>, queries: Vec<QueryReport>) -> Report {
     let sent: u64 = models.iter().map(|m| m.sent).sum();
     let ok: u64 = models.iter().map(|m| m.ok).sum();
     let late: u64 = models.iter().map(|m| m.late).sum();
@@ -162,5 +166,6 @@ pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>) -> Report {
         batch_sizes: s.batch_sizes,
         checks: s.checks,
         models,
+        queries,
     }
 }
