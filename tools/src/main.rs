@@ -26,6 +26,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main, before any thread exists or any output is
+    // written; restoring the default SIGPIPE disposition makes `baton ... |
+    // head` end quietly, as Unix tools do, instead of panicking on a closed
+    // stdout. `signal` with SIG_DFL has no other effect.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(a) => sim::run(a),
