@@ -79,10 +79,10 @@ impl QuerySpec {
             }
             Split::Dp => self.dp_budgets(models),
         };
-        for s in 0..self.stages.len() {
+        for (s, &budget) in budgets.iter().enumerate() {
             let before = self.stages[s].parent.map_or(0, |p| self.stages[p].deadline_offset);
-            self.stages[s].budget = budgets[s];
-            self.stages[s].deadline_offset = before + budgets[s];
+            self.stages[s].budget = budget;
+            self.stages[s].deadline_offset = before + budget;
         }
     }
 

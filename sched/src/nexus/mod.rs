@@ -9,11 +9,13 @@
 //! shipped scenario. Re-planning on measured rates mid-run (and moving
 //! queued requests when sessions move) belongs to the Nexus issue.
 
+mod incremental;
 mod report;
 mod runtime;
 mod sessions;
 mod squishy;
 
+pub use incremental::{moved_sessions, replan};
 pub use report::{plan_report, PlanReport};
 pub use runtime::{DropPolicy, Nexus};
 pub use sessions::{sessions, Sessions};

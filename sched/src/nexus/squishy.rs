@@ -61,50 +61,83 @@ fn max_batch(m: &ModelSpec, budget: Nanos) -> u32 {
 pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64], gpu_memory_mb: Option<f64>) -> Plan {
     assert_eq!(models.len(), rates_rps.len());
     let mut backends = Vec::new();
-    let mut residuals: Vec<(f64, PlannedSession, Nanos)> = Vec::new(); // (occupancy, session, duty)
-    for (i, (m, &rate)) in models.iter().zip(rates_rps).enumerate() {
-        assert!(rate >= 0.0 && rate.is_finite(), "rate of {} is {rate}", m.name);
-        let model = ModelId(i as u32);
-        let big = max_batch(m, m.slo / 2).max(1);
-        let l_big = m.profile.latency(big);
-        let per_backend = big as f64 * NANOS_PER_S as f64 / l_big as f64;
-        let whole = (rate / per_backend).floor();
-        for _ in 0..whole as u64 {
-            backends.push(BackendPlan {
-                sessions: vec![PlannedSession { model, batch: big, rate_rps: per_backend }],
-                duty_cycle: l_big,
-            });
-        }
-        let rest = rate - whole * per_backend;
-        if rest <= 1e-9 {
-            continue;
-        }
-        let ns_per_req = NANOS_PER_S as f64 / rest;
-        // max b with l(b) + b/r' <= SLO: both grow with b, so scan down from
-        // the saturated batch (at most a few hundred steps, planning time).
-        let b = (1..=m.profile.max_batch())
-            .rev()
-            .find(|&b| m.profile.latency(b) as f64 + b as f64 * ns_per_req <= m.slo as f64)
-            .unwrap_or(0);
-        let (batch, duty) = if b == 0 {
-            (1, m.slo.saturating_sub(m.profile.latency(1)).max(1))
-        } else {
-            (b, (b as f64 * ns_per_req).round() as Nanos)
-        };
-        let occ = m.profile.latency(batch) as f64 / duty as f64;
-        if occ > 1.0 {
-            // The residual's own batch cannot keep up with it: it takes a
-            // whole backend at the saturating batch (rest < its throughput).
-            backends.push(BackendPlan {
-                sessions: vec![PlannedSession { model, batch: big, rate_rps: rest }],
-                duty_cycle: l_big,
-            });
-            continue;
-        }
-        residuals.push((occ, PlannedSession { model, batch, rate_rps: rest }, duty));
+    let mut residuals = Vec::new();
+    for (i, &rate) in rates_rps.iter().enumerate() {
+        saturate(models, ModelId(i as u32), rate, &mut backends, &mut residuals);
     }
+    let mut nodes = Vec::new();
+    pack_residuals(models, &mut nodes, residuals, gpu_memory_mb);
+    backends.extend(nodes);
+    Plan { backends, rate_scale: 1.0 }
+}
+
+/// A residual load waiting to be packed: (occupancy, session, duty cycle).
+pub(crate) type Residual = (f64, PlannedSession, Nanos);
+
+/// Whole backends for `rate` of `model` at its saturating batch, pushed to
+/// `backends`; what is left over, if any, pushed to `residuals`.
+pub(crate) fn saturate(
+    models: &[ModelSpec],
+    model: ModelId,
+    rate: f64,
+    backends: &mut Vec<BackendPlan>,
+    residuals: &mut Vec<Residual>,
+) {
+    let m = &models[model.index()];
+    assert!(rate >= 0.0 && rate.is_finite(), "rate of {} is {rate}", m.name);
+    let big = max_batch(m, m.slo / 2).max(1);
+    let l_big = m.profile.latency(big);
+    let per_backend = big as f64 * NANOS_PER_S as f64 / l_big as f64;
+    let whole = (rate / per_backend).floor();
+    for _ in 0..whole as u64 {
+        backends.push(BackendPlan {
+            sessions: vec![PlannedSession { model, batch: big, rate_rps: per_backend }],
+            duty_cycle: l_big,
+        });
+    }
+    let rest = rate - whole * per_backend;
+    if rest <= 1e-9 {
+        return;
+    }
+    match residual(m, model, rest) {
+        Some(r) => residuals.push(r),
+        // The residual's own batch cannot keep up with it: it takes a whole
+        // backend at the saturating batch (rest < its throughput).
+        None => backends.push(BackendPlan {
+            sessions: vec![PlannedSession { model, batch: big, rate_rps: rest }],
+            duty_cycle: l_big,
+        }),
+    }
+}
+
+/// A residual load's own batch, duty cycle and occupancy, or None if its
+/// occupancy would exceed 1.
+pub(crate) fn residual(m: &ModelSpec, model: ModelId, rest: f64) -> Option<Residual> {
+    let ns_per_req = NANOS_PER_S as f64 / rest;
+    // max b with l(b) + b/r' <= SLO: both grow with b, so scan down from
+    // the largest batch (at most a few hundred steps, planning time).
+    let b = (1..=m.profile.max_batch())
+        .rev()
+        .find(|&b| m.profile.latency(b) as f64 + b as f64 * ns_per_req <= m.slo as f64)
+        .unwrap_or(0);
+    let (batch, duty) = if b == 0 {
+        (1, m.slo.saturating_sub(m.profile.latency(1)).max(1))
+    } else {
+        (b, (b as f64 * ns_per_req).round() as Nanos)
+    };
+    let occ = m.profile.latency(batch) as f64 / duty as f64;
+    (occ <= 1.0).then_some((occ, PlannedSession { model, batch, rate_rps: rest }, duty))
+}
+
+/// Merges residuals, by occupancy descending, into the node of `nodes`
+/// whose occupancy after the merge is highest, or into a new node.
+pub(crate) fn pack_residuals(
+    models: &[ModelSpec],
+    nodes: &mut Vec<BackendPlan>,
+    mut residuals: Vec<Residual>,
+    gpu_memory_mb: Option<f64>,
+) {
     residuals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.model.cmp(&b.1.model)));
-    let mut nodes: Vec<BackendPlan> = Vec::new();
     for (_, s, duty) in residuals {
         let best = nodes
             .iter()
@@ -116,13 +149,11 @@ pub fn squishy_bin_packing(models: &[ModelSpec], rates_rps: &[f64], gpu_memory_m
             None => nodes.push(BackendPlan { sessions: vec![s], duty_cycle: duty }),
         }
     }
-    backends.extend(nodes);
-    Plan { backends, rate_scale: 1.0 }
 }
 
 /// `node` with `s` merged in, or None if the merge breaks a duty cycle, an
 /// SLO or the GPU's memory.
-fn merged(
+pub(crate) fn merged(
     models: &[ModelSpec],
     node: &BackendPlan,
     s: &PlannedSession,

@@ -305,7 +305,7 @@ impl ModelState {
 impl Orloj {
     /// `seed` drives the offline profiling draws.
     pub fn new(spec: &ClusterSpec, seed: u64) -> Self {
-        let mut rng = Rng::stream(seed, 0x0710_1u64);
+        let mut rng = Rng::stream(seed, 0x7101);
         Self {
             models: spec.models.iter().map(|m| ModelState::new(m, &spec.delay, &mut rng)).collect(),
             idle: (0..spec.backends).rev().map(BackendId).collect(),
