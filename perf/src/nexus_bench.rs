@@ -83,10 +83,10 @@ pub struct PlanRow {
     pub over_bound: f64,
 }
 
-/// GPUs Nexus plans for the game workload against the lower bound (both
-/// with the shared prefix as one session) and the batch-oblivious allocator.
-pub fn plan_vs_bound(rates: &[f64]) -> Vec<PlanRow> {
-    let s = game_scenario(20, 5, 1);
+/// GPUs Nexus plans for a workload against the lower bound (both with a
+/// shared prefix as one session, query stages at their split budgets) and
+/// the batch-oblivious allocator.
+pub fn plan_vs_bound(s: &Scenario, rates: &[f64]) -> Vec<PlanRow> {
     rates
         .iter()
         .map(|&rate| {

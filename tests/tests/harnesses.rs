@@ -101,7 +101,8 @@ fn nexus_early_drop_prefix_batching_and_plans() {
     for r in baton_perf::nexus_bench::latency_split(&[1.0, 10.0]) {
         assert!(r.dp_rps_per_gpu >= r.even_rps_per_gpu, "gamma {}: the DP split lost to the even one", r.gamma);
     }
-    for p in baton_perf::nexus_bench::plan_vs_bound(&[2_000.0, 20_000.0]) {
+    let game = baton_perf::nexus_bench::game_scenario(20, 5, 1);
+    for p in baton_perf::nexus_bench::plan_vs_bound(&game, &[2_000.0, 20_000.0]) {
         assert!(p.gpus as f64 >= p.lower_bound_gpus, "a plan below the lower bound");
         assert!(p.gpus as u32 <= p.batch_oblivious_gpus, "squishy bin packing worse than batch-oblivious");
         assert!(p.gpus <= p.gpus_without_prefix_batching);

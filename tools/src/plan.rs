@@ -55,6 +55,14 @@ pub fn run(a: Args) -> Result<(), String> {
             sessions.join("; ")
         );
     }
+    for q in &scenario.queries {
+        let budgets: Vec<String> = q
+            .stages
+            .iter()
+            .map(|s| format!("{} {:.1} ms", scenario.models[s.model.index()].spec.name, s.budget as f64 / 1e6))
+            .collect();
+        println!("query {} (SLO {:.1} ms, {:?} split): {}", q.name, q.slo as f64 / 1e6, q.split, budgets.join(", "));
+    }
     println!("routing:");
     for (model, routes) in &r.routing {
         let rs: Vec<String> = routes.iter().map(|x| format!("{}:{:.1}%", x.backend, 100.0 * x.share)).collect();

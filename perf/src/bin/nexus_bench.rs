@@ -1,6 +1,7 @@
 //! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick]`.
 
-use baton_perf::nexus_bench::{early_vs_lazy, latency_split, plan_vs_bound, prefix_scaling};
+use baton_perf::load_scenario;
+use baton_perf::nexus_bench::{early_vs_lazy, game_scenario, latency_split, plan_vs_bound, prefix_scaling};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -30,21 +31,37 @@ fn main() {
 }
 
 fn plans_and_prefixes(quick: bool) {
-    println!("\ngame workload (20 ResNet-50 variants sharing a prefix + 5 LeNet, Zipf-0.9, SLO 50 ms): planned GPUs");
-    println!(
-        "{:>9} {:>6} {:>14} {:>12} {:>15} {:>10}",
-        "rate r/s", "GPUs", "no prefix b.", "lower bound", "batch-oblivious", "over bound"
-    );
-    for r in plan_vs_bound(&[2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0]) {
+    let traffic = load_scenario(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nexus-traffic.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let workloads = [
+        (
+            "game (20 ResNet-50 variants sharing a prefix + 5 LeNet, Zipf-0.9, SLO 50 ms), r/s",
+            game_scenario(20, 5, 1),
+            vec![2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0],
+        ),
+        (
+            "traffic (SSD -> 2 cars, 0.5 faces; SLO 400 ms), queries/s",
+            traffic,
+            vec![50.0, 100.0, 200.0, 500.0, 1_000.0],
+        ),
+    ];
+    for (name, s, rates) in workloads {
+        println!("\n{name}: planned GPUs");
         println!(
-            "{:>9.0} {:>6} {:>14} {:>12.2} {:>15} {:>9.1}%",
-            r.rate_rps,
-            r.gpus,
-            r.gpus_without_prefix_batching,
-            r.lower_bound_gpus,
-            r.batch_oblivious_gpus,
-            100.0 * (r.over_bound - 1.0)
+            "{:>9} {:>6} {:>14} {:>12} {:>15} {:>10}",
+            "rate r/s", "GPUs", "no prefix b.", "lower bound", "batch-oblivious", "over bound"
         );
+        for r in plan_vs_bound(&s, &rates) {
+            println!(
+                "{:>9.0} {:>6} {:>14} {:>12.2} {:>15} {:>9.1}%",
+                r.rate_rps,
+                r.gpus,
+                r.gpus_without_prefix_batching,
+                r.lower_bound_gpus,
+                r.batch_oblivious_gpus,
+                100.0 * (r.over_bound - 1.0)
+            );
+        }
     }
     println!("\nprefix batching on one GPU (Figure 14a): goodput r/s");
     println!("{:>8} {:>10} {:>10} {:>7}", "variants", "batched", "apart", "ratio");
