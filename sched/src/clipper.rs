@@ -7,8 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::heap::IndexedMinHeap;
-use crate::queue::{BatchQueue, Pending};
+use crate::queue::{EdfQueues, Pending};
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
 
@@ -18,10 +17,9 @@ const BACKOFF: f64 = 0.9;
 #[derive(Debug)]
 pub struct Clipper {
     spec: ClusterSpec,
-    queues: Vec<BatchQueue>,
+    queues: EdfQueues,
     /// Per model: the AIMD batch size (fractional; batches use its floor).
     limit: Vec<f64>,
-    heads: IndexedMinHeap,
     idle: Vec<BackendId>,
     out: VecDeque<Output>,
 }
@@ -29,53 +27,39 @@ pub struct Clipper {
 impl Clipper {
     pub fn new(spec: &ClusterSpec) -> Self {
         Self {
-            queues: spec.models.iter().map(|_| BatchQueue::new(spec.queue_capacity)).collect(),
+            queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             limit: vec![1.0; spec.models.len()],
-            heads: IndexedMinHeap::with_capacity(spec.models.len()),
             idle: (0..spec.backends).rev().map(BackendId).collect(),
             spec: spec.clone(),
             out: VecDeque::new(),
         }
     }
 
-    fn refresh_head(&mut self, m: usize) {
-        match self.queues[m].head() {
-            Some(h) => self.heads.set(m, h.deadline),
-            None => {
-                self.heads.remove(m);
-            }
-        }
-    }
-
     fn dispatch(&mut self, now: Nanos) {
         while let Some(&backend) = self.idle.last() {
-            let Some((m, head_deadline)) = self.heads.peek() else { return };
+            let Some((m, head_deadline)) = self.queues.earliest() else { return };
+            let out = &mut self.out;
             if head_deadline <= now {
                 // Lazy drop: only what is already late, only at the head.
-                let q = &mut self.queues[m];
-                let late = (0..q.len()).take_while(|_| q.head().is_some_and(|h| h.deadline <= now)).count();
-                let out = &mut self.out;
-                q.drop_front(late, |id| {
-                    out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+                self.queues.with(m, |q| {
+                    let late = (0..q.len()).take_while(|&i| q.deadline(i) <= now).count();
+                    q.drop_front(late, |id| {
+                        out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+                    })
                 });
-                self.refresh_head(m);
                 continue;
             }
             self.idle.pop();
-            let q = &mut self.queues[m];
-            let bs =
-                (self.limit[m].floor() as u32).clamp(1, self.spec.models[m].profile.max_batch()).min(q.len() as u32);
-            let mut requests = Vec::with_capacity(bs as usize);
-            q.pop_batch(bs, &mut requests);
-            self.refresh_head(m);
+            let cap = (self.limit[m].floor() as u32).clamp(1, self.spec.models[m].profile.max_batch());
+            let mut requests = Vec::with_capacity(cap as usize);
+            let bs = self.queues.with(m, |q| {
+                let bs = cap.min(q.len() as u32);
+                q.pop_batch(bs, &mut requests);
+                bs
+            });
             let exec_at = now + self.spec.delay.of(bs);
-            self.out.push_back(Output::Dispatch(BatchPlan {
-                model: ModelId(m as u32),
-                backend,
-                exec_at,
-                requests,
-                prefix: None,
-            }));
+            let plan = BatchPlan { model: ModelId(m as u32), backend, exec_at, requests, prefix: None };
+            self.out.push_back(Output::Dispatch(plan));
         }
     }
 }
@@ -83,11 +67,10 @@ impl Clipper {
 impl Scheduler for Clipper {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        if self.queues[m].push(Pending { id: req.id, deadline: req.deadline }).is_err() {
+        if self.queues.push(m, Pending { id: req.id, deadline: req.deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
         }
-        self.refresh_head(m);
         self.dispatch(now);
     }
 

@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::heap::IndexedMinHeap;
-use crate::queue::{BatchQueue, Pending, Start};
+use crate::queue::{EdfQueues, Pending, Start};
 use crate::time::{Nanos, NANOS_PER_MS};
 use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
 
@@ -34,11 +34,9 @@ pub const BATCH_SIZES: [u32; 5] = [1, 2, 4, 8, 16];
 #[derive(Debug)]
 pub struct Clockwork {
     spec: ClusterSpec,
-    queues: Vec<BatchQueue>,
+    queues: EdfQueues,
     /// Per model: the part of the SLO held back as a buffer.
     buffers: Vec<Nanos>,
-    /// Models with queued requests, keyed by their head's deadline.
-    heads: IndexedMinHeap,
     /// Every backend, keyed by when it is free (predicted from the profile,
     /// corrected by completions).
     free: IndexedMinHeap,
@@ -54,26 +52,16 @@ impl Clockwork {
             free.set(b, 0);
         }
         Self {
-            queues: spec.models.iter().map(|_| BatchQueue::new(spec.queue_capacity)).collect(),
+            queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             outstanding: vec![VecDeque::new(); spec.backends as usize],
             buffers: spec
                 .models
                 .iter()
                 .map(|m| SLO_BUFFER.min(m.slo.saturating_sub(m.profile.latency(1) + spec.delay.of(1))))
                 .collect(),
-            heads: IndexedMinHeap::with_capacity(spec.models.len()),
             free,
             spec: spec.clone(),
             out: VecDeque::new(),
-        }
-    }
-
-    fn refresh_head(&mut self, m: usize) {
-        match self.queues[m].head() {
-            Some(h) => self.heads.set(m, h.deadline),
-            None => {
-                self.heads.remove(m);
-            }
         }
     }
 
@@ -84,31 +72,32 @@ impl Clockwork {
             if free_at > now + SCHEDULE_AHEAD {
                 return;
             }
-            let Some((m, _)) = self.heads.peek() else {
+            let Some((m, _)) = self.queues.earliest() else {
                 return;
             };
             let profile = &self.spec.models[m].profile;
             let out = &mut self.out;
             let at = Start { now, not_before: free_at, profile, delay: &self.spec.delay };
-            self.queues[m].drop_unreachable(&at, |id| {
-                out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+            let mut requests = Vec::new();
+            let bs = self.queues.with(m, |q| {
+                q.drop_unreachable(&at, |id| {
+                    out.push_back(Output::Dropped { request: id, reason: DropReason::DeadlineUnreachable })
+                });
+                let fits = q.feasible_batch(&at, profile.max_batch());
+                let bs = BATCH_SIZES.iter().copied().filter(|&b| b <= fits).max().unwrap_or(0);
+                q.pop_batch(bs, &mut requests);
+                bs
             });
-            let fits = self.queues[m].feasible_batch(&at, profile.max_batch());
-            let bs = BATCH_SIZES.iter().copied().filter(|&b| b <= fits).max().unwrap_or(0);
             if bs == 0 {
                 // Everything this model had was unreachable; pick again.
-                self.refresh_head(m);
                 continue;
             }
             let exec_at = (now + self.spec.delay.of(bs)).max(free_at);
-            let mut requests = Vec::with_capacity(bs as usize);
-            self.queues[m].pop_batch(bs, &mut requests);
             self.free.set(b, exec_at + profile.latency(bs));
             self.outstanding[b].push_back(profile.latency(bs));
             let plan =
                 BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests, prefix: None };
             self.out.push_back(Output::Dispatch(plan));
-            self.refresh_head(m);
         }
     }
 }
@@ -117,11 +106,10 @@ impl Scheduler for Clockwork {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
         let planning_deadline = req.deadline - self.buffers[m];
-        if self.queues[m].push(Pending { id: req.id, deadline: planning_deadline }).is_err() {
+        if self.queues.push(m, Pending { id: req.id, deadline: planning_deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
         }
-        self.refresh_head(m);
         self.dispatch(now);
     }
 
@@ -139,7 +127,7 @@ impl Scheduler for Clockwork {
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
-        if self.heads.is_empty() {
+        if self.queues.is_empty() {
             return None;
         }
         self.free.peek().map(|(_, free_at)| free_at.saturating_sub(SCHEDULE_AHEAD))

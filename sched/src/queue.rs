@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use crate::heap::IndexedMinHeap;
 use crate::profile::Profile;
 use crate::time::Nanos;
 use crate::types::{DispatchDelay, RequestId};
@@ -66,6 +67,11 @@ impl BatchQueue {
 
     pub fn head(&self) -> Option<Pending> {
         self.q.front().copied()
+    }
+
+    /// The deadline of the i-th request in deadline order.
+    pub fn deadline(&self, i: usize) -> Nanos {
+        self.q[i].deadline
     }
 
     /// Adds a request in deadline order (ties by id). Arrivals of one model
@@ -178,6 +184,49 @@ impl BatchQueue {
     /// Removes everything (used when a model loses its last backend).
     pub fn drain_all(&mut self) -> impl Iterator<Item = Pending> + '_ {
         self.q.drain(..)
+    }
+}
+
+/// One deadline-ordered queue per model, and the models ordered by their
+/// head request's deadline: the earliest-deadline-first view that Clockwork
+/// and Clipper share.
+#[derive(Clone, Debug)]
+pub struct EdfQueues {
+    queues: Vec<BatchQueue>,
+    heads: IndexedMinHeap,
+}
+
+impl EdfQueues {
+    pub fn new(models: usize, capacity: usize) -> Self {
+        Self {
+            queues: (0..models).map(|_| BatchQueue::new(capacity)).collect(),
+            heads: IndexedMinHeap::with_capacity(models),
+        }
+    }
+
+    pub fn push(&mut self, model: usize, p: Pending) -> Result<(), Pending> {
+        self.with(model, |q| q.push(p))
+    }
+
+    /// The model whose head has the earliest deadline, and that deadline.
+    pub fn earliest(&self) -> Option<(usize, Nanos)> {
+        self.heads.peek()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    /// Works on one model's queue, then re-ranks the model by its new head.
+    pub fn with<R>(&mut self, model: usize, f: impl FnOnce(&mut BatchQueue) -> R) -> R {
+        let r = f(&mut self.queues[model]);
+        match self.queues[model].head() {
+            Some(h) => self.heads.set(model, h.deadline),
+            None => {
+                self.heads.remove(model);
+            }
+        }
+        r
     }
 }
 
