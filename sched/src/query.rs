@@ -143,18 +143,11 @@ impl QuerySpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Profile;
+
     use crate::time::ms_to_nanos;
 
     fn model(alpha: f64, beta: f64) -> ModelSpec {
-        ModelSpec {
-            name: "m".into(),
-            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
-            slo: ms_to_nanos(1000.0),
-            dynamic: None,
-            memory_mb: 0.0,
-            prefix: None,
-        }
+        ModelSpec::linear("m", alpha, beta, 256, 1000.0).expect("valid profile")
     }
 
     fn two_stage(gamma: f64, split: Split) -> QuerySpec {

@@ -1,7 +1,7 @@
 //! The vocabulary every scheduler speaks: requests in, decisions out.
 
 use crate::dist::ExecDist;
-use crate::profile::Profile;
+use crate::profile::{Profile, ProfileError};
 use crate::time::Nanos;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,6 +156,19 @@ impl DynamicExec {
 }
 
 impl ModelSpec {
+    /// A model with a linear profile `alpha*b + beta` (ms) up to `max_batch`
+    /// and nothing else: no apps, no prefix, no tracked memory.
+    pub fn linear(name: &str, alpha_ms: f64, beta_ms: f64, max_batch: u32, slo_ms: f64) -> Result<Self, ProfileError> {
+        Ok(ModelSpec {
+            name: name.to_string(),
+            profile: Profile::linear_ms(alpha_ms, beta_ms, max_batch)?,
+            slo: crate::time::ms_to_nanos(slo_ms),
+            dynamic: None,
+            memory_mb: 0.0,
+            prefix: None,
+        })
+    }
+
     /// The model seen as input-dependent: its own apps, or for a static
     /// profile one app that always takes l(1), with kappa from l(2)/l(1)
     /// (exact for linear profiles: kappa = alpha/(alpha + beta)).

@@ -163,19 +163,12 @@ pub fn moved_sessions(a: &Plan, b: &Plan) -> usize {
 mod tests {
     use super::*;
     use crate::nexus::squishy::squishy_bin_packing;
-    use crate::profile::Profile;
+
     use crate::rng::Rng;
-    use crate::time::{ms_to_nanos, Nanos};
+    use crate::time::Nanos;
 
     fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
-        ModelSpec {
-            name: "m".into(),
-            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
-            slo: ms_to_nanos(slo),
-            dynamic: None,
-            memory_mb: 0.0,
-            prefix: None,
-        }
+        ModelSpec::linear("m", alpha, beta, 256, slo).expect("valid profile")
     }
 
     /// Epoch after epoch of drifting rates: every plan carries every model's

@@ -247,18 +247,9 @@ pub fn batch_oblivious_gpus(models: &[ModelSpec], rates_rps: &[f64]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Profile;
-    use crate::time::ms_to_nanos;
 
     fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
-        ModelSpec {
-            name: "m".into(),
-            profile: Profile::linear_ms(alpha, beta, 256).unwrap(),
-            slo: ms_to_nanos(slo),
-            dynamic: None,
-            memory_mb: 0.0,
-            prefix: None,
-        }
+        ModelSpec::linear("m", alpha, beta, 256, slo).expect("valid profile")
     }
 
     #[test]
