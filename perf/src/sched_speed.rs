@@ -108,6 +108,7 @@ fn spec(cfg: &SpeedConfig) -> ClusterSpec {
             dynamic: None,
             memory_mb: 0.0,
             prefix: None,
+            subnets: vec![],
         })
         .collect();
     ClusterSpec {

@@ -58,7 +58,7 @@ impl Clipper {
                 bs
             });
             let exec_at = now + self.spec.delay.of(bs);
-            let plan = BatchPlan { model: ModelId(m as u32), backend, exec_at, requests, prefix: None };
+            let plan = BatchPlan { model: ModelId(m as u32), backend, exec_at, requests, prefix: None, subnet: None };
             self.out.push_back(Output::Dispatch(plan));
         }
     }

@@ -95,8 +95,14 @@ impl Clockwork {
             let exec_at = (now + self.spec.delay.of(bs)).max(free_at);
             self.free.set(b, exec_at + profile.latency(bs));
             self.outstanding[b].push_back(profile.latency(bs));
-            let plan =
-                BatchPlan { model: ModelId(m as u32), backend: BackendId(b as u32), exec_at, requests, prefix: None };
+            let plan = BatchPlan {
+                model: ModelId(m as u32),
+                backend: BackendId(b as u32),
+                exec_at,
+                requests,
+                prefix: None,
+                subnet: None,
+            };
             self.out.push_back(Output::Dispatch(plan));
         }
     }

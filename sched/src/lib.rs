@@ -30,6 +30,8 @@ pub mod rate;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod supernet;
+pub mod superserve;
 pub mod symphony;
 pub mod time;
 pub mod types;

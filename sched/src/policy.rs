@@ -7,6 +7,7 @@ use crate::clockwork::Clockwork;
 use crate::nexus::{DropPolicy, Nexus};
 use crate::orloj::Orloj;
 use crate::scenario::Scenario;
+use crate::superserve::{SubnetPolicy, SuperServe};
 use crate::symphony::{CandidateRule, Symphony};
 use crate::types::Scheduler;
 
@@ -24,6 +25,16 @@ pub enum PolicyKind {
     Orloj,
     /// Clipper: AIMD batch size, lazy drop.
     Clipper,
+    /// SuperServe's SlackFit over a supernet's subnets.
+    SlackFit,
+    /// One fixed subnet, the k-th of six accuracy points (Clipper+), 1..=6.
+    Fixed(u8),
+    /// The least accurate subnet (INFaaS without accuracy constraints).
+    MinAcc,
+    /// The most accurate subnet that meets the slack.
+    MaxAcc,
+    /// The largest batch that meets the slack.
+    MaxBatch,
     /// Static squishy bin packing, one frontend routing, early drop.
     Nexus,
     /// The same with lazy drop (Nexus's ablation, Figures 5 and 9).
@@ -38,8 +49,21 @@ impl PolicyKind {
         [Self::Symphony, Self::SymphonyWc, Self::SymphonyFrontrun, Self::Clockwork, Self::Nexus, Self::Nexus8Fe];
     /// Orloj's comparison: Orloj and the baselines its paper runs.
     pub const ORLOJ_SET: [PolicyKind; 4] = [Self::Orloj, Self::Clockwork, Self::Nexus, Self::Clipper];
+    /// SuperServe's comparison: SlackFit and the baselines its paper runs.
+    pub const SUPERSERVE_SET: [PolicyKind; 10] = [
+        Self::SlackFit,
+        Self::Fixed(1),
+        Self::Fixed(2),
+        Self::Fixed(3),
+        Self::Fixed(4),
+        Self::Fixed(5),
+        Self::Fixed(6),
+        Self::MinAcc,
+        Self::MaxAcc,
+        Self::MaxBatch,
+    ];
     /// Every policy.
-    pub const ALL: [PolicyKind; 9] = [
+    pub const ALL: [PolicyKind; 19] = [
         Self::Symphony,
         Self::SymphonyWc,
         Self::SymphonyFrontrun,
@@ -49,6 +73,16 @@ impl PolicyKind {
         Self::Nexus,
         Self::NexusLazy,
         Self::Nexus8Fe,
+        Self::SlackFit,
+        Self::Fixed(1),
+        Self::Fixed(2),
+        Self::Fixed(3),
+        Self::Fixed(4),
+        Self::Fixed(5),
+        Self::Fixed(6),
+        Self::MinAcc,
+        Self::MaxAcc,
+        Self::MaxBatch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +93,17 @@ impl PolicyKind {
             Self::Clockwork => "clockwork",
             Self::Orloj => "orloj",
             Self::Clipper => "clipper",
+            Self::SlackFit => "slackfit",
+            Self::Fixed(1) => "fixed-1",
+            Self::Fixed(2) => "fixed-2",
+            Self::Fixed(3) => "fixed-3",
+            Self::Fixed(4) => "fixed-4",
+            Self::Fixed(5) => "fixed-5",
+            Self::Fixed(6) => "fixed-6",
+            Self::Fixed(k) => panic!("fixed-{k}: the fixed baselines are fixed-1 to fixed-6"),
+            Self::MinAcc => "min-acc",
+            Self::MaxAcc => "max-acc",
+            Self::MaxBatch => "max-batch",
             Self::Nexus => "nexus",
             Self::NexusLazy => "nexus-lazy",
             Self::Nexus8Fe => "nexus-8fe",
@@ -70,6 +115,11 @@ impl PolicyKind {
     /// distributions and Clipper drops lazily: neither promises it.
     pub fn plans_within_deadlines(self) -> bool {
         !matches!(self, Self::Orloj | Self::Clipper)
+    }
+
+    /// Whether the policy picks among a supernet's subnets.
+    pub fn uses_subnets(self) -> bool {
+        matches!(self, Self::SlackFit | Self::Fixed(_) | Self::MinAcc | Self::MaxAcc | Self::MaxBatch)
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -96,6 +146,11 @@ impl PolicyKind {
             Self::Clockwork => Box::new(Clockwork::new(spec)),
             Self::Orloj => Box::new(Orloj::new(spec, scenario.seed)),
             Self::Clipper => Box::new(Clipper::new(spec)),
+            Self::SlackFit => Box::new(SuperServe::new(spec, SubnetPolicy::SlackFit)),
+            Self::Fixed(k) => Box::new(SuperServe::new(spec, SubnetPolicy::Fixed(k as usize - 1))),
+            Self::MinAcc => Box::new(SuperServe::new(spec, SubnetPolicy::MinAcc)),
+            Self::MaxAcc => Box::new(SuperServe::new(spec, SubnetPolicy::MaxAcc)),
+            Self::MaxBatch => Box::new(SuperServe::new(spec, SubnetPolicy::MaxBatch)),
             Self::Nexus | Self::NexusLazy | Self::Nexus8Fe => {
                 let frontends = if self == Self::Nexus8Fe { 8 } else { 1 };
                 let drops = if self == Self::NexusLazy { DropPolicy::Lazy } else { DropPolicy::Early };

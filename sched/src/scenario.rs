@@ -10,8 +10,11 @@ use crate::dist::{mixture_quantile, ExecDist};
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::query::{QuerySpec, Split, StageSpec};
+use crate::supernet::{check_pareto, default_supernet};
 use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
-use crate::types::{AppSpec, ClusterSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, PrefixGroup, PrefixId};
+use crate::types::{
+    AppSpec, BackendId, ClusterSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, PrefixGroup, PrefixId, Subnet,
+};
 
 /// How a model's requests arrive: the inter-arrival law at a given mean rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -22,6 +25,10 @@ pub enum Arrival {
     Uniform,
     /// Gamma gaps with this shape; smaller is burstier (CV² = 1/shape).
     Gamma(f64),
+    /// SuperServe's bursty traces: a share of the rate arrives as a Poisson
+    /// base, the rest with gamma gaps of squared coefficient of variation
+    /// `cv2` (`bursty:<base_share>,<cv2>`).
+    Bursty { base_share: f64, cv2: f64 },
 }
 
 impl Arrival {
@@ -29,10 +36,21 @@ impl Arrival {
         match s {
             "poisson" => Ok(Arrival::Poisson),
             "uniform" => Ok(Arrival::Uniform),
+            _ if s.starts_with("bursty:") => {
+                let nums: Vec<f64> = s["bursty:".len()..].split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                match nums[..] {
+                    [share, cv2] if (0.0..1.0).contains(&share) && cv2 > 0.0 && cv2.is_finite() => {
+                        Ok(Arrival::Bursty { base_share: share, cv2 })
+                    }
+                    _ => Err(format!("`{s}`: expected bursty:<base share in [0, 1)>,<cv2 > 0>")),
+                }
+            }
             _ => match s.strip_prefix("gamma:").map(str::parse::<f64>) {
                 Some(Ok(k)) if k > 0.0 && k.is_finite() => Ok(Arrival::Gamma(k)),
                 Some(_) => Err(format!("`{s}`: the gamma shape must be a positive number")),
-                None => Err(format!("`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\"")),
+                None => Err(format!(
+                    "`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\", \"bursty:<base share>,<cv2>\""
+                )),
             },
         }
     }
@@ -71,6 +89,8 @@ pub struct Scenario {
     pub models: Vec<ScenarioModel>,
     /// Multi-model queries; their stage models' SLOs are their budgets.
     pub queries: Vec<QuerySpec>,
+    /// Backends that fail for good, and when (time order).
+    pub faults: Vec<(Nanos, BackendId)>,
     pub policy: PolicyKind,
 }
 
@@ -109,6 +129,7 @@ struct RawScenario {
     prefixes: Option<Vec<RawPrefix>>,
     models: Vec<RawModel>,
     queries: Option<Vec<RawQuery>>,
+    faults: Option<Vec<RawFault>>,
     policy: Option<RawPolicy>,
 }
 
@@ -139,6 +160,9 @@ struct RawModel {
     memory_mb: Option<f64>,
     /// The prefix this model shares; its alpha_ms/beta_ms are then its suffix's.
     prefix_of: Option<String>,
+    /// "default": the built-in supernet (`supernet.rs`).
+    supernet: Option<String>,
+    subnets: Option<Vec<RawSubnet>>,
     weight: Option<f64>,
     arrival: Option<String>,
     apps: Option<Vec<RawApp>>,
@@ -164,6 +188,25 @@ struct RawStage {
     /// The model of the parent stage; the root has none.
     parent: Option<String>,
     gamma: Option<f64>,
+}
+
+/// A backend that fails for good at a given time.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    at_s: f64,
+    backend: i64,
+}
+
+/// One subnet of a supernet model.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubnet {
+    name: String,
+    accuracy: f64,
+    alpha_ms: Option<f64>,
+    beta_ms: Option<f64>,
+    latency_ms: Option<Vec<f64>>,
 }
 
 /// A prefix shared by several models (Nexus's prefix batching).
@@ -270,6 +313,60 @@ fn parse_queries(
         out.push(query);
     }
     Ok(out)
+}
+
+/// The subnets of a supernet model: the built-in default, or a list sorted
+/// by accuracy that must form a pareto front.
+fn parse_subnets(
+    key: &dyn Fn(&str) -> String,
+    supernet: Option<&str>,
+    raw: Option<Vec<RawSubnet>>,
+    max_batch: u32,
+) -> Result<Vec<Subnet>, ScenarioError> {
+    let subnets = match (supernet, raw) {
+        (None, None) => return Ok(vec![]),
+        (Some("default"), None) => default_supernet(max_batch).map_err(|e| err(key("supernet"), e.to_string()))?,
+        (Some(other), None) => {
+            return Err(err(key("supernet"), format!("`{other}`: the only built-in supernet is \"default\"")))
+        }
+        (Some(_), Some(_)) => return Err(err(key("subnets"), "give supernet or subnets, not both")),
+        (None, Some(list)) => {
+            let mut out = Vec::with_capacity(list.len());
+            for (j, s) in list.into_iter().enumerate() {
+                let skey = |k: &str| key(&format!("subnets[{j}].{k}"));
+                let accuracy = non_negative(&skey("accuracy"), Some(s.accuracy), 0.0)?;
+                let profile = match (s.alpha_ms, s.beta_ms, s.latency_ms) {
+                    (Some(a), Some(b), None) => Profile::linear_ms(
+                        non_negative(&skey("alpha_ms"), Some(a), 0.0)?,
+                        non_negative(&skey("beta_ms"), Some(b), 0.0)?,
+                        max_batch,
+                    ),
+                    (None, None, Some(t)) => {
+                        let mut ns = Vec::with_capacity(t.len());
+                        for (b, &l) in t.iter().enumerate() {
+                            ns.push(ms_to_nanos(positive(&format!("{}[{b}]", skey("latency_ms")), l)?));
+                        }
+                        Profile::table(ns)
+                    }
+                    _ => return Err(err(skey("alpha_ms"), "give alpha_ms and beta_ms, or latency_ms")),
+                }
+                .map_err(|e| err(skey("alpha_ms"), e.to_string()))?;
+                out.push(Subnet { name: s.name, accuracy, profile });
+            }
+            if out.is_empty() {
+                return Err(err(key("subnets"), "at least one subnet is required"));
+            }
+            out.sort_by(|a, b| a.accuracy.total_cmp(&b.accuracy));
+            out
+        }
+    };
+    check_pareto(&subnets).map_err(|i| {
+        err(
+            key("subnets"),
+            format!("`{}` is more accurate but faster than a subnet below it: not a pareto front", subnets[i].name),
+        )
+    })?;
+    Ok(subnets)
 }
 
 fn parse_apps(
@@ -389,7 +486,18 @@ impl Scenario {
                 }
                 None => None,
             };
+            let subnets = parse_subnets(&key, m.supernet.as_deref(), m.subnets, max_batch as u32)?;
+            if !subnets.is_empty() && (dynamic.is_some() || prefix_group.is_some()) {
+                return Err(err(key("subnets"), "a supernet model has no apps and shares no prefix"));
+            }
             let profile = match (&dynamic, m.alpha_ms, m.beta_ms, m.latency_ms) {
+                (None, None, None, None) if !subnets.is_empty() => {
+                    // Policies that know no subnets run the most accurate one.
+                    subnets.last().expect("non-empty").profile.clone()
+                }
+                (_, _, _, _) if !subnets.is_empty() => {
+                    return Err(err(key("alpha_ms"), "a supernet model takes its latencies from its subnets"))
+                }
                 (Some(d), None, None, None) => {
                     // The single estimate policies without distributions use.
                     let mean = d.mean_solo() / 1e6;
@@ -489,12 +597,24 @@ impl Scenario {
                 None => None,
             };
             models.push(ScenarioModel {
-                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb, prefix },
+                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb, prefix, subnets },
                 weight,
                 arrival,
             });
         }
         let queries = parse_queries(raw_queries, &mut models, &delay)?;
+        let mut faults = Vec::new();
+        for (i, f) in raw.faults.unwrap_or_default().into_iter().enumerate() {
+            let at = ms_to_nanos(non_negative(&format!("faults[{i}].at_s"), Some(f.at_s), 0.0)? * 1e3);
+            if f.backend < 0 || f.backend >= c.gpus {
+                return Err(err(
+                    format!("faults[{i}].backend"),
+                    format!("no backend {} among {} GPUs", f.backend, c.gpus),
+                ));
+            }
+            faults.push((at, BackendId(f.backend as u32)));
+        }
+        faults.sort();
         if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
             return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
@@ -523,6 +643,7 @@ impl Scenario {
             },
             models,
             queries,
+            faults,
             policy,
         })
     }

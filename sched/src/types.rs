@@ -55,10 +55,13 @@ pub enum DropReason {
     QueueFull,
     /// No backend serves its model (for example, a static plan gave it none).
     NoBackend,
+    /// The backend running (or sent) its batch failed.
+    BackendFailed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 4] = [Self::DeadlineUnreachable, Self::Shed, Self::QueueFull, Self::NoBackend];
+    pub const ALL: [DropReason; 5] =
+        [Self::DeadlineUnreachable, Self::Shed, Self::QueueFull, Self::NoBackend, Self::BackendFailed];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,6 +69,7 @@ impl DropReason {
             Self::Shed => "shed",
             Self::QueueFull => "queue_full",
             Self::NoBackend => "no_backend",
+            Self::BackendFailed => "backend_failed",
         }
     }
 }
@@ -83,6 +87,9 @@ pub struct BatchPlan {
     /// models, then each model's suffix on its sub-batch. `model` is then
     /// one of the members.
     pub prefix: Option<PrefixId>,
+    /// The subnet of a supernet model the batch runs (index into
+    /// `ModelSpec::subnets`); None runs the model's own profile.
+    pub subnet: Option<u16>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -121,6 +128,19 @@ pub struct ModelSpec {
     /// The prefix group this model belongs to and its suffix's profile;
     /// `profile` is then prefix plus suffix, the model run alone.
     pub prefix: Option<(PrefixId, Profile)>,
+    /// A supernet's pareto-optimal subnets (SuperServe), by accuracy
+    /// ascending; empty for an ordinary model. `profile` is then the most
+    /// accurate subnet's.
+    pub subnets: Vec<Subnet>,
+}
+
+/// One subnet of a weight-shared supernet: its accuracy and latency l(b).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subnet {
+    pub name: String,
+    /// Top-1 accuracy, percent.
+    pub accuracy: f64,
+    pub profile: Profile,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -166,6 +186,7 @@ impl ModelSpec {
             dynamic: None,
             memory_mb: 0.0,
             prefix: None,
+            subnets: vec![],
         })
     }
 
@@ -241,6 +262,11 @@ pub trait Scheduler {
     fn on_request(&mut self, now: Nanos, req: Request);
     /// A backend finished the batch it was running, at `now`.
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>);
+    /// `backend` failed at `now` and never comes back. Batches already sent
+    /// to it are lost (the simulator drops their requests with
+    /// `BackendFailed`); a policy that ignores this keeps dispatching to it
+    /// and loses those requests too.
+    fn on_backend_failed(&mut self, _now: Nanos, _backend: BackendId) {}
     /// Time has reached `now`: fire every timer due at or before it.
     fn on_timeout(&mut self, now: Nanos);
     /// The earliest time at which `on_timeout` has work to do.

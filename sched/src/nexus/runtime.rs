@@ -183,6 +183,7 @@ impl Nexus {
                 exec_at: now,
                 requests,
                 prefix,
+                subnet: None,
             }));
             return;
         }

@@ -67,6 +67,7 @@ pub fn sessions(cluster: &ClusterSpec, model_rates_rps: &[f64], prefix_batching:
                 dynamic: None,
                 memory_mb: members.iter().map(|m| cluster.models[m.index()].memory_mb).sum(),
                 prefix: None,
+                subnets: vec![],
             });
             s.prefix.push(Some(PrefixId(g as u32)));
             s.representative.push(members[0]);

@@ -415,6 +415,7 @@ impl Orloj {
                 exec_at,
                 requests,
                 prefix: None,
+                subnet: None,
             }));
         }
     }

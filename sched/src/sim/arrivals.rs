@@ -14,6 +14,9 @@ struct Stream {
     law: Arrival,
     mean_gap_ns: f64,
     next_ns: f64,
+    /// Bursty streams superpose a Poisson base and a gamma part; this is
+    /// the gamma part's next arrival (`next_ns` the base's).
+    next_burst_ns: f64,
     rng: Rng,
 }
 
@@ -23,6 +26,27 @@ impl Stream {
             Arrival::Poisson => self.mean_gap_ns * self.rng.exp1(),
             Arrival::Uniform => self.mean_gap_ns,
             Arrival::Gamma(k) => self.mean_gap_ns * self.rng.gamma(k) / k,
+            Arrival::Bursty { base_share, .. } => self.mean_gap_ns / base_share.max(1e-12) * self.rng.exp1(),
+        }
+    }
+
+    fn burst_gap(&mut self) -> f64 {
+        let Arrival::Bursty { base_share, cv2 } = self.law else { return f64::INFINITY };
+        let k = 1.0 / cv2;
+        self.mean_gap_ns / (1.0 - base_share) * self.rng.gamma(k) / k
+    }
+
+    /// The next arrival time of the superposed stream.
+    fn next(&self) -> f64 {
+        self.next_ns.min(self.next_burst_ns)
+    }
+
+    /// Moves past the arrival at `next()`.
+    fn advance(&mut self) {
+        if self.next_burst_ns < self.next_ns {
+            self.next_burst_ns += self.burst_gap();
+        } else {
+            self.next_ns += self.gap();
         }
     }
 }
@@ -57,6 +81,7 @@ impl Arrivals {
                     law,
                     mean_gap_ns: if r > 0.0 { NANOS_PER_S as f64 / r } else { f64::INFINITY },
                     next_ns: 0.0,
+                    next_burst_ns: f64::INFINITY,
                     rng: Rng::stream(seed, i as u64),
                 };
                 // Evenly spaced streams start at a random phase, others at a first gap.
@@ -64,8 +89,9 @@ impl Arrivals {
                     Arrival::Uniform => s.mean_gap_ns * s.rng.unit(),
                     _ => s.gap(),
                 };
-                if s.next_ns < end as f64 {
-                    next.set(i, s.next_ns as Nanos);
+                s.next_burst_ns = s.burst_gap();
+                if s.next() < end as f64 {
+                    next.set(i, s.next() as Nanos);
                 }
                 s
             })
@@ -92,9 +118,9 @@ impl Arrivals {
     pub fn pop(&mut self) -> Option<(Nanos, Source)> {
         let (i, t) = self.next.peek()?;
         let s = &mut self.streams[i];
-        s.next_ns += s.gap();
-        if s.next_ns < self.end as f64 {
-            self.next.set(i, s.next_ns as Nanos);
+        s.advance();
+        if s.next() < self.end as f64 {
+            self.next.set(i, s.next() as Nanos);
         } else {
             self.next.remove(i);
         }

@@ -75,6 +75,7 @@ struct Running {
 struct EmulatedBackend {
     busy_until: Nanos,
     running: VecDeque<Running>,
+    failed: bool,
 }
 
 struct Sim<'a> {
@@ -104,6 +105,24 @@ impl Sim<'_> {
         }
     }
 
+    /// A queued or running request lost with its backend.
+    fn fail(&mut self, id: RequestId, seed: u64) {
+        let r = &mut self.records[id.0 as usize];
+        assert_ne!(r.state, State::Done, "request {id:?} failed after it ended (seed {seed})");
+        r.state = State::Queued;
+        self.drop_request(id, DropReason::BackendFailed, seed);
+    }
+
+    /// `backend` dies now: what it runs or has queued is lost.
+    fn kill(&mut self, backend: BackendId, seed: u64) {
+        let be = &mut self.backends[backend.index()];
+        be.failed = true;
+        let lost: Vec<RequestId> = be.running.drain(..).flat_map(|r| r.plan.requests).collect();
+        for id in lost {
+            self.fail(id, seed);
+        }
+    }
+
     fn drop_request(&mut self, id: RequestId, reason: DropReason, seed: u64) {
         let r = &mut self.records[id.0 as usize];
         assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
@@ -121,12 +140,23 @@ impl Sim<'_> {
     fn dispatch(&mut self, now: Nanos, plan: BatchPlan, seed: u64) {
         let b = plan.requests.len() as u32;
         let model = &self.scenario.models[plan.model.index()].spec;
-        let cap = match plan.prefix {
-            Some(g) => self.scenario.cluster.prefixes[g.0 as usize].prefix.max_batch(),
-            None => model.profile.max_batch(),
+        let cap = match (plan.prefix, plan.subnet) {
+            (Some(g), _) => self.scenario.cluster.prefixes[g.0 as usize].prefix.max_batch(),
+            (None, Some(s)) => {
+                assert!((s as usize) < model.subnets.len(), "subnet {s} of {} (seed {seed})", model.name);
+                model.subnets[s as usize].profile.max_batch()
+            }
+            (None, None) => model.profile.max_batch(),
         };
         assert!(b >= 1 && b <= cap, "batch of {b} for {} (seed {seed})", model.name);
         assert!(plan.exec_at >= now, "batch planned in the past (seed {seed})");
+        if self.backends[plan.backend.index()].failed {
+            // Sent to a dead backend: lost.
+            for &id in &plan.requests {
+                self.fail(id, seed);
+            }
+            return;
+        }
         let mut earliest_deadline = Nanos::MAX;
         for id in &plan.requests {
             let r = &mut self.records[id.0 as usize];
@@ -141,9 +171,10 @@ impl Sim<'_> {
             r.state = State::Running;
             earliest_deadline = earliest_deadline.min(r.deadline);
         }
-        let l = match plan.prefix {
-            Some(g) => self.prefix_batch_time(g, &plan.requests),
-            None => model.profile.latency(b),
+        let l = match (plan.prefix, plan.subnet) {
+            (Some(g), _) => self.prefix_batch_time(g, &plan.requests),
+            (None, Some(s)) => model.subnets[s as usize].profile.latency(b),
+            (None, None) => model.profile.latency(b),
         };
         if plan.exec_at + l > earliest_deadline {
             self.infeasible_plans += 1;
@@ -192,6 +223,11 @@ impl Sim<'_> {
     fn complete(&mut self, backend: u32, now: Nanos) -> Running {
         let run = self.backends[backend as usize].running.pop_front().expect("a completion has its batch");
         assert_eq!(run.finish, now);
+        // Accuracy served, for supernet models: the subnet run, or the most
+        // accurate one for policies that know no subnets.
+        let subnets = &self.scenario.models[run.plan.model.index()].spec.subnets;
+        let accuracy =
+            run.plan.subnet.map(|s| s as usize).or(subnets.len().checked_sub(1)).map(|s| subnets[s].accuracy);
         for id in &run.plan.requests {
             let r = &mut self.records[id.0 as usize];
             r.state = State::Done;
@@ -203,6 +239,7 @@ impl Sim<'_> {
                 let t = &mut self.tallies[r.model.index()];
                 if now <= r.deadline {
                     t.ok += 1;
+                    t.accuracy_sum += accuracy.unwrap_or(0.0);
                 } else {
                     t.late += 1;
                 }
@@ -267,11 +304,21 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
     let mut now: Nanos = 0;
     let mut idle_wakeups = 0;
     let mut completed: Vec<Completed> = Vec::new();
+    let mut faults = scenario.faults.iter().copied().peekable();
     loop {
+        // Completions of dead backends never come.
+        while let Some(&Reverse((_, b))) = sim.completions.peek() {
+            if !sim.backends[b as usize].failed {
+                break;
+            }
+            sim.completions.pop();
+        }
         let done_at = sim.completions.peek().map(|Reverse((t, _))| *t);
         let arrive_at = arrivals.peek();
         let timer_at = sched.next_timeout();
-        let Some(t) = [done_at, arrive_at, timer_at].into_iter().flatten().min() else {
+        // A fault matters only while something else can still happen.
+        let fault_at = faults.peek().map(|f| f.0).filter(|_| done_at.or(arrive_at).or(timer_at).is_some());
+        let Some(t) = [done_at, arrive_at, timer_at, fault_at].into_iter().flatten().min() else {
             break;
         };
         let t = t.max(now);
@@ -279,7 +326,11 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
             idle_wakeups = 0;
         }
         now = t;
-        if done_at.is_some_and(|d| d <= now) {
+        if fault_at.is_some_and(|f| f <= now) {
+            let (_, b) = faults.next().expect("peeked");
+            sim.kill(b, seed);
+            sched.on_backend_failed(now, b);
+        } else if done_at.is_some_and(|d| d <= now) {
             let Some(Reverse((_, b))) = sim.completions.pop() else { unreachable!() };
             let run = sim.complete(b, now);
             completed.clear();
@@ -327,7 +378,7 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         .into_iter()
         .zip(&scenario.models)
         .zip(rates)
-        .map(|((t, m), r)| t.finish(&m.spec.name, r))
+        .map(|((t, m), r)| t.finish(&m.spec.name, r, !m.spec.subnets.is_empty()))
         .collect();
     let queries = book.reports(scenario, &scenario.query_rates(rate_rps));
     report::build(

@@ -30,6 +30,9 @@ pub struct ModelReport {
     pub mean_batch: f64,
     pub queue_delay_mean_ms: f64,
     pub queue_delay_p99_ms: f64,
+    /// Mean accuracy (%) of the subnets that served in-SLO requests; None
+    /// for a model without subnets.
+    pub mean_accuracy: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -58,6 +61,8 @@ pub struct Report {
     pub late: u64,
     pub dropped: u64,
     pub mean_batch: f64,
+    /// Mean accuracy (%) served to in-SLO requests of supernet models.
+    pub mean_accuracy: Option<f64>,
     /// batch size → number of batches started in the window.
     pub batch_sizes: BTreeMap<u32, u64>,
     pub checks: Checks,
@@ -85,6 +90,8 @@ pub struct ModelTally {
     pub queue_delay_us: Vec<u32>,
     pub batches: u64,
     pub batched_requests: u64,
+    /// Sum of served accuracy over in-SLO requests (supernet models).
+    pub accuracy_sum: f64,
 }
 
 fn percentile_ms(sorted_us: &[u32], q: f64) -> f64 {
@@ -100,7 +107,7 @@ pub(crate) fn to_us(ns: Nanos) -> u32 {
 }
 
 impl ModelTally {
-    pub fn finish(mut self, name: &str, offered_rps: f64) -> ModelReport {
+    pub fn finish(mut self, name: &str, offered_rps: f64, supernet: bool) -> ModelReport {
         self.latency_us.sort_unstable();
         self.queue_delay_us.sort_unstable();
         let dropped: u64 = self.dropped.iter().sum();
@@ -125,6 +132,7 @@ impl ModelTally {
             mean_batch: ratio(self.batched_requests, self.batches),
             queue_delay_mean_ms: ratio(qd_sum, self.queue_delay_us.len() as u64) / 1e3,
             queue_delay_p99_ms: percentile_ms(&self.queue_delay_us, 0.99),
+            mean_accuracy: (supernet && self.ok > 0).then(|| self.accuracy_sum / self.ok as f64),
         }
     }
 }
@@ -149,6 +157,10 @@ pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>, queries: Vec<Qu
     let batches: u64 = s.batch_sizes.values().sum();
     let batched: u64 = s.batch_sizes.iter().map(|(&b, &n)| b as u64 * n).sum();
     let capacity = s.backends as f64 * s.window as f64;
+    let (acc, acc_ok) = models
+        .iter()
+        .filter_map(|m| m.mean_accuracy.map(|a| (a * m.ok as f64, m.ok)))
+        .fold((0.0, 0u64), |(a, n), (x, k)| (a + x, n + k));
     Report {
         scenario: s.scenario.to_string(),
         policy: s.policy.to_string(),
@@ -163,6 +175,7 @@ pub(crate) fn build(s: RunSummary<'_>, models: Vec<ModelReport>, queries: Vec<Qu
         late,
         dropped,
         mean_batch: if batches == 0 { 0.0 } else { batched as f64 / batches as f64 },
+        mean_accuracy: (acc_ok > 0).then(|| acc / acc_ok as f64),
         batch_sizes: s.batch_sizes,
         checks: s.checks,
         models,

@@ -155,7 +155,7 @@ impl ModelShard {
                 assert!(exec_at <= c.invalid_after, "granted batch would miss its deadline");
                 let mut requests = Vec::with_capacity(c.bs as usize);
                 st.queue.pop_batch(c.bs, &mut requests);
-                let plan = BatchPlan { model: st.id, backend, exec_at, requests, prefix: None };
+                let plan = BatchPlan { model: st.id, backend, exec_at, requests, prefix: None, subnet: None };
                 self.out.push_back(ShardOutput::Decision(Output::Dispatch(plan)));
                 dispatched = true;
                 exec_at + st.profile.latency(c.bs)

@@ -25,7 +25,15 @@ fn spec(rng: &mut Rng) -> ClusterSpec {
     };
     let slo = profile.latency(1) + 500 + rng.below(8_000);
     ClusterSpec {
-        models: vec![ModelSpec { name: "m".into(), profile, slo, dynamic: None, memory_mb: 0.0, prefix: None }],
+        models: vec![ModelSpec {
+            name: "m".into(),
+            profile,
+            slo,
+            dynamic: None,
+            memory_mb: 0.0,
+            prefix: None,
+            subnets: vec![],
+        }],
         backends: 1,
         delay: DispatchDelay { ctrl: rng.below(300), per_request: rng.below(30) },
         queue_capacity: 1 + rng.below(40) as usize,
@@ -161,6 +169,7 @@ fn non_work_conserving_waits_for_the_batch_to_grow() {
             dynamic: None,
             memory_mb: 0.0,
             prefix: None,
+            subnets: vec![],
         }],
         backends: 1,
         delay: DispatchDelay::default(),
