@@ -8,7 +8,11 @@
 //!   upper edge is not above the slack (every tuple in it meets the deadline),
 //!   and in it the tuple with the largest B (ties: higher accuracy). Low
 //!   slack lands in low buckets — small subnets at large batches; high slack
-//!   in high buckets — accurate subnets.
+//!   in high buckets — accurate subnets. One refinement: only tuples whose
+//!   B does not exceed the queries waiting count (the highest bucket holding
+//!   one such). Without it, at low load the top bucket's largest-B tuple is
+//!   a mid-accuracy subnet at a batch of 32 that is then run with the two
+//!   queries there are: lower accuracy for no throughput.
 //! - `fixed-k` (Clipper+ at six accuracy points, k = 1 lowest .. 6 highest)
 //!   and `min-acc` (INFaaS without constraints): one subnet, the largest
 //!   batch that meets the slack.
@@ -112,8 +116,9 @@ impl SuperServe {
         self.spec.models[m].subnets.len().max(1)
     }
 
-    /// The tuple the policy picks for `slack`, if any meets it.
-    fn choose(&self, m: usize, slack: Nanos) -> Option<Tuple> {
+    /// The tuple the policy picks for `slack` with `waiting` queries queued,
+    /// if any meets the slack.
+    fn choose(&self, m: usize, slack: Nanos, waiting: u32) -> Option<Tuple> {
         let mt = &self.models[m];
         let fits = |t: &&Tuple| t.latency + self.spec.delay.per_request * t.batch as Nanos <= slack;
         let largest_batch = |a: &&Tuple, b: &&Tuple| (a.batch, a.subnet).cmp(&(b.batch, b.subnet));
@@ -122,15 +127,15 @@ impl SuperServe {
         let n = self.subnets(m);
         match self.policy {
             SubnetPolicy::SlackFit => {
-                // Highest bucket wholly within the slack; else what fits of the first.
-                let top = mt.edges.iter().rposition(|&e| e <= slack);
-                let (from, to) = match top {
-                    Some(i) => (if i == 0 { 0 } else { mt.ends[i - 1] }, mt.ends[i]),
-                    None => (0, mt.ends[0]),
+                let realizable = |t: &&Tuple| t.batch <= waiting.max(1);
+                let bucket = |i: usize| {
+                    let from = if i == 0 { 0 } else { mt.ends[i - 1] };
+                    mt.tuples[from..mt.ends[i]].iter().filter(fits).filter(realizable).max_by(largest_batch)
                 };
-                let best = mt.tuples[from..to].iter().filter(fits).max_by(largest_batch);
-                // An empty top bucket: fall back to any tuple that fits.
-                best.or_else(|| mt.tuples.iter().filter(fits).max_by(largest_batch)).copied()
+                // The highest bucket wholly within the slack that has a
+                // realizable tuple; below all buckets, what fits of the first.
+                let top = mt.edges.iter().rposition(|&e| e <= slack).unwrap_or(0);
+                (0..=top).rev().find_map(bucket).copied()
             }
             SubnetPolicy::Fixed(k) => on_subnet((k * (n - 1) + (FIXED_POINTS - 1) / 2) / (FIXED_POINTS - 1)).copied(),
             SubnetPolicy::MinAcc => on_subnet(0).copied(),
@@ -143,7 +148,8 @@ impl SuperServe {
         while let Some(&backend) = self.idle.last() {
             let Some((m, deadline)) = self.queues.earliest() else { return };
             let slack = deadline.saturating_sub(now + self.spec.delay.ctrl);
-            let Some(t) = self.choose(m, slack) else {
+            let waiting = self.queues.with(m, |q| q.len() as u32);
+            let Some(t) = self.choose(m, slack, waiting) else {
                 // Nothing serves the most urgent query in time.
                 let out = &mut self.out;
                 self.queues.with(m, |q| {
