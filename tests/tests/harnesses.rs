@@ -108,3 +108,13 @@ fn nexus_early_drop_prefix_batching_and_plans() {
         assert!(p.gpus <= p.gpus_without_prefix_batching);
     }
 }
+
+#[test]
+fn slackfit_keeps_attainment_and_beats_fixed_accuracy() {
+    for c in baton_perf::superserve_bench::bursty_grid(2.0) {
+        assert!(c.slackfit_wins(0.99), "rate {} CV2 {}: {:?}", c.rate_rps, c.cv2, c.points);
+    }
+    let phases = baton_perf::superserve_bench::faults(2.0);
+    assert!(phases.iter().all(|p| p.attainment >= 0.99), "{phases:?}");
+    assert!(phases.first().expect("phases").mean_accuracy > phases.last().expect("phases").mean_accuracy);
+}
