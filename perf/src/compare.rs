@@ -13,13 +13,18 @@ pub struct ComparisonRow {
     pub mean_batch: f64,
     pub gpu_idle_fraction: f64,
     pub queue_delay_p99_ms: f64,
+    /// Mean accuracy served at the goodput (supernet models only).
+    pub mean_accuracy: Option<f64>,
     pub probes: usize,
 }
 
-/// The comparison a scenario calls for: Orloj's when any model has
-/// input-dependent execution times, Symphony's otherwise.
+/// The comparison a scenario calls for: SuperServe's when a model is a
+/// supernet, Orloj's when one has input-dependent execution times,
+/// Symphony's otherwise.
 pub fn default_policies(scenario: &Scenario) -> &'static [PolicyKind] {
-    if scenario.models.iter().any(|m| m.spec.dynamic.is_some()) {
+    if scenario.models.iter().any(|m| !m.spec.subnets.is_empty()) {
+        &PolicyKind::SUPERSERVE_SET
+    } else if scenario.models.iter().any(|m| m.spec.dynamic.is_some()) {
         &PolicyKind::ORLOJ_SET
     } else {
         &PolicyKind::SYMPHONY_SET
@@ -41,6 +46,7 @@ pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolera
                 gpu_idle_fraction: at.map_or(1.0, |r| r.gpu_idle_fraction),
                 queue_delay_p99_ms: at
                     .map_or(0.0, |r| r.models.iter().map(|m| m.queue_delay_p99_ms).fold(0.0, f64::max)),
+                mean_accuracy: at.and_then(|r| r.mean_accuracy),
                 probes: g.probes.len(),
             }
         })
@@ -52,7 +58,7 @@ pub fn compare_policies(scenario: &Scenario, policies: &[PolicyKind], rel_tolera
 /// `(1 + 1/N)*l(b) <= SLO`, then `N*b/l(b)`. None for other scenarios.
 pub fn staggered_bound_rps(scenario: &Scenario) -> Option<f64> {
     let [m] = scenario.models.as_slice() else { return None };
-    if m.spec.dynamic.is_some() {
+    if m.spec.dynamic.is_some() || !m.spec.subnets.is_empty() || !scenario.queries.is_empty() {
         return None;
     }
     let n = scenario.cluster.backends as f64;
@@ -82,8 +88,9 @@ pub fn format_comparison(scenario: &Scenario, rows: &[ComparisonRow]) -> String 
     let base = rows.first().map_or(0.0, |r| r.goodput_rps);
     for r in rows {
         let ratio = if base > 0.0 { r.goodput_rps / base } else { 0.0 };
+        let acc = r.mean_accuracy.map_or(String::new(), |a| format!(" {a:>9.2}%"));
         s += &format!(
-            "{:<18} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}\n",
+            "{:<18} {:>12.1} {:>9.3} {:>10.2} {:>9.3} {:>12.2}{acc}\n",
             r.policy, r.goodput_rps, ratio, r.mean_batch, r.gpu_idle_fraction, r.queue_delay_p99_ms
         );
     }

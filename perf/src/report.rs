@@ -8,10 +8,16 @@ use baton_sched::Scenario;
 /// The built-in default scenario: Symphony's Table 4 ResNet50 setup.
 pub const BUILTIN_SCENARIO: &str = include_str!("../scenarios/table4-resnet50.toml");
 
-/// Reads and parses a scenario file; every error names the file.
+/// Reads and parses a scenario file and the trace files it names (paths
+/// relative to the scenario's folder); every error names the file.
 pub fn load_scenario(path: &Path) -> Result<Scenario, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let mut s = Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let read =
+        |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()));
+    s.attach_traces(&read).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(s)
 }
 
 /// The scenarios shipped under `perf/scenarios/`, sorted by file name.
@@ -31,6 +37,15 @@ pub fn print_report(r: &Report) {
         "{} / {} seed {}: offered {:.1} r/s, goodput {:.1} r/s, bad rate {:.4}, GPU idle {:.3}, mean batch {:.2}",
         r.scenario, r.policy, r.seed, r.offered_rps, r.goodput_rps, r.bad_rate, r.gpu_idle_fraction, r.mean_batch
     );
+    if let Some(a) = r.mean_accuracy {
+        println!("mean accuracy served in SLO: {a:.2}%");
+    }
+    for q in &r.queries {
+        println!(
+            "query {}: offered {:.1} q/s, sent {}, in SLO {}, bad rate {:.4}",
+            q.name, q.offered_rps, q.sent, q.ok, q.bad_rate
+        );
+    }
     println!(
         "answers: sent {} = ok {} + late {} + dropped {} (unanswered {}, infeasible plans {})",
         r.sent, r.ok, r.late, r.dropped, r.checks.unanswered, r.checks.infeasible_plans

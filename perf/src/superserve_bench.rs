@@ -105,3 +105,44 @@ pub fn faults(phase_s: f64) -> Vec<FaultPhase> {
         })
         .collect()
 }
+
+/// Figure 9's grid: from lambda1 = 2,500 q/s to lambda2 at tau q/s², CV² 8.
+pub const LAMBDA2: [f64; 3] = [4_800.0, 6_800.0, 7_800.0];
+pub const TAU: [f64; 3] = [250.0, 500.0, 5_000.0];
+
+pub fn accel_grid(duration_s: f64) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for &l2 in &LAMBDA2 {
+        for &tau in &TAU {
+            let s = supernet_scenario(&format!("accel:{},{},8", 2_500.0 / l2, tau / l2), duration_s, &[]);
+            cells.push(Cell { rate_rps: l2, cv2: tau, points: points(&s, l2) });
+        }
+    }
+    cells
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceResult {
+    pub mean_rate_rps: f64,
+    pub points: Vec<Point>,
+    /// SlackFit's accuracy minus the best accuracy of a baseline that
+    /// attains at least as much (None if none does).
+    pub accuracy_gap: Option<f64>,
+}
+
+/// The real-shaped trace: a day of a generated Azure-schema trace (`trace.rs`,
+/// 200 functions) compressed into the run, at mean rate `rate`.
+pub fn real_trace(rate: f64, duration_s: f64) -> TraceResult {
+    let csv = baton_sched::trace::generate_azure_csv(2019, 200);
+    let mut s = supernet_scenario("trace:maf-synthetic.csv", duration_s, &[]);
+    s.attach_traces(&|_| Ok(csv.clone())).expect("generated traces parse");
+    let points = points(&s, rate);
+    let sf = &points[0];
+    let accuracy_gap = points[1..]
+        .iter()
+        .filter(|p| p.attainment >= sf.attainment)
+        .map(|p| p.mean_accuracy)
+        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))))
+        .map(|best| sf.mean_accuracy - best);
+    TraceResult { mean_rate_rps: rate, points, accuracy_gap }
+}

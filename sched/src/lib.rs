@@ -15,6 +15,7 @@
 //! The math of each policy lives in `../shared/design/` and is restated in
 //! the doc comment of the file that implements it.
 
+pub mod arrival;
 pub mod clipper;
 pub mod clockwork;
 pub mod dist;
@@ -34,6 +35,7 @@ pub mod supernet;
 pub mod superserve;
 pub mod symphony;
 pub mod time;
+pub mod trace;
 pub mod types;
 
 pub use policy::PolicyKind;

@@ -12,49 +12,12 @@ use crate::profile::Profile;
 use crate::query::{QuerySpec, Split, StageSpec};
 use crate::supernet::{check_pareto, default_supernet};
 use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
+use crate::trace::parse_azure_csv;
 use crate::types::{
     AppSpec, BackendId, ClusterSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, PrefixGroup, PrefixId, Subnet,
 };
 
-/// How a model's requests arrive: the inter-arrival law at a given mean rate.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Arrival {
-    /// Exponential gaps (Gamma with shape 1).
-    Poisson,
-    /// Evenly spaced, the paper's "uniform time intervals".
-    Uniform,
-    /// Gamma gaps with this shape; smaller is burstier (CV² = 1/shape).
-    Gamma(f64),
-    /// SuperServe's bursty traces: a share of the rate arrives as a Poisson
-    /// base, the rest with gamma gaps of squared coefficient of variation
-    /// `cv2` (`bursty:<base_share>,<cv2>`).
-    Bursty { base_share: f64, cv2: f64 },
-}
-
-impl Arrival {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "poisson" => Ok(Arrival::Poisson),
-            "uniform" => Ok(Arrival::Uniform),
-            _ if s.starts_with("bursty:") => {
-                let nums: Vec<f64> = s["bursty:".len()..].split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                match nums[..] {
-                    [share, cv2] if (0.0..1.0).contains(&share) && cv2 > 0.0 && cv2.is_finite() => {
-                        Ok(Arrival::Bursty { base_share: share, cv2 })
-                    }
-                    _ => Err(format!("`{s}`: expected bursty:<base share in [0, 1)>,<cv2 > 0>")),
-                }
-            }
-            _ => match s.strip_prefix("gamma:").map(str::parse::<f64>) {
-                Some(Ok(k)) if k > 0.0 && k.is_finite() => Ok(Arrival::Gamma(k)),
-                Some(_) => Err(format!("`{s}`: the gamma shape must be a positive number")),
-                None => Err(format!(
-                    "`{s}` is not one of \"poisson\", \"uniform\", \"gamma:<shape>\", \"bursty:<base share>,<cv2>\""
-                )),
-            },
-        }
-    }
-}
+pub use crate::arrival::Arrival;
 
 #[derive(Clone, Debug)]
 pub struct ScenarioModel {
@@ -649,6 +612,23 @@ impl Scenario {
     }
 
     /// Per-model offered rates for an aggregate rate, split by weight.
+    /// Reads every `trace:<file>` arrival through `read` (which resolves
+    /// the name and does the I/O) and attaches its per-minute shape.
+    pub fn attach_traces(&mut self, read: &dyn Fn(&str) -> Result<String, String>) -> Result<(), ScenarioError> {
+        let laws =
+            self.models.iter_mut().enumerate().map(|(i, m)| (format!("models[{i}].arrival"), &mut m.arrival)).chain(
+                self.queries.iter_mut().enumerate().map(|(i, q)| (format!("queries[{i}].arrival"), &mut q.arrival)),
+            );
+        for (key, law) in laws {
+            if let Arrival::Trace { file, shape } = law {
+                let text = read(file).map_err(|e| err(key.clone(), e))?;
+                let minutes = parse_azure_csv(&text).map_err(|e| err(key.clone(), format!("{file}: {e}")))?;
+                *shape = Some(minutes.into());
+            }
+        }
+        Ok(())
+    }
+
     /// Per-model offered rates for an aggregate rate: each model's direct
     /// share plus what queries feed its stages. Planners plan for these.
     pub fn model_rates(&self, rate_rps: f64) -> Vec<f64> {

@@ -3,6 +3,7 @@
 mod compare;
 mod plan;
 mod sim;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,8 @@ enum Command {
     Compare(compare::Args),
     /// Nexus's epoch plan for a scenario at a rate: backends, sessions, routing, GPU counts.
     Plan(plan::Args),
+    /// Write a synthetic day of invocations in the Azure Functions 2019 schema.
+    Trace(trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Plan(a) => plan::run(a),
+        Command::Trace(a) => trace::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

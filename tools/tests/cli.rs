@@ -70,3 +70,30 @@ fn bad_input_is_rejected_with_the_key_named() {
     let out = baton(&["sim", "/nonexistent/scenario.toml", "--rate", "100"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn trace_writes_an_azure_schema_file_that_scenarios_read() {
+    let dir = std::env::temp_dir().join(format!("baton-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let csv = dir.join("day.csv");
+    let out = baton(&["trace", "--out", csv.to_str().expect("utf-8"), "--functions", "30", "--seed", "5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).expect("written");
+    assert!(text.starts_with("HashOwner,HashApp,HashFunction,Trigger,1,2,3"));
+    assert_eq!(text.lines().count(), 31);
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"t\"\nduration_s = 2\nwarmup_s = 0.5\n[cluster]\ngpus = 2\n[[models]]\nname = \"m\"\n\
+         supernet = \"default\"\nmax_batch = 16\nslo_ms = 36.0\narrival = \"trace:day.csv\"\n",
+    )
+    .expect("written");
+    let out = baton(&["sim", scenario.to_str().expect("utf-8"), "--rate", "500", "--policy", "slackfit", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(v["mean_accuracy"].as_f64().expect("supernet runs report accuracy") >= 73.0);
+    std::fs::write(dir.join("day.csv"), "not,a,trace\n").expect("written");
+    let out = baton(&["sim", scenario.to_str().expect("utf-8"), "--rate", "500"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("models[0].arrival"));
+}

@@ -12,6 +12,8 @@ use crate::types::{AppId, DynamicExec, ModelId};
 
 struct Stream {
     law: Arrival,
+    /// The run's length, over which time-varying laws unfold.
+    span_ns: f64,
     mean_gap_ns: f64,
     next_ns: f64,
     /// Bursty streams superpose a Poisson base and a gamma part; this is
@@ -21,12 +23,34 @@ struct Stream {
 }
 
 impl Stream {
+    /// The gap after an arrival at `next_ns`.
     fn gap(&mut self) -> f64 {
-        match self.law {
+        match &self.law {
             Arrival::Poisson => self.mean_gap_ns * self.rng.exp1(),
             Arrival::Uniform => self.mean_gap_ns,
-            Arrival::Gamma(k) => self.mean_gap_ns * self.rng.gamma(k) / k,
-            Arrival::Bursty { base_share, .. } => self.mean_gap_ns / base_share.max(1e-12) * self.rng.exp1(),
+            &Arrival::Gamma(k) => self.mean_gap_ns * self.rng.gamma(k) / k,
+            &Arrival::Bursty { base_share, .. } => self.mean_gap_ns / base_share.max(1e-12) * self.rng.exp1(),
+            &Arrival::Accel { cv2, .. } => {
+                let share = self.law.share_at(self.next_ns / 1e9, self.span_ns / 1e9);
+                let k = 1.0 / cv2;
+                self.mean_gap_ns / share * self.rng.gamma(k) / k
+            }
+            Arrival::Trace { shape, .. } => {
+                let shape = shape.as_ref().expect("trace files are attached before a run (Scenario::attach_traces)");
+                // Skip minutes without invocations, then a Poisson gap at the minute's rate.
+                let bin_ns = self.span_ns / shape.len() as f64;
+                let mut bin = ((self.next_ns / bin_ns) as usize).min(shape.len() - 1);
+                let mut skip = 0.0;
+                while shape[bin] == 0.0 {
+                    bin += 1;
+                    if bin == shape.len() {
+                        return f64::INFINITY;
+                    }
+                    skip = bin as f64 * bin_ns - self.next_ns;
+                }
+                let share = self.law.share_at((self.next_ns + skip) / 1e9, self.span_ns / 1e9);
+                skip + self.mean_gap_ns / share * self.rng.exp1()
+            }
         }
     }
 
@@ -70,7 +94,8 @@ pub struct Arrivals {
 impl Arrivals {
     /// Arrivals at aggregate `rate_rps`, split by weight, until `end`.
     pub fn new(scenario: &Scenario, rate_rps: f64, seed: u64, end: Nanos) -> Self {
-        let laws = scenario.models.iter().map(|m| m.arrival).chain(scenario.queries.iter().map(|q| q.arrival));
+        let laws =
+            scenario.models.iter().map(|m| m.arrival.clone()).chain(scenario.queries.iter().map(|q| q.arrival.clone()));
         let rates = scenario.direct_rates(rate_rps).into_iter().chain(scenario.query_rates(rate_rps));
         let mut next = IndexedMinHeap::with_capacity(scenario.models.len() + scenario.queries.len());
         let streams = laws
@@ -79,6 +104,7 @@ impl Arrivals {
             .map(|(i, (law, r))| {
                 let mut s = Stream {
                     law,
+                    span_ns: end as f64,
                     mean_gap_ns: if r > 0.0 { NANOS_PER_S as f64 / r } else { f64::INFINITY },
                     next_ns: 0.0,
                     next_burst_ns: f64::INFINITY,
