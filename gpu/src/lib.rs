@@ -1,12 +1,18 @@
-//! # baton-gpu — executors (not yet built)
+//! # baton-gpu — executors
 //!
-//! **Will own:** one `Executor` trait and its implementations: emulated
-//! (runs for the profile's l(b)), CPU (real arithmetic), CUDA (cudarc, one
-//! CUDA graph per model and batch size, partitions) and the SubNetAct
-//! supernet; plus the conformance suite every executor runs.
+//! **Owns:** one `Executor` trait (`executor.rs`) and its implementations:
+//! the emulated executor (runs for the profile's l(b)), the SubNetAct
+//! supernet on the CPU (`supernet/`, real arithmetic), and later CUDA
+//! (cudarc, one CUDA graph per model and batch size, partitions); plus the
+//! conformance suite every executor runs (`conformance.rs`).
 //!
 //! **Is not:** a scheduler: an executor runs the batch it is given, when it
 //! is told. The simulator's emulated backends live in `baton-sched::sim`,
 //! because they are part of the deterministic simulation, not of a server.
-//!
-//! Nothing is implemented yet: executors are the subject of their own issues.
+
+pub mod conformance;
+pub mod emulated;
+pub mod executor;
+pub mod supernet;
+
+pub use executor::{Batch, ExecError, Executor, ModelInfo};

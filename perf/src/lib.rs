@@ -15,6 +15,7 @@ pub mod orloj_grid;
 pub mod plot;
 pub mod report;
 pub mod sched_speed;
+pub mod subnetact_bench;
 pub mod superserve_bench;
 
 pub use compare::{compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow};

@@ -118,3 +118,10 @@ fn slackfit_keeps_attainment_and_beats_fixed_accuracy() {
     assert!(phases.iter().all(|p| p.attainment >= 0.99), "{phases:?}");
     assert!(phases.first().expect("phases").mean_accuracy > phases.last().expect("phases").mean_accuracy);
 }
+
+#[test]
+fn subnetact_shares_weights_and_switches_cheaply() {
+    let r = baton_perf::subnetact_bench::run(1);
+    assert!(r.memory_ratio > 2.0, "weight sharing saves only {}x", r.memory_ratio);
+    assert!(r.grouped_us > 0.0 && r.alternating_us > 0.0 && r.extract_us > 0.0);
+}

@@ -1,0 +1,83 @@
+//! The conformance suite every executor runs (emulated, CPU supernet, and
+//! later CUDA): the same bad batches get the same typed errors, outputs
+//! have the declared shape, and running is deterministic.
+
+use crate::executor::{Batch, ExecError, Executor};
+
+/// Runs every check against `exec`; panics with the executor's name and
+/// the check that failed.
+pub fn check(exec: &mut dyn Executor, name: &str) {
+    let models = exec.models().to_vec();
+    assert!(!models.is_empty(), "{name}: serves no model");
+    let mut out = Vec::new();
+    let n = models.len() as u32;
+    assert_eq!(
+        exec.run(&Batch { model: n, variant: None, inputs: &[&[0.0]] }, &mut out),
+        Err(ExecError::UnknownModel { model: n }),
+        "{name}: unknown model"
+    );
+    for (i, m) in models.iter().enumerate() {
+        let model = i as u32;
+        let x: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.37).sin()).collect();
+        let y: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.11).cos()).collect();
+        let run = |exec: &mut dyn Executor, variant, inputs: &[&[f32]], out: &mut Vec<Vec<f32>>| {
+            exec.run(&Batch { model, variant, inputs }, out)
+        };
+        assert_eq!(run(exec, None, &[], &mut out), Err(ExecError::EmptyBatch), "{name}: empty batch");
+        let too_many: Vec<&[f32]> = vec![&x[..]; m.max_batch as usize + 1];
+        assert_eq!(
+            run(exec, None, &too_many, &mut out),
+            Err(ExecError::BatchTooLarge { batch: m.max_batch as usize + 1, max: m.max_batch }),
+            "{name}: oversize batch"
+        );
+        let short = &x[..m.input_len - 1];
+        assert_eq!(
+            run(exec, None, &[&x[..], short], &mut out),
+            Err(ExecError::InputSize { request: 1, got: m.input_len - 1, want: m.input_len }),
+            "{name}: input size"
+        );
+        assert_eq!(
+            run(exec, Some(m.variants), &[&x[..]], &mut out),
+            Err(ExecError::UnknownVariant { model, variant: m.variants }),
+            "{name}: unknown variant"
+        );
+        for variant in (0..m.variants).map(Some).chain([None]) {
+            run(exec, variant, &[&x[..], &y[..]], &mut out).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(out.len(), 2, "{name}: one output per request");
+            assert!(out.iter().all(|o| o.len() == m.output_len), "{name}: output length");
+            let first = out.clone();
+            // A request's output does not depend on its batch mates or on reruns.
+            run(exec, variant, &[&x[..]], &mut out).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(out[0], first[0], "{name}: output depends on the batch");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::emulated::{Emulated, EmulatedModel};
+    use crate::executor::ModelInfo;
+
+    #[test]
+    fn the_emulated_executor_conforms_and_takes_its_profile() {
+        let info = |name: &str| ModelInfo { name: name.into(), input_len: 8, output_len: 3, max_batch: 4, variants: 1 };
+        let lat = |us: u64| (1..=4).map(|b| Duration::from_micros(us * b)).collect();
+        let mut e = Emulated::new(
+            vec![
+                EmulatedModel { info: info("a"), latency: lat(50) },
+                EmulatedModel { info: info("b"), latency: lat(80) },
+            ],
+            0.0,
+            1,
+        );
+        check(&mut e, "emulated");
+        let x = [1.0f32; 8];
+        let mut out = Vec::new();
+        let took = e.run(&Batch { model: 1, variant: None, inputs: &[&x, &x, &x] }, &mut out).unwrap();
+        assert!(took >= Duration::from_micros(240), "ran {took:?}, profile says 240 µs");
+        assert_eq!(out[2], vec![8.0; 3]);
+    }
+}
