@@ -62,28 +62,17 @@ impl PolicyKind {
         Self::MaxAcc,
         Self::MaxBatch,
     ];
-    /// Every policy.
-    pub const ALL: [PolicyKind; 19] = [
-        Self::Symphony,
-        Self::SymphonyWc,
-        Self::SymphonyFrontrun,
-        Self::Clockwork,
-        Self::Orloj,
-        Self::Clipper,
-        Self::Nexus,
-        Self::NexusLazy,
-        Self::Nexus8Fe,
-        Self::SlackFit,
-        Self::Fixed(1),
-        Self::Fixed(2),
-        Self::Fixed(3),
-        Self::Fixed(4),
-        Self::Fixed(5),
-        Self::Fixed(6),
-        Self::MinAcc,
-        Self::MaxAcc,
-        Self::MaxBatch,
-    ];
+    /// Every policy: each comparison set, then the ablations they leave out.
+    pub fn all() -> impl Iterator<Item = PolicyKind> {
+        let extra = [Self::Clipper, Self::NexusLazy];
+        let sets = Self::SYMPHONY_SET.into_iter().chain(Self::ORLOJ_SET).chain(extra).chain(Self::SUPERSERVE_SET);
+        let mut seen = Vec::new();
+        sets.filter(move |p| {
+            let new = !seen.contains(p);
+            seen.push(*p);
+            new
+        })
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -123,8 +112,8 @@ impl PolicyKind {
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
+        Self::all().find(|p| p.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::all().map(|p| p.as_str()).collect();
             format!("unknown policy `{s}`; known: {}", names.join(", "))
         })
     }

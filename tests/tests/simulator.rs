@@ -13,7 +13,7 @@ fn table4() -> Scenario {
 
 #[test]
 fn one_seed_reproduces_a_run_bit_for_bit_and_another_differs() {
-    for policy in PolicyKind::ALL {
+    for policy in PolicyKind::all() {
         let s = table4();
         let a = serde_json::to_string(&run(&s, policy, 5_000.0)).expect("serializes");
         let b = serde_json::to_string(&run(&s, policy, 5_000.0)).expect("serializes");
@@ -74,7 +74,7 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
 fn every_request_ends_exactly_once_and_no_plan_misses_by_design() {
     for seed in 0..150 {
         let (s, rate) = random_scenario(seed);
-        for policy in PolicyKind::ALL {
+        for policy in PolicyKind::all() {
             // The simulator panics on a request answered twice or dispatched
             // twice; these are the rest of the checks.
             let r = run(&s, policy, rate);
@@ -97,7 +97,7 @@ fn queries_spawn_stages_and_count_only_whole_queries() {
     let q = &s.queries[0];
     assert_eq!(q.stages.len(), 3);
     assert!(q.stages[1].deadline_offset <= q.slo && q.stages[2].deadline_offset <= q.slo);
-    for policy in PolicyKind::ALL {
+    for policy in PolicyKind::all() {
         let r = run(&s, policy, 300.0);
         assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());
         let qr = &r.queries[0];
