@@ -99,8 +99,6 @@ fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
     Ok(v)
 }
 
-/// Builds the queries, splits their SLOs and gives each stage model its
-/// budget as its SLO.
 impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         // toml names the offending key (and its line) in its message.

@@ -11,6 +11,8 @@ use crate::supernet::{check_pareto, default_supernet};
 use crate::time::ms_to_nanos;
 use crate::types::{AppSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, Subnet};
 
+/// Builds the queries, splits their SLOs and gives each stage model its
+/// budget as its SLO.
 pub(super) fn parse_queries(
     raw: Vec<RawQuery>,
     models: &mut [ScenarioModel],
@@ -128,6 +130,7 @@ pub(super) fn parse_subnets(
     Ok(subnets)
 }
 
+/// The apps of a model with input-dependent execution times.
 pub(super) fn parse_apps(
     key: &dyn Fn(&str) -> String,
     apps: Vec<RawApp>,
