@@ -19,6 +19,7 @@ pub mod arrival;
 pub mod clipper;
 pub mod clockwork;
 pub mod dist;
+pub mod glet;
 pub mod heap;
 pub mod hull;
 pub mod nexus;

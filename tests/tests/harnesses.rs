@@ -125,3 +125,15 @@ fn subnetact_shares_weights_and_switches_cheaply() {
     assert!(r.memory_ratio > 2.0, "weight sharing saves only {}x", r.memory_ratio);
     assert!(r.grouped_us > 0.0 && r.alternating_us > 0.0 && r.extract_us > 0.0);
 }
+
+#[test]
+fn glet_interference_model_beats_ignoring_interference() {
+    let r = baton_perf::glet_bench::interference_fit();
+    assert!(r.held_out_pairs > 500, "the shipped data has thousands of measured pairs");
+    assert!(r.p90_error < r.p90_error_ignoring, "the fitted model must predict better than no model");
+    let p = baton_perf::glet_bench::shipped_profiles();
+    assert_eq!(p.models.len(), 10);
+    let r50 = p.model("resnet50").expect("resnet50 is measured");
+    // More SMs never slow a large batch down.
+    assert!(p.latency(r50, 64, 100) <= p.latency(r50, 64, 20));
+}
