@@ -59,11 +59,12 @@ fn least_squares(rows: &[([f64; 5], f64)]) -> Option<[f64; 5]> {
             return None;
         }
         a.swap(col, pivot);
-        for row in 0..5 {
+        let pivot_row = a[col];
+        for (row, r) in a.iter_mut().enumerate() {
             if row != col {
-                let k = a[row][col] / a[col][col];
-                for j in col..6 {
-                    a[row][j] -= k * a[col][j];
+                let k = r[col] / pivot_row[col];
+                for (x, p) in r.iter_mut().zip(pivot_row).skip(col) {
+                    *x -= k * p;
                 }
             }
         }
