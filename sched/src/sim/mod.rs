@@ -1,10 +1,15 @@
 //! The deterministic discrete-event cluster simulator.
 //!
 //! It drives any `Scheduler` (the production state machines, not copies)
-//! with open-loop arrivals and emulated backends whose batch of `b` runs for
-//! `l(b)` (times an optional jitter), starting at `max(exec_at, previous
-//! batch end)`. Virtual time jumps from event to event; at equal times
-//! completions go first, then arrivals, then scheduler timers. All
+//! with open-loop arrivals (`arrivals.rs`) and emulated backends. A batch
+//! starts at `max(exec_at, previous batch end)` and runs for what the model
+//! really takes: `l(b)` of its profile, of the subnet the plan names, the
+//! shared prefix plus each member's suffix for a prefix batch, or
+//! `g(b, longest solo time)` for input-dependent models — times an optional
+//! jitter. Query stages spawn their children as parents complete
+//! (`queries.rs`); backends fail at the scenario's fault times, losing what
+//! they hold. Virtual time jumps from event to event; at equal times faults
+//! go first, then completions, arrivals and scheduler timers. All
 //! randomness comes from the scenario's seed, so one seed reproduces a run
 //! bit for bit.
 //!
