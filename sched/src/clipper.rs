@@ -21,6 +21,9 @@ pub struct Clipper {
     /// Per model: the AIMD batch size (fractional; batches use its floor).
     limit: Vec<f64>,
     idle: Vec<BackendId>,
+    /// Backends not failed; with none left every request is dropped.
+    alive: u32,
+    failed: Vec<BackendId>,
     out: VecDeque<Output>,
 }
 
@@ -30,6 +33,8 @@ impl Clipper {
             queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             limit: vec![1.0; spec.models.len()],
             idle: (0..spec.backends).rev().map(BackendId).collect(),
+            alive: spec.backends,
+            failed: Vec::new(),
             spec: spec.clone(),
             out: VecDeque::new(),
         }
@@ -67,6 +72,10 @@ impl Clipper {
 impl Scheduler for Clipper {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
+        if self.alive == 0 {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+            return;
+        }
         if self.queues.push(m, Pending { id: req.id, deadline: req.deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
@@ -83,8 +92,20 @@ impl Scheduler for Clipper {
         } else {
             (self.limit[m] * BACKOFF).max(1.0)
         };
-        self.idle.push(done.backend);
+        if !self.failed.contains(&done.backend) {
+            self.idle.push(done.backend);
+        }
         self.dispatch(now);
+    }
+
+    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+        self.alive -= 1;
+        self.idle.retain(|&b| b != backend);
+        self.failed.push(backend);
+        if self.alive == 0 {
+            let out = &mut self.out;
+            self.queues.drain(|id| out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend }));
+        }
     }
 
     /// Clipper keeps no timers: it acts on arrivals and completions.

@@ -217,6 +217,16 @@ impl EdfQueues {
         self.heads.is_empty()
     }
 
+    /// Empties every queue, calling `dropped` for each request.
+    pub fn drain(&mut self, mut dropped: impl FnMut(RequestId)) {
+        for m in 0..self.queues.len() {
+            self.with(m, |q| {
+                let n = q.len();
+                q.drop_front(n, &mut dropped)
+            });
+        }
+    }
+
     /// Works on one model's queue, then re-ranks the model by its new head.
     pub fn with<R>(&mut self, model: usize, f: impl FnOnce(&mut BatchQueue) -> R) -> R {
         let r = f(&mut self.queues[model]);

@@ -176,6 +176,10 @@ impl SuperServe {
 
 impl Scheduler for SuperServe {
     fn on_request(&mut self, now: Nanos, req: Request) {
+        if self.failed.iter().all(|&f| f) {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+            return;
+        }
         if self.queues.push(req.model.index(), Pending { id: req.id, deadline: req.deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;
@@ -193,6 +197,10 @@ impl Scheduler for SuperServe {
     fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
         self.failed[backend.index()] = true;
         self.idle.retain(|&b| b != backend);
+        if self.failed.iter().all(|&f| f) {
+            let out = &mut self.out;
+            self.queues.drain(|id| out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend }));
+        }
         self.dispatch(now);
     }
 

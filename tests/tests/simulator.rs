@@ -65,6 +65,10 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
             if member { "prefix_of = \"p\"\n" } else { "" }
         );
     }
+    // Sometimes a backend fails partway.
+    if rng.below(4) == 0 {
+        text += &format!("[[faults]]\nat_s = {:.3}\nbackend = 0\n", rng.unit() * 1.2);
+    }
     let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
     let rate = s.capacity_bound_rps() * (0.2 + 2.5 * rng.unit());
     (s, rate)

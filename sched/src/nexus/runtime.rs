@@ -212,6 +212,30 @@ impl Scheduler for Nexus {
         self.run_backend(now, backend.index());
     }
 
+    /// A failed backend's queued requests are lost, and frontends stop
+    /// routing to it (its share goes to the model's other backends until
+    /// the next plan).
+    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+        let b = backend.index();
+        let Some(be) = self.backends.get_mut(b) else { return };
+        be.busy = true;
+        for s in &mut be.sessions {
+            let n = s.queue.len();
+            s.queue.drop_front(n, |id| {
+                self.out.push_back(Output::Dropped { request: id, reason: DropReason::BackendFailed })
+            });
+        }
+        for r in &mut self.routes {
+            while let Some(i) = r.targets.iter().position(|&(tb, _)| tb == b) {
+                r.targets.remove(i);
+                r.weights.remove(i);
+                for f in &mut r.per_frontend {
+                    f.current.remove(i);
+                }
+            }
+        }
+    }
+
     /// Nexus keeps no timers: backends act on arrivals and completions.
     fn on_timeout(&mut self, _now: Nanos) {}
 

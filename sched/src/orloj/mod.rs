@@ -136,6 +136,8 @@ pub struct Orloj {
     milestones: BinaryHeap<Reverse<(Nanos, u32, u32, u32)>>,
     /// When a held batch reaches its frontrun time (at most one pending).
     wake: Option<Nanos>,
+    /// Backends not failed; with none left every request is dropped.
+    alive: u32,
     out: VecDeque<Output>,
 }
 
@@ -311,6 +313,7 @@ impl Orloj {
             idle: (0..spec.backends).rev().map(BackendId).collect(),
             milestones: BinaryHeap::new(),
             wake: None,
+            alive: spec.backends,
             out: VecDeque::new(),
             spec: spec.clone(),
         }
@@ -424,6 +427,10 @@ impl Orloj {
 impl Scheduler for Orloj {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
+        if self.alive == 0 {
+            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+            return;
+        }
         let st = &mut self.models[m];
         let app = req.app.0 as usize;
         assert!(app < st.hists.len(), "request of unknown app {app}");
@@ -467,6 +474,22 @@ impl Scheduler for Orloj {
             }
         }
         self.dispatch(now);
+    }
+
+    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+        self.alive -= 1;
+        self.idle.retain(|&b| b != backend);
+        if self.alive > 0 {
+            return;
+        }
+        for st in &mut self.models {
+            for slot in 0..st.pending.len() as u32 {
+                if st.pending[slot as usize].is_some() {
+                    let id = st.take(slot).id;
+                    self.out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend });
+                }
+            }
+        }
     }
 
     fn on_timeout(&mut self, now: Nanos) {
