@@ -129,6 +129,7 @@ pub fn prefix_scaling(max_variants: usize, duration_s: f64, rel_tolerance: f64) 
                         1,
                         DropPolicy::Early,
                         prefix_batching,
+                        None,
                         s.seed,
                     ))
                 };

@@ -143,7 +143,8 @@ impl PolicyKind {
             Self::Nexus | Self::NexusLazy | Self::Nexus8Fe => {
                 let frontends = if self == Self::Nexus8Fe { 8 } else { 1 };
                 let drops = if self == Self::NexusLazy { DropPolicy::Lazy } else { DropPolicy::Early };
-                Box::new(Nexus::new(spec, &scenario.model_rates(rate_rps), frontends, drops, true, scenario.seed))
+                let rates = scenario.model_rates(rate_rps);
+                Box::new(Nexus::new(spec, &rates, frontends, drops, true, scenario.policy_epoch, scenario.seed))
             }
         }
     }

@@ -65,6 +65,10 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
             if member { "prefix_of = \"p\"\n" } else { "" }
         );
     }
+    // Sometimes Nexus re-plans every few hundred milliseconds.
+    if rng.below(3) == 0 {
+        text += &format!("[policy]\nname = \"nexus\"\nepoch_s = {:.3}\n", 0.05 + rng.unit() * 0.4);
+    }
     // Sometimes a backend fails partway.
     if rng.below(4) == 0 {
         text += &format!("[[faults]]\nat_s = {:.3}\nbackend = 0\n", rng.unit() * 1.2);

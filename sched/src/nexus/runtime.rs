@@ -18,13 +18,14 @@
 
 use std::collections::VecDeque;
 
+use super::incremental::replan;
 use super::sessions::{sessions, Sessions};
 use super::squishy::{plan_for_cluster, Plan};
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
 use crate::time::Nanos;
 use crate::types::{
-    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, ModelId, Output, Request, Scheduler,
+    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, Output, Request, Scheduler,
 };
 
 #[derive(Debug)]
@@ -71,28 +72,80 @@ pub struct Nexus {
     routes: Vec<Route>,
     frontends: usize,
     drop_policy: DropPolicy,
+    capacity: usize,
+    cluster_backends: u32,
+    /// Failed backends: never routed to again, whatever the plan says.
+    dead: Vec<bool>,
+    gpu_memory_mb: Option<f64>,
+    /// Re-planning: the epoch length, when the current epoch began, each
+    /// session's arrivals since then, and the last arrival.
+    epoch: Option<Nanos>,
+    epoch_start: Nanos,
+    arrived: Vec<u64>,
+    last_arrival: Nanos,
     rng: Rng,
     out: VecDeque<Output>,
 }
 
+/// Attempts to shrink the rate scale until a re-plan fits the cluster.
+const FIT_ATTEMPTS: usize = 40;
+/// A session keeps at least this rate in a re-plan, so that a quiet epoch
+/// does not take its last backend away.
+const MIN_SESSION_RPS: f64 = 1.0;
+
 impl Nexus {
     /// `offered_rps[m]` is what the epoch planner measured for model m.
-    /// With `prefix_batching`, each prefix group is one session.
+    /// With `prefix_batching`, each prefix group is one session. With an
+    /// `epoch`, the plan is redone every epoch from the rates measured in
+    /// the last one, incrementally (`incremental.rs`).
     pub fn new(
         spec: &ClusterSpec,
         offered_rps: &[f64],
         frontends: usize,
         drop_policy: DropPolicy,
         prefix_batching: bool,
+        epoch: Option<Nanos>,
         seed: u64,
     ) -> Self {
         assert!(frontends >= 1);
+        assert!(epoch.is_none_or(|e| e > 0));
         let sessions = sessions(spec, offered_rps, prefix_batching);
         let plan = plan_for_cluster(&sessions.specs, &sessions.rates_rps, spec.backends, spec.gpu_memory_mb);
-        let mut rng = Rng::stream(seed, 0x4E58);
-        let mut routes: Vec<Route> =
-            sessions.specs.iter().map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] }).collect();
-        let backends = plan
+        let n = sessions.specs.len();
+        let mut nexus = Self {
+            sessions,
+            plan: Plan::default(),
+            backends: Vec::new(),
+            routes: Vec::new(),
+            frontends,
+            drop_policy,
+            capacity: spec.queue_capacity,
+            cluster_backends: spec.backends,
+            dead: vec![false; spec.backends as usize],
+            gpu_memory_mb: spec.gpu_memory_mb,
+            epoch,
+            epoch_start: 0,
+            arrived: vec![0; n],
+            last_arrival: 0,
+            rng: Rng::stream(seed, 0x4E58),
+            out: VecDeque::new(),
+        };
+        nexus.install(plan);
+        nexus
+    }
+
+    /// Makes `plan` the running one: backend i runs the plan's backend i
+    /// (whatever it is running now finishes first); every frontend gets the
+    /// new routing table, starting its round-robin at a random phase.
+    fn install(&mut self, plan: Plan) {
+        let mut routes: Vec<Route> = self
+            .sessions
+            .specs
+            .iter()
+            .map(|_| Route { targets: vec![], weights: vec![], per_frontend: vec![] })
+            .collect();
+        let busy: Vec<bool> = self.backends.iter().map(|b| b.busy).collect();
+        self.backends = plan
             .backends
             .iter()
             .enumerate()
@@ -102,37 +155,86 @@ impl Nexus {
                     .iter()
                     .enumerate()
                     .map(|(si, s)| {
-                        let r = &mut routes[s.model.index()];
-                        r.targets.push((b, si));
-                        r.weights.push(s.rate_rps.max(1e-9));
-                        Session {
-                            session: s.model.index(),
-                            batch: s.batch,
-                            queue: BatchQueue::new(spec.queue_capacity),
+                        if !self.dead[b] {
+                            let r = &mut routes[s.model.index()];
+                            r.targets.push((b, si));
+                            r.weights.push(s.rate_rps.max(1e-9));
                         }
+                        Session { session: s.model.index(), batch: s.batch, queue: BatchQueue::new(self.capacity) }
                     })
                     .collect(),
                 next: 0,
-                busy: false,
+                busy: busy.get(b).copied().unwrap_or(false),
             })
             .collect();
+        // Backends the plan leaves idle keep their state (a batch may be running).
+        for &was_busy in busy.iter().skip(self.backends.len()) {
+            self.backends.push(Backend { sessions: vec![], next: 0, busy: was_busy });
+        }
         for r in &mut routes {
             let total: f64 = r.weights.iter().sum();
-            // Independent frontends start their round-robins at random phases.
-            r.per_frontend = (0..frontends)
-                .map(|_| Wrr { current: r.weights.iter().map(|_| rng.unit() * total).collect() })
+            r.per_frontend = (0..self.frontends)
+                .map(|_| Wrr { current: r.weights.iter().map(|_| self.rng.unit() * total).collect() })
                 .collect();
         }
-        Self { sessions, plan, backends, routes, frontends, drop_policy, rng, out: VecDeque::new() }
+        self.routes = routes;
+        self.plan = plan;
+    }
+
+    /// A new epoch: re-plan incrementally for the measured rates (scaled as
+    /// the running plan is, shrinking the scale until the plan fits), move
+    /// queued requests to their sessions' new backends, and run idle ones.
+    fn new_epoch(&mut self, now: Nanos, elapsed: Nanos) {
+        let secs = elapsed as f64 / 1e9;
+        let measured: Vec<f64> = self.arrived.iter().map(|&n| (n as f64 / secs).max(MIN_SESSION_RPS)).collect();
+        let mut scale = self.plan.rate_scale.max(1e-9);
+        let mut plan = Plan::default();
+        for _ in 0..FIT_ATTEMPTS {
+            let target: Vec<f64> = measured.iter().map(|r| r * scale).collect();
+            plan = replan(&self.sessions.specs, &self.plan, &target, self.gpu_memory_mb);
+            if plan.backends.len() <= self.cluster_backends as usize {
+                break;
+            }
+            scale *= 0.85;
+        }
+        plan.backends.truncate(self.cluster_backends as usize);
+        plan.rate_scale = scale;
+        let queued: Vec<(usize, Pending)> = self
+            .backends
+            .iter_mut()
+            .flat_map(|b| {
+                b.sessions.iter_mut().flat_map(|s| s.queue.drain_all().map(|p| (s.session, p)).collect::<Vec<_>>())
+            })
+            .collect();
+        self.install(plan);
+        for (session, p) in queued {
+            self.enqueue(session, p);
+        }
+        for b in 0..self.backends.len() {
+            self.run_backend(now, b);
+        }
+    }
+
+    /// Routes a request of `session` and queues it; false if it was dropped.
+    fn enqueue(&mut self, session: usize, p: Pending) -> Option<usize> {
+        let Some((b, si)) = self.route(session) else {
+            self.out.push_back(Output::Dropped { request: p.id, reason: DropReason::NoBackend });
+            return None;
+        };
+        if self.backends[b].sessions[si].queue.push(p).is_err() {
+            self.out.push_back(Output::Dropped { request: p.id, reason: DropReason::QueueFull });
+            return None;
+        }
+        Some(b)
     }
 
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
 
-    fn route(&mut self, model: ModelId) -> Option<(usize, usize)> {
+    fn route(&mut self, session: usize) -> Option<(usize, usize)> {
         let f = self.rng.below(self.frontends as u64) as usize;
-        let r = &mut self.routes[self.sessions.of_model[model.index()]];
+        let r = &mut self.routes[session];
         if r.targets.is_empty() {
             return None;
         }
@@ -192,16 +294,12 @@ impl Nexus {
 
 impl Scheduler for Nexus {
     fn on_request(&mut self, now: Nanos, req: Request) {
-        let Some((b, si)) = self.route(req.model) else {
-            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
-            return;
-        };
-        let q = &mut self.backends[b].sessions[si].queue;
-        if q.push(Pending { id: req.id, deadline: req.deadline }).is_err() {
-            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
-            return;
+        let session = self.sessions.of_model[req.model.index()];
+        self.arrived[session] += 1;
+        self.last_arrival = now;
+        if let Some(b) = self.enqueue(session, Pending { id: req.id, deadline: req.deadline }) {
+            self.run_backend(now, b);
         }
-        self.run_backend(now, b);
     }
 
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
@@ -217,6 +315,7 @@ impl Scheduler for Nexus {
     /// the next plan).
     fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
         let b = backend.index();
+        self.dead[b] = true;
         let Some(be) = self.backends.get_mut(b) else { return };
         be.busy = true;
         for s in &mut be.sessions {
@@ -236,11 +335,24 @@ impl Scheduler for Nexus {
         }
     }
 
-    /// Nexus keeps no timers: backends act on arrivals and completions.
-    fn on_timeout(&mut self, _now: Nanos) {}
+    /// Nexus's only timer is the epoch: re-plan from what arrived in it.
+    fn on_timeout(&mut self, now: Nanos) {
+        let Some(epoch) = self.epoch else { return };
+        if now < self.epoch_start + epoch {
+            return;
+        }
+        if self.arrived.iter().any(|&n| n > 0) {
+            self.new_epoch(now, now - self.epoch_start);
+        }
+        self.arrived.iter_mut().for_each(|n| *n = 0);
+        self.epoch_start = now;
+    }
 
     fn next_timeout(&self) -> Option<Nanos> {
-        None
+        // Epochs run while requests arrive or wait; a quiet cluster sleeps.
+        let epoch = self.epoch?;
+        let waiting = self.backends.iter().any(|b| b.sessions.iter().any(|s| !s.queue.is_empty()));
+        (waiting || self.last_arrival >= self.epoch_start).then_some(self.epoch_start + epoch)
     }
 
     fn poll_output(&mut self) -> Option<Output> {

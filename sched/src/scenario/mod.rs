@@ -55,6 +55,8 @@ pub struct Scenario {
     pub queries: Vec<QuerySpec>,
     /// Backends that fail for good, and when (time order).
     pub faults: Vec<(Nanos, BackendId)>,
+    /// Re-planning epoch of planning policies (`[policy] epoch_s`).
+    pub policy_epoch: Option<Nanos>,
     pub policy: PolicyKind,
 }
 
@@ -320,9 +322,15 @@ impl Scenario {
         if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
             return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
-        let policy = match raw.policy {
-            Some(p) => PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?,
-            None => PolicyKind::Symphony,
+        let (policy, policy_epoch) = match raw.policy {
+            Some(p) => {
+                let epoch = match p.epoch_s {
+                    Some(e) => Some(ms_to_nanos(positive("policy.epoch_s", e)? * 1e3)),
+                    None => None,
+                };
+                (PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?, epoch)
+            }
+            None => (PolicyKind::Symphony, None),
         };
         Ok(Scenario {
             name: raw.name,
@@ -346,6 +354,7 @@ impl Scenario {
             models,
             queries,
             faults,
+            policy_epoch,
             policy,
         })
     }

@@ -116,4 +116,6 @@ pub(super) struct RawApp {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
     pub(super) name: String,
+    /// Re-planning epoch of planning policies (Nexus), seconds.
+    pub(super) epoch_s: Option<f64>,
 }

@@ -48,6 +48,9 @@ use crate::types::{
 /// Stop a run whose scheduler keeps asking to be woken at the same instant
 /// without doing anything: that is a livelock, not a simulation.
 const MAX_IDLE_WAKEUPS: u32 = 10_000;
+/// Stop a run that has not settled this long after its last arrival: a
+/// scheduler holding requests forever.
+const MAX_DRAIN: Nanos = 3_600 * crate::time::NANOS_PER_S;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -330,6 +333,10 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         if t > now {
             idle_wakeups = 0;
         }
+        assert!(
+            t <= end + MAX_DRAIN,
+            "{policy_name} never settles: requests still held an hour after the last arrival (seed {seed})"
+        );
         now = t;
         if fault_at.is_some_and(|f| f <= now) {
             let (_, b) = faults.next().expect("peeked");
