@@ -40,8 +40,9 @@ impl ExecDist {
             .split(',')
             .map(|x| x.trim().parse::<f64>().map_err(|_| format!("`{s}`: `{x}` is not a number")))
             .collect::<Result<_, _>>()?;
-        if nums.iter().any(|x| !x.is_finite()) {
-            return Err(format!("`{s}`: numbers must be finite"));
+        // Solo times stay far below what overflows a 64-bit nanosecond clock.
+        if nums.iter().any(|x| !x.is_finite() || x.abs() > 1e6) {
+            return Err(format!("`{s}`: numbers must be finite and at most 1e6 in size"));
         }
         let want = |n: usize| {
             if nums.len() == n {
@@ -107,7 +108,8 @@ impl ExecDist {
                 }
             }
         };
-        ms_to_nanos(ms.max(0.0)).max(FLOOR)
+        // Clamped: a draw far in a tail stays a representable duration.
+        ms_to_nanos(ms.clamp(0.0, 1e6)).max(FLOOR)
     }
 
     /// P(X <= x) for x in milliseconds (ignoring the floor, which only moves

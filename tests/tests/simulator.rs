@@ -121,3 +121,40 @@ fn queries_spawn_stages_and_count_only_whole_queries() {
         assert!(qr.bad_rate >= r.models[0].bad_rate - 1e-9, "{}: query better than its root stage", policy.as_str());
     }
 }
+
+/// Scenario text from users never panics the parser: mutated shipped files
+/// (digits replaced by extreme numbers, keys and values cut or swapped)
+/// either parse or give a typed error.
+#[test]
+fn mutated_scenarios_never_panic_the_parser() {
+    let extremes = ["0", "-1", "1e308", "nan", "inf", "99999999999", "0.0000001", "\"x\"", "[]", "1e-300"];
+    let mut rng = Rng::new(77);
+    for path in shipped_scenarios() {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let lines: Vec<&str> = text.lines().collect();
+        for _ in 0..300 {
+            let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            for _ in 0..1 + rng.below(3) {
+                let i = rng.below(out.len() as u64) as usize;
+                match rng.below(4) {
+                    0 => {
+                        if let Some((k, _)) = out[i].split_once('=') {
+                            out[i] = format!("{k}= {}", extremes[rng.below(extremes.len() as u64) as usize]);
+                        }
+                    }
+                    1 => out[i] = out[i][..rng.below(out[i].len() as u64 + 1) as usize].to_string(),
+                    2 => {
+                        let j = rng.below(out.len() as u64) as usize;
+                        out.swap(i, j)
+                    }
+                    _ => {
+                        out.remove(i);
+                    }
+                }
+            }
+            let mutated = out.join("\n");
+            let result = std::panic::catch_unwind(|| Scenario::parse(&mutated).map(|s| s.capacity_bound_rps()));
+            assert!(result.is_ok(), "{}: the parser panicked on\n{mutated}", path.display());
+        }
+    }
+}

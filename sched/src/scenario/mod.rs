@@ -86,17 +86,23 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 const DEFAULT_MAX_BATCH: i64 = 256;
 const DEFAULT_QUEUE_CAPACITY: i64 = 1 << 16;
 
+/// No number in a scenario is larger: a million milliseconds, requests per
+/// second, megabytes or seconds is far beyond any real setting, and keeps
+/// every derived time (`alpha*b + beta` in nanoseconds up to the largest
+/// batch) inside 64 bits.
+const MAX_VALUE: f64 = 1e6;
+
 fn non_negative(key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
     let v = v.unwrap_or(default);
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(err(key, format!("must be a finite number >= 0, got {v}")));
+    if !(v.is_finite() && (0.0..=MAX_VALUE).contains(&v)) {
+        return Err(err(key, format!("must be a number in [0, {MAX_VALUE}], got {v}")));
     }
     Ok(v)
 }
 
 fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(err(key, format!("must be a finite number > 0, got {v}")));
+    if !(v.is_finite() && v > 0.0 && v <= MAX_VALUE) {
+        return Err(err(key, format!("must be a number in (0, {MAX_VALUE}], got {v}")));
     }
     Ok(v)
 }
