@@ -64,8 +64,8 @@ pub fn run(a: Args) -> Result<(), String> {
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => return Err("give --rate R or --find-goodput (the scenario has no rate_rps)".into()),
     };
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!("--rate: must be a positive number, got {rate}"));
+    if !(rate.is_finite() && rate > 0.0 && rate <= baton_sched::sim::MAX_RATE_RPS) {
+        return Err(format!("--rate: must be a number in (0, {}], got {rate}", baton_sched::sim::MAX_RATE_RPS));
     }
     let r = simulate(&scenario, policy, rate);
     if a.json {

@@ -48,6 +48,10 @@ use crate::types::{
 /// Stop a run whose scheduler keeps asking to be woken at the same instant
 /// without doing anything: that is a livelock, not a simulation.
 const MAX_IDLE_WAKEUPS: u32 = 10_000;
+/// The highest aggregate rate a run accepts: a billion requests per second
+/// of simulated time is beyond any cluster and keeps gaps above a nanosecond.
+pub const MAX_RATE_RPS: f64 = 1e9;
+
 /// Stop a run that has not settled this long after its last arrival: a
 /// scheduler holding requests forever.
 const MAX_DRAIN: Nanos = 3_600 * crate::time::NANOS_PER_S;
@@ -290,7 +294,7 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> Report {
 
 /// One run of any scheduler (tests hand in their own).
 pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
-    assert!(rate_rps.is_finite() && rate_rps >= 0.0);
+    assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
     let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
