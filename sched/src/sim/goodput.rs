@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{run_with, Report};
+use super::{run_with, Report, MAX_RATE_RPS};
 use crate::policy::PolicyKind;
 use crate::scenario::Scenario;
 use crate::types::Scheduler;
@@ -44,11 +44,14 @@ pub fn find_goodput_with(
         ok
     };
     // No schedule beats every backend running the largest feasible batch.
-    let mut hi = scenario.capacity_bound_rps() * 1.02;
+    let mut hi = (scenario.capacity_bound_rps() * 1.02).min(MAX_RATE_RPS);
     let mut lo = 0.0;
     while probe(hi, &mut at_goodput) {
         lo = hi;
-        hi *= 2.0;
+        if hi >= MAX_RATE_RPS {
+            return GoodputSearch { policy: name.to_string(), goodput_rps: lo, at_goodput, probes };
+        }
+        hi = (hi * 2.0).min(MAX_RATE_RPS);
     }
     while hi - lo > rel_tolerance * hi {
         let mid = 0.5 * (lo + hi);
