@@ -150,3 +150,43 @@ fn glet_interference_model_beats_ignoring_interference() {
     // More SMs never slow a large batch down.
     assert!(p.latency(r50, 64, 100) <= p.latency(r50, 64, 20));
 }
+
+#[test]
+fn glet_elastic_plans_are_valid_and_never_beat_the_exhaustive_ideal() {
+    use baton_sched::glet::{elastic, ideal, scale, Demand, Interference};
+    let p = baton_perf::glet_bench::shipped_profiles();
+    let fit = baton_perf::glet_bench::interference_fit();
+    let intf = Interference::Model(&fit.model);
+    let mut rng = baton_sched::rng::Rng::new(7);
+    let (mut planned, mut refused) = (0, 0);
+    for _ in 0..40 {
+        let demands: Vec<Demand> = baton_perf::glet_bench::MODELS[..3]
+            .iter()
+            .map(|m| {
+                let model = p.model(m).unwrap();
+                let slo = (2 + rng.below(6)) * p.measured(model, 1, 100).unwrap();
+                Demand { model, rate_rps: (rng.below(8) * 100) as f64, slo }
+            })
+            .collect();
+        let gpus = 1 + rng.below(3) as usize;
+        let e = elastic(&p, intf, &demands, gpus);
+        planned += usize::from(e.is_some());
+        refused += usize::from(e.is_none());
+        if let Some(plan) = &e {
+            assert!(plan.gpus.len() <= gpus);
+            assert!(plan.meets(&p, intf, &demands), "elastic returned a plan that misses a rate: {plan:?}");
+            for g in &plan.gpus {
+                assert_eq!(g.parts.iter().map(|x| x.0).sum::<u32>(), 100, "partitions must fill the GPU");
+            }
+            assert!(ideal(&p, intf, &demands, gpus).is_some(), "ideal must schedule whatever elastic does");
+            assert!(scale(&p, intf, &demands, gpus).is_some_and(|s| s.gpus.len() <= plan.gpus.len()));
+        }
+        if let Some(plan) = ideal(&p, intf, &demands, gpus) {
+            assert!(plan.meets(&p, intf, &demands));
+        }
+    }
+    assert!(
+        planned > 5 && refused > 5,
+        "the instances must exercise both outcomes ({planned} planned, {refused} refused)"
+    );
+}
