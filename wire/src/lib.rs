@@ -1,10 +1,23 @@
-//! # baton-wire — the wire protocol (not yet built)
+//! # baton-wire — the wire protocol
 //!
-//! **Will own:** the flatbuffers schema (`*.fbs`) for client and cluster
-//! messages, its generated code, framing (length + kind), verification on
-//! receipt with depth and table limits, and typed decode errors.
+//! **Owns:** the flatbuffers schema (`schema/baton.fbs`), its generated
+//! bindings (planus, in `build.rs`), framing (length + kind, `frame`), and
+//! decoding with verification and limits into typed messages (`message`).
 //!
 //! **Is not:** a transport (that is `baton-net`): it turns bytes into
-//! verified messages and back, nothing more.
-//!
-//! Nothing is implemented yet: the protocol is the subject of its own issue.
+//! verified messages and back, nothing more. Bytes from the network never
+//! panic: every malformed input is a typed `DecodeError`.
+
+#[allow(clippy::all, unused, non_snake_case, non_camel_case_types, missing_docs)]
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/baton_generated.rs"));
+}
+
+pub use generated::baton::wire as fb;
+
+pub mod frame;
+pub mod fuzzing;
+pub mod message;
+
+pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
+pub use message::{decode, encode, DecodeError, Limits, Message};

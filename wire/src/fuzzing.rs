@@ -1,0 +1,27 @@
+//! The decoder's fuzz entry point, shared by the `cargo fuzz` target
+//! (`wire/fuzz`) and the corpus smoke test that runs under `cargo test`.
+
+use crate::frame::split;
+use crate::message::{decode, decode_payload, encode, Limits, Message};
+
+/// Feeds arbitrary bytes through the stream decoder: splits whole frames
+/// and decodes each. Any input may be refused, none may panic; whatever
+/// decodes must re-encode to a frame that decodes to the same message.
+/// Returns how many frames decoded.
+pub fn decode_stream(mut bytes: &[u8]) -> usize {
+    let limits = Limits::default();
+    let mut ok = 0;
+    while let Ok(Some((h, payload, used))) = split(bytes) {
+        if let Ok(m) = decode_payload(h.kind, payload, &limits) {
+            round_trips(&m, &limits);
+            ok += 1;
+        }
+        bytes = &bytes[used..];
+    }
+    ok
+}
+
+fn round_trips(m: &Message, limits: &Limits) {
+    let again = encode(m).expect("a decoded message fits a frame");
+    assert_eq!(decode(&again, limits).as_ref(), Ok(m), "decode(encode(m)) must give m back");
+}

@@ -1,0 +1,354 @@
+//! Typed messages: encoding, and decoding with verification and limits.
+//!
+//! Decoding a payload is two passes over the buffer, both bounds-checked by
+//! planus (no `unsafe`, no panics on any input):
+//! 1. `check_*` walks the root table through its borrowed view and enforces
+//!    `Limits` *before* anything is copied: element counts, tensor shapes
+//!    against their byte sizes, and a byte budget — the tensor bytes and
+//!    names a message references may not add up to more than the payload,
+//!    so offsets that alias one blob many times cannot amplify a 16 MiB
+//!    frame into gigabytes of owned copies.
+//! 2. The owned conversion (`TryFrom<…Ref>`) reads every field, which
+//!    verifies every offset, string (UTF-8) and enum tag.
+//!
+//! The schema has no recursive table, so nesting depth is bounded by the
+//! schema itself (a tensor inside a message is the deepest it goes).
+
+use crate::fb;
+use crate::frame::{FrameError, FrameHeader, Kind, HEADER_LEN};
+use planus::ReadAsRoot;
+
+/// What a decoder accepts beyond the frame limit.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Tensors in one message.
+    pub max_tensors: usize,
+    /// Dimensions of one tensor.
+    pub max_dims: usize,
+    /// Request ids (or models) listed in one message.
+    pub max_ids: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_tensors: 64, max_dims: 8, max_ids: 4096 }
+    }
+}
+
+/// Why a payload was refused.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DecodeError {
+    Frame(FrameError),
+    /// The payload is not a valid flatbuffer of the frame's kind.
+    Malformed {
+        kind: Kind,
+        detail: String,
+    },
+    TooManyTensors {
+        got: usize,
+        max: usize,
+    },
+    TooManyDims {
+        tensor: usize,
+        got: usize,
+        max: usize,
+    },
+    TooManyIds {
+        field: &'static str,
+        got: usize,
+        max: usize,
+    },
+    NegativeDim {
+        tensor: usize,
+        dim: i64,
+    },
+    /// `data` holds a different number of bytes than shape x dtype says.
+    TensorSize {
+        tensor: usize,
+        expected: Option<u128>,
+        got: usize,
+    },
+    /// The message references more bytes than its payload holds (aliased
+    /// offsets).
+    Aliased {
+        referenced: usize,
+        payload: usize,
+    },
+    /// Bytes after the last whole frame when decoding a single frame.
+    Trailing(usize),
+    /// Fewer bytes than the header announces.
+    Truncated {
+        need: usize,
+        have: usize,
+    },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use DecodeError::*;
+        match self {
+            Frame(e) => write!(f, "bad frame header: {e}"),
+            Malformed { kind, detail } => write!(f, "malformed {kind:?} payload: {detail}"),
+            TooManyTensors { got, max } => write!(f, "{got} tensors, at most {max}"),
+            TooManyDims { tensor, got, max } => write!(f, "tensor {tensor} has {got} dimensions, at most {max}"),
+            TooManyIds { field, got, max } => write!(f, "{field} lists {got} entries, at most {max}"),
+            NegativeDim { tensor, dim } => write!(f, "tensor {tensor} has a negative dimension {dim}"),
+            TensorSize { tensor, expected: Some(e), got } => {
+                write!(f, "tensor {tensor} holds {got} bytes, its shape and dtype say {e}")
+            }
+            TensorSize { tensor, expected: None, got } => {
+                write!(f, "tensor {tensor} holds {got} bytes, its shape overflows")
+            }
+            Aliased { referenced, payload } => {
+                write!(f, "message references {referenced} bytes but its payload holds {payload}")
+            }
+            Trailing(n) => write!(f, "{n} bytes after the frame"),
+            Truncated { need, have } => write!(f, "frame needs {need} bytes, {have} present"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<FrameError> for DecodeError {
+    fn from(e: FrameError) -> Self {
+        DecodeError::Frame(e)
+    }
+}
+
+macro_rules! messages {
+    ($($kind:ident => $r:ident),* $(,)?) => {
+        /// One decoded (owned, verified) message.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Message {
+            $($kind(fb::$kind),)*
+        }
+
+        impl Message {
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(Message::$kind(_) => Kind::$kind,)*
+                }
+            }
+
+            fn payload(&self, b: &mut planus::Builder) -> Vec<u8> {
+                match self {
+                    $(Message::$kind(m) => b.finish(m, None).to_vec(),)*
+                }
+            }
+        }
+
+        /// Decodes and verifies one payload of the given kind.
+        pub fn decode_payload(kind: Kind, payload: &[u8], limits: &Limits) -> Result<Message, DecodeError> {
+            let bad = |e: planus::Error| DecodeError::Malformed { kind, detail: e.to_string() };
+            match kind {
+                $(Kind::$kind => {
+                    let r = <fb::$r>::read_as_root(payload).map_err(bad)?;
+                    check::$kind(&r, payload.len(), limits).map_err(|e| e.into_decode(kind))?;
+                    Ok(Message::$kind(fb::$kind::try_from(r).map_err(bad)?))
+                })*
+            }
+        }
+    };
+}
+
+messages!(
+    InferRequest => InferRequestRef,
+    InferResponse => InferResponseRef,
+    RequestMeta => RequestMetaRef,
+    BatchPlan => BatchPlanRef,
+    FetchInputs => FetchInputsRef,
+    Inputs => InputsRef,
+    Results => ResultsRef,
+    BatchDone => BatchDoneRef,
+    Dropped => DroppedRef,
+    BackendStatus => BackendStatusRef,
+    ModelLoad => ModelLoadRef,
+    ModelUnload => ModelUnloadRef,
+    Stats => StatsRef,
+);
+
+/// Encodes a message as one frame (header + payload).
+pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
+    let payload = m.payload(&mut planus::Builder::new());
+    let mut out = FrameHeader::new(m.kind(), payload.len())?.to_bytes().to_vec();
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Decodes exactly one frame from `bytes` (header, payload, nothing after).
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Message, DecodeError> {
+    let head =
+        bytes.first_chunk::<HEADER_LEN>().ok_or(DecodeError::Truncated { need: HEADER_LEN, have: bytes.len() })?;
+    let h = FrameHeader::parse(head)?;
+    let need = HEADER_LEN + h.len;
+    match bytes.len().cmp(&need) {
+        std::cmp::Ordering::Less => Err(DecodeError::Truncated { need, have: bytes.len() }),
+        std::cmp::Ordering::Greater => Err(DecodeError::Trailing(bytes.len() - need)),
+        std::cmp::Ordering::Equal => decode_payload(h.kind, &bytes[HEADER_LEN..], limits),
+    }
+}
+
+/// Limit checks on the borrowed views (pass 1).
+mod check {
+    use super::{fb, DecodeError, Kind, Limits};
+
+    /// A check failure: a limit (already typed) or a planus read error.
+    pub enum Fail {
+        Limit(DecodeError),
+        Read(planus::Error),
+    }
+
+    impl Fail {
+        pub fn into_decode(self, kind: Kind) -> DecodeError {
+            match self {
+                Fail::Limit(e) => e,
+                Fail::Read(e) => DecodeError::Malformed { kind, detail: e.to_string() },
+            }
+        }
+    }
+
+    impl From<planus::Error> for Fail {
+        fn from(e: planus::Error) -> Self {
+            Fail::Read(e)
+        }
+    }
+
+    impl From<DecodeError> for Fail {
+        fn from(e: DecodeError) -> Self {
+            Fail::Limit(e)
+        }
+    }
+
+    type R = Result<(), Fail>;
+
+    fn ids(field: &'static str, len: Option<usize>, l: &Limits) -> R {
+        match len {
+            Some(got) if got > l.max_ids => Err(DecodeError::TooManyIds { field, got, max: l.max_ids }.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn dtype_bytes(d: fb::DType) -> u128 {
+        match d {
+            fb::DType::F32 | fb::DType::I32 => 4,
+            fb::DType::F16 | fb::DType::Bf16 => 2,
+            fb::DType::I64 => 8,
+            fb::DType::U8 => 1,
+        }
+    }
+
+    /// Bytes of strings and tensor data referenced so far, against the
+    /// payload's size.
+    struct Budget {
+        referenced: usize,
+        payload: usize,
+    }
+
+    impl Budget {
+        fn new(payload: usize) -> Self {
+            Budget { referenced: 0, payload }
+        }
+
+        fn take(&mut self, bytes: usize) -> R {
+            self.referenced = self.referenced.saturating_add(bytes);
+            if self.referenced > self.payload {
+                return Err(DecodeError::Aliased { referenced: self.referenced, payload: self.payload }.into());
+            }
+            Ok(())
+        }
+
+        fn string(&mut self, s: Option<&str>) -> R {
+            self.take(s.map_or(0, str::len))
+        }
+    }
+
+    fn tensors(v: Option<planus::Vector<'_, planus::Result<fb::TensorRef<'_>>>>, budget: &mut Budget, l: &Limits) -> R {
+        let Some(v) = v else { return Ok(()) };
+        if v.len() > l.max_tensors {
+            return Err(DecodeError::TooManyTensors { got: v.len(), max: l.max_tensors }.into());
+        }
+        for (i, t) in v.iter().enumerate() {
+            let t = t?;
+            budget.string(t.name()?)?;
+            let data = t.data()?.map_or(0, <[u8]>::len);
+            budget.take(data)?;
+            let Some(shape) = t.shape()? else { continue };
+            if shape.len() > l.max_dims {
+                return Err(DecodeError::TooManyDims { tensor: i, got: shape.len(), max: l.max_dims }.into());
+            }
+            let mut elems: Option<u128> = Some(1);
+            for d in shape.iter() {
+                if d < 0 {
+                    return Err(DecodeError::NegativeDim { tensor: i, dim: d }.into());
+                }
+                elems = elems.and_then(|e| e.checked_mul(d as u128));
+            }
+            let size = dtype_bytes(t.dtype()?);
+            let expected = elems.and_then(|e| e.checked_mul(size));
+            if expected != Some(data as u128) {
+                return Err(DecodeError::TensorSize { tensor: i, expected, got: data }.into());
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(non_snake_case)]
+    pub fn InferRequest(r: &fb::InferRequestRef<'_>, payload: usize, l: &Limits) -> R {
+        let mut b = Budget::new(payload);
+        b.string(r.model()?)?;
+        tensors(r.inputs()?, &mut b, l)
+    }
+    #[allow(non_snake_case)]
+    pub fn InferResponse(r: &fb::InferResponseRef<'_>, payload: usize, l: &Limits) -> R {
+        let mut b = Budget::new(payload);
+        b.string(r.message()?)?;
+        tensors(r.outputs()?, &mut b, l)
+    }
+    #[allow(non_snake_case)]
+    pub fn BatchPlan(r: &fb::BatchPlanRef<'_>, _: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)?;
+        ids("frontends", r.frontends()?.map(|v| v.len()), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn FetchInputs(r: &fb::FetchInputsRef<'_>, _: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn Inputs(r: &fb::InputsRef<'_>, payload: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)?;
+        tensors(r.tensors()?, &mut Budget::new(payload), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn Results(r: &fb::ResultsRef<'_>, payload: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)?;
+        tensors(r.outputs()?, &mut Budget::new(payload), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn Dropped(r: &fb::DroppedRef<'_>, _: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn BackendStatus(r: &fb::BackendStatusRef<'_>, _: usize, l: &Limits) -> R {
+        ids("loaded_models", r.loaded_models()?.map(|v| v.len()), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn ModelLoad(r: &fb::ModelLoadRef<'_>, payload: usize, _: &Limits) -> R {
+        Budget::new(payload).string(r.name()?)
+    }
+    /// Tables of scalars only: nothing beyond pass 2.
+    macro_rules! scalar_only {
+        ($($t:ident => $r:ident),*) => {$(
+            #[allow(non_snake_case)]
+            pub fn $t(_: &fb::$r<'_>, _: usize, _: &Limits) -> R {
+                Ok(())
+            }
+        )*};
+    }
+    scalar_only!(
+        RequestMeta => RequestMetaRef,
+        BatchDone => BatchDoneRef,
+        ModelUnload => ModelUnloadRef,
+        Stats => StatsRef
+    );
+}
