@@ -1,9 +1,12 @@
-//! # baton-net — transports (not yet built)
+//! # baton-net — transports
 //!
-//! **Will own:** framed connections over io_uring TCP (glommio), RDMA verbs
-//! (behind the `rdma` cargo feature) and an in-process transport of bounded
-//! lock-free rings with the same interface; flow control and backpressure.
+//! **Owns (so far):** the bounded lock-free SPSC ring (`ring`) that links
+//! shards in-process, loom-checked. **Will own:** framed connections over
+//! io_uring TCP (glommio), RDMA verbs (behind the `rdma` cargo feature) and
+//! the in-process transport built on these rings, with the same interface;
+//! flow control and backpressure.
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
-//!
-//! Nothing is implemented yet: the transports are the subject of their own issue.
+
+pub mod ring;
+mod sync;
