@@ -11,4 +11,6 @@
 //! `baton-sched`; this crate only feeds it time and events and carries its
 //! decisions out. There is no second copy of any policy here.
 //!
-//! Nothing is implemented yet: the engine is the subject of its own issue.
+//! Built so far: the timer wheel (`timer`).
+
+pub mod timer;
