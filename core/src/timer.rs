@@ -256,13 +256,8 @@ mod tests {
     /// BTreeMap keyed by (deadline, insertion number).
     #[test]
     fn fires_exactly_what_a_sorted_map_says() {
-        let mut s = 0x853c_49e6_748f_ea9bu64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut rng = baton_sched::rng::Rng::new(0x853c_49e6_748f_ea9b);
+        let mut next = move || rng.next_u64();
         for start in [0u64, 63, 4095, (1 << 30) - 7] {
             let mut wheel = TimerWheel::new(start);
             let mut model: BTreeMap<(u64, u64), TimerId> = BTreeMap::new();

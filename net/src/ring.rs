@@ -148,13 +148,8 @@ mod tests {
     /// VecDeque bounded by the same capacity, compared after every step.
     #[test]
     fn behaves_like_a_bounded_deque() {
-        let mut s = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut rng = baton_sched::rng::Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next_u64();
         for cap in [1, 2, 3, 8, 13] {
             let (mut p, mut c) = ring::<u64>(cap);
             let cap = p.capacity();
