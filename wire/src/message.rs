@@ -74,6 +74,12 @@ pub enum DecodeError {
         referenced: usize,
         payload: usize,
     },
+    /// A parallel list whose length differs from the list it annotates.
+    Mismatched {
+        field: &'static str,
+        got: usize,
+        want: usize,
+    },
     /// Bytes after the last whole frame when decoding a single frame.
     Trailing(usize),
     /// Fewer bytes than the header announces.
@@ -101,6 +107,9 @@ impl std::fmt::Display for DecodeError {
             }
             Aliased { referenced, payload } => {
                 write!(f, "message references {referenced} bytes but its payload holds {payload}")
+            }
+            Mismatched { field, got, want } => {
+                write!(f, "{field} has {got} entries, one per request ({want}) expected")
             }
             Trailing(n) => write!(f, "{n} bytes after the frame"),
             Truncated { need, have } => write!(f, "frame needs {need} bytes, {have} present"),
@@ -307,8 +316,13 @@ mod check {
     }
     #[allow(non_snake_case)]
     pub fn BatchPlan(r: &fb::BatchPlanRef<'_>, _: usize, l: &Limits) -> R {
-        ids("requests", r.requests()?.map(|v| v.len()), l)?;
-        ids("frontends", r.frontends()?.map(|v| v.len()), l)
+        let (requests, frontends) = (r.requests()?.map_or(0, |v| v.len()), r.frontends()?.map_or(0, |v| v.len()));
+        ids("requests", Some(requests), l)?;
+        ids("frontends", Some(frontends), l)?;
+        if requests != frontends {
+            return Err(DecodeError::Mismatched { field: "frontends", got: frontends, want: requests }.into());
+        }
+        Ok(())
     }
     #[allow(non_snake_case)]
     pub fn FetchInputs(r: &fb::FetchInputsRef<'_>, _: usize, l: &Limits) -> R {

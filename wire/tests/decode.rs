@@ -128,6 +128,18 @@ fn bad_input_gets_typed_errors() {
     let many = Message::Dropped(fb::Dropped { requests: Some(vec![0; 5000]), reason: fb::DropReason::Expired });
     assert_eq!(err(&encode(&many).unwrap()), DecodeError::TooManyIds { field: "requests", got: 5000, max: 4096 });
 
+    let plan = Message::BatchPlan(fb::BatchPlan {
+        batch_id: 1,
+        model: 0,
+        backend: 0,
+        exec_at_ns: 0,
+        expected_finish_ns: 0,
+        subnet: 0,
+        requests: Some(vec![1, 2, 3]),
+        frontends: Some(vec![0, 0]),
+    });
+    assert_eq!(err(&encode(&plan).unwrap()), DecodeError::Mismatched { field: "frontends", got: 2, want: 3 });
+
     let good = request_with(vec![ok]);
     assert_eq!(err(&good[..good.len() - 1]), DecodeError::Truncated { need: good.len(), have: good.len() - 1 });
     assert_eq!(err(&[good.as_slice(), &[0]].concat()), DecodeError::Trailing(1));
