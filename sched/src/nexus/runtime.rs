@@ -81,6 +81,8 @@ pub struct Nexus {
     /// session's arrivals since then, and the last arrival.
     epoch: Option<Nanos>,
     epoch_start: Nanos,
+    /// The rate scale of the first plan: the headroom the cluster had.
+    first_scale: f64,
     arrived: Vec<u64>,
     last_arrival: Nanos,
     rng: Rng,
@@ -89,6 +91,8 @@ pub struct Nexus {
 
 /// Attempts to shrink the rate scale until a re-plan fits the cluster.
 const FIT_ATTEMPTS: usize = 40;
+/// Each failed fit shrinks the rate scale by this factor.
+const SCALE_STEP: f64 = 0.85;
 /// A session keeps at least this rate in a re-plan, so that a quiet epoch
 /// does not take its last backend away.
 const MIN_SESSION_RPS: f64 = 1.0;
@@ -125,6 +129,7 @@ impl Nexus {
             gpu_memory_mb: spec.gpu_memory_mb,
             epoch,
             epoch_start: 0,
+            first_scale: plan.rate_scale,
             arrived: vec![0; n],
             last_arrival: 0,
             rng: Rng::stream(seed, 0x4E58),
@@ -187,7 +192,10 @@ impl Nexus {
     fn new_epoch(&mut self, now: Nanos, elapsed: Nanos) {
         let secs = elapsed as f64 / 1e9;
         let measured: Vec<f64> = self.arrived.iter().map(|&n| (n as f64 / secs).max(MIN_SESSION_RPS)).collect();
-        let mut scale = self.plan.rate_scale.max(1e-9);
+        // Start above both the last scale and the first plan's headroom:
+        // an incremental re-plan packs less tightly than a fresh one, and a
+        // scale that only ever shrank would leave every later plan short.
+        let mut scale = (self.plan.rate_scale / SCALE_STEP).max(self.first_scale).max(1e-9);
         let mut plan = Plan::default();
         for _ in 0..FIT_ATTEMPTS {
             let target: Vec<f64> = measured.iter().map(|r| r * scale).collect();
@@ -195,7 +203,7 @@ impl Nexus {
             if plan.backends.len() <= self.cluster_backends as usize {
                 break;
             }
-            scale *= 0.85;
+            scale *= SCALE_STEP;
         }
         plan.backends.truncate(self.cluster_backends as usize);
         plan.rate_scale = scale;
