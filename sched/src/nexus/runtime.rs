@@ -187,7 +187,8 @@ impl Nexus {
     }
 
     /// A new epoch: re-plan incrementally for the measured rates (scaled as
-    /// the running plan is, shrinking the scale until the plan fits), move
+    /// the running plan is, shrinking the scale until the plan fits; from
+    /// scratch when that has clearly more headroom), move
     /// queued requests to their sessions' new backends, and run idle ones.
     fn new_epoch(&mut self, now: Nanos, elapsed: Nanos) {
         let secs = elapsed as f64 / 1e9;
@@ -207,6 +208,13 @@ impl Nexus {
         }
         plan.backends.truncate(self.cluster_backends as usize);
         plan.rate_scale = scale;
+        // Keeping sessions where they were fragments them as the mix moves
+        // (a model spread over many backends at batch 1); when a plan from
+        // scratch has clearly more headroom, take it despite the moves.
+        let fresh = plan_for_cluster(&self.sessions.specs, &measured, self.cluster_backends, self.gpu_memory_mb);
+        if fresh.rate_scale > scale / SCALE_STEP {
+            plan = fresh;
+        }
         let queued: Vec<(usize, Pending)> = self
             .backends
             .iter_mut()
