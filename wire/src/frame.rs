@@ -18,10 +18,22 @@ pub const MAX_FRAME: usize = 16 << 20;
 /// The protocol version this build speaks.
 pub const VERSION: u8 = 1;
 
-/// Which root table a frame's payload holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Kind {
+macro_rules! kinds {
+    ($($name:ident = $tag:literal),* $(,)?) => {
+        /// Which root table a frame's payload holds.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Kind {
+            $($name = $tag,)*
+        }
+
+        impl Kind {
+            pub const ALL: &'static [Kind] = &[$(Kind::$name,)*];
+        }
+    };
+}
+
+kinds!(
     InferRequest = 1,
     InferResponse = 2,
     RequestMeta = 3,
@@ -35,27 +47,11 @@ pub enum Kind {
     ModelLoad = 11,
     ModelUnload = 12,
     Stats = 13,
-}
+);
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
-        Kind::InferRequest,
-        Kind::InferResponse,
-        Kind::RequestMeta,
-        Kind::BatchPlan,
-        Kind::FetchInputs,
-        Kind::Inputs,
-        Kind::Results,
-        Kind::BatchDone,
-        Kind::Dropped,
-        Kind::BackendStatus,
-        Kind::ModelLoad,
-        Kind::ModelUnload,
-        Kind::Stats,
-    ];
-
     pub fn from_u8(b: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| *k as u8 == b)
+        Kind::ALL.iter().copied().find(|&k| k as u8 == b)
     }
 }
 
@@ -136,7 +132,7 @@ mod tests {
 
     #[test]
     fn headers_round_trip_and_bad_ones_are_typed() {
-        for k in Kind::ALL {
+        for &k in Kind::ALL {
             let h = FrameHeader::new(k, 1234).unwrap();
             assert_eq!(FrameHeader::parse(&h.to_bytes()), Ok(h));
         }
