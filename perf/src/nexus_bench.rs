@@ -180,3 +180,23 @@ pub fn latency_split(gammas: &[f64]) -> Vec<SplitRow> {
         })
         .collect()
 }
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochRow {
+    /// None: the plan is made once.
+    pub epoch_s: Option<f64>,
+    pub goodput_rps: f64,
+}
+
+/// Re-planning at run time against planning once: goodput of `nexus` on
+/// `scenario` for each epoch length.
+pub fn epochs(scenario: &Scenario, epochs_s: &[Option<f64>], rel_tolerance: f64) -> Vec<EpochRow> {
+    epochs_s
+        .iter()
+        .map(|&epoch_s| {
+            let mut s = scenario.clone();
+            s.policy_epoch = epoch_s.map(|e| (e * 1e9) as baton_sched::time::Nanos);
+            EpochRow { epoch_s, goodput_rps: find_goodput(&s, PolicyKind::Nexus, rel_tolerance).goodput_rps }
+        })
+        .collect()
+}

@@ -107,6 +107,12 @@ fn nexus_early_drop_prefix_batching_and_plans() {
         assert!(p.gpus as u32 <= p.batch_oblivious_gpus, "squishy bin packing worse than batch-oblivious");
         assert!(p.gpus <= p.gpus_without_prefix_batching);
     }
+    let shift = baton_perf::load_scenario(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-shift.toml"),
+    )
+    .expect("shipped scenario parses");
+    let rows = baton_perf::nexus_bench::epochs(&shift, &[None, Some(2.0)], 0.05);
+    assert!(rows[1].goodput_rps > rows[0].goodput_rps, "re-planning lost to planning once on a shifting mix: {rows:?}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick]`.
 
 use baton_perf::load_scenario;
-use baton_perf::nexus_bench::{early_vs_lazy, game_scenario, latency_split, plan_vs_bound, prefix_scaling};
+use baton_perf::nexus_bench::{early_vs_lazy, epochs, game_scenario, latency_split, plan_vs_bound, prefix_scaling};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -15,6 +15,7 @@ fn main() {
         );
     }
     plans_and_prefixes(quick);
+    re_planning(quick);
     println!("\nlatency split of a two-stage query (SLO 200 ms): queries/s per planned GPU");
     println!("{:>6} {:>18} {:>10} {:>10} {:>7}", "gamma", "DP budgets ms", "DP", "even", "DP/even");
     for r in latency_split(&[0.1, 1.0, 10.0]) {
@@ -27,6 +28,23 @@ fn main() {
             r.even_rps_per_gpu,
             r.dp_rps_per_gpu / r.even_rps_per_gpu
         );
+    }
+}
+
+/// Epoch re-planning on a shifting mix and on a stationary one.
+fn re_planning(quick: bool) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    for (file, lengths) in [
+        ("nexus-shift.toml", vec![None, Some(1.0), Some(2.0), Some(5.0)]),
+        ("zoo-1080ti-gt2.toml", vec![None, Some(2.0)]),
+    ] {
+        let s = load_scenario(&dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let s = if quick { baton_perf::quick(s) } else { s };
+        println!("\nre-planning at run time, {file}: nexus goodput");
+        for r in epochs(&s, &lengths, if quick { 0.05 } else { 0.01 }) {
+            let label = r.epoch_s.map_or("planned once".to_string(), |e| format!("epoch {e} s"));
+            println!("{label:>14} {:>10.1} r/s", r.goodput_rps);
+        }
     }
 }
 

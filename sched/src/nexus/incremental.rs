@@ -163,13 +163,10 @@ pub fn moved_sessions(a: &Plan, b: &Plan) -> usize {
 mod tests {
     use super::*;
     use crate::nexus::squishy::squishy_bin_packing;
+    use crate::nexus::squishy::tests::model;
 
     use crate::rng::Rng;
     use crate::time::Nanos;
-
-    fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
-        ModelSpec::linear("m", alpha, beta, 256, slo).expect("valid profile")
-    }
 
     /// Epoch after epoch of drifting rates: every plan carries every model's
     /// rate within its SLOs and duty cycles, and moves fewer sessions than

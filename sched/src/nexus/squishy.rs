@@ -245,10 +245,11 @@ pub fn batch_oblivious_gpus(models: &[ModelSpec], rates_rps: &[f64]) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
+    /// A linear-profile model for plan tests.
+    pub(crate) fn model(alpha: f64, beta: f64, slo: f64) -> ModelSpec {
         ModelSpec::linear("m", alpha, beta, 256, slo).expect("valid profile")
     }
 
