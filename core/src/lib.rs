@@ -1,16 +1,18 @@
-//! # baton-core — the engine (not yet built)
+//! # baton-core — the engine
 //!
-//! **Will own:** the thread-per-core shard runtime (one glommio executor per
-//! core, pinned with core_affinity / hwloc), SPSC rings between shards,
-//! hierarchical timer wheels on integer ticks fed by a quanta clock (the only
-//! place Baton reads time), crossbeam-epoch publication of read-mostly state,
-//! and the role engines (frontend, scheduler, backend) that drive the
-//! `baton-sched` state machines with real time and real transports.
+//! **Owns:** the clock (`clock`: quanta, the only place Baton reads time),
+//! the hierarchical timer wheel (`timer`), read-mostly state published with
+//! crossbeam-epoch (`publish`), the model table (`models`), the role
+//! engines that drive `baton-sched` (`roles`: frontend, scheduler,
+//! backend), and the thread-per-core runtime that runs them on pinned
+//! glommio executors and serves clients over io_uring TCP (`runtime`).
 //!
 //! **Is not:** a scheduler. Every scheduling decision is made by
 //! `baton-sched`; this crate only feeds it time and events and carries its
 //! decisions out. There is no second copy of any policy here.
-//!
-//! Built so far: the timer wheel (`timer`).
 
+pub mod clock;
+pub mod models;
+pub mod publish;
+pub mod roles;
 pub mod timer;

@@ -58,7 +58,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::emulated::{Emulated, EmulatedModel};
+    use crate::emulated::{Emulated, EmulatedModel, Pacing};
     use crate::executor::ModelInfo;
 
     #[test]
@@ -79,5 +79,14 @@ mod tests {
         let took = e.run(&Batch { model: 1, variant: None, inputs: &[&x, &x, &x] }, &mut out).unwrap();
         assert!(took >= Duration::from_micros(240), "ran {took:?}, profile says 240 µs");
         assert_eq!(out[2], vec![8.0; 3]);
+
+        // Deferred pacing: the same checks and outputs, the profile's time
+        // returned instead of spent.
+        let mut d = Emulated::new(vec![EmulatedModel { info: info("a"), latency: lat(50_000) }], 0.0, 1)
+            .with_pacing(Pacing::Deferred);
+        check(&mut d, "emulated-deferred");
+        let took = d.run(&Batch { model: 0, variant: None, inputs: &[&x, &x] }, &mut out).unwrap();
+        assert_eq!(took, Duration::from_millis(100));
+        assert_eq!(out[1], vec![8.0; 3]);
     }
 }

@@ -1,8 +1,14 @@
 //! The emulated executor: a batch of b takes the model's l(b) (times an
-//! optional jitter, from a seeded generator), spent busy-waiting on the
-//! calling thread so that timing is as a GPU would give it; outputs are a
-//! deterministic function of the inputs (a checksum per request), so
-//! results can be told apart and checked end to end.
+//! optional jitter, from a seeded generator); outputs are a deterministic
+//! function of the inputs (a checksum per request), so results can be told
+//! apart and checked end to end.
+//!
+//! Two pacings. `Spin` spends l(b) busy-waiting on the calling thread, so
+//! timing is as a synchronous device call would give it (benchmarks of one
+//! backend). `Deferred` returns at once with the time the batch takes, like
+//! an asynchronous GPU launch: the caller (the engine's backend role) holds
+//! the results until that much time has passed on its own clock. That is how
+//! one core emulates many GPUs.
 
 use std::time::{Duration, Instant};
 
@@ -14,11 +20,20 @@ pub struct EmulatedModel {
     pub latency: Vec<Duration>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Busy-wait l(b) inside `run`.
+    Spin,
+    /// Return at once; the returned duration is the device time to wait out.
+    Deferred,
+}
+
 pub struct Emulated {
     models: Vec<EmulatedModel>,
     infos: Vec<ModelInfo>,
     jitter: f64,
     state: u64,
+    pacing: Pacing,
 }
 
 impl Emulated {
@@ -29,7 +44,12 @@ impl Emulated {
             assert_eq!(m.latency.len(), m.info.max_batch as usize, "{}: one latency per batch size", m.info.name);
         }
         let infos = models.iter().map(|m| m.info.clone()).collect();
-        Self { models, infos, jitter, state: seed | 1 }
+        Self { models, infos, jitter, state: seed | 1, pacing: Pacing::Spin }
+    }
+
+    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
     }
 
     fn unit(&mut self) -> f64 {
@@ -59,6 +79,9 @@ impl Executor for Emulated {
             let sum: f32 = x.iter().sum();
             vec![sum; out_len]
         }));
+        if self.pacing == Pacing::Deferred {
+            return Ok(run);
+        }
         while start.elapsed() < run {
             std::hint::spin_loop();
         }

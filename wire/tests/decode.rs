@@ -46,7 +46,7 @@ fn samples() -> Vec<Message> {
             requests: Some(ids.clone()),
             frontends: Some(vec![0, 1, 0, 1]),
         }),
-        Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()) }),
+        Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()), backend: 2 }),
         Message::Inputs(fb::Inputs { batch_id: 9, requests: Some(ids.clone()), tensors: Some(vec![image]) }),
         Message::Results(fb::Results {
             batch_id: 9,

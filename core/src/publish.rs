@@ -1,0 +1,94 @@
+//! Read-mostly state published by pointer swap: readers on any shard load
+//! the current value under an epoch guard (a few ns, no lock, no reference
+//! count traffic); a writer swaps in a new value at an epoch boundary and
+//! the old one is freed once no reader can still hold it
+//! (crossbeam-epoch). Used for the model table every frontend reads.
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use std::sync::atomic::Ordering;
+
+pub struct Published<T> {
+    current: Atomic<T>,
+}
+
+impl<T: Send + Sync + 'static> Published<T> {
+    pub fn new(value: T) -> Self {
+        Self { current: Atomic::new(value) }
+    }
+
+    /// Runs `f` on the current value. The guard keeps it alive for the call.
+    pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        let guard = epoch::pin();
+        f(self.load(&guard))
+    }
+
+    fn load<'g>(&self, guard: &'g Guard) -> &'g T {
+        let shared = self.current.load(Ordering::Acquire, guard);
+        // SAFETY: `current` is never null (set in `new`, only ever swapped for
+        // another `Owned`), and the value it points to is freed only through
+        // `defer_destroy` after a swap, i.e. once every guard pinned before
+        // the swap — including `guard` — is gone.
+        unsafe { shared.deref() }
+    }
+
+    /// Publishes `value`; readers that loaded the old one keep it until
+    /// their guard drops.
+    pub fn publish(&self, value: T) {
+        let guard = epoch::pin();
+        let old = self.current.swap(Owned::new(value), Ordering::AcqRel, &guard);
+        // SAFETY: `old` was just unlinked, so no new reader can load it, and
+        // it is destroyed only after every current guard is released.
+        unsafe { guard.defer_destroy(old) };
+    }
+}
+
+impl<T> Drop for Published<T> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self` means no reader holds a reference obtained
+        // through this value any more (each `read` borrows `self`), so the
+        // pointer can be taken and freed without a guard.
+        unsafe {
+            let guard = epoch::unprotected();
+            let cur = self.current.load(Ordering::Relaxed, guard);
+            if !cur.is_null() {
+                drop(cur.into_owned());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn readers_see_whole_values_while_a_writer_publishes() {
+        // Each value is a vector whose entries all equal its version: a
+        // reader that saw a torn or freed value would find a mismatch.
+        let p = Arc::new(Published::new(vec![0u64; 64]));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let p = Arc::clone(&p);
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    for _ in 0..20_000 {
+                        let v = p.read(|v| {
+                            assert!(v.iter().all(|&x| x == v[0]), "torn value");
+                            v[0]
+                        });
+                        assert!(v >= last, "versions go back: {last} then {v}");
+                        last = v;
+                    }
+                })
+            })
+            .collect();
+        for version in 1..=2_000u64 {
+            p.publish(vec![version; 64]);
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(p.read(|v| v[0]), 2_000);
+    }
+}

@@ -1,0 +1,213 @@
+//! The frontend role: the only role that talks to clients. It validates a
+//! request (known model, positive SLO, one f32 tensor of the model's input
+//! size), assigns it a cluster id, keeps its input bytes, and sends only
+//! metadata to the scheduler. Every request it receives gets exactly one
+//! answer: an error at once, or later ok (from a backend's `Results`) or
+//! dropped (from the scheduler's or a backend's `Dropped`). Answers for a
+//! client that has gone are counted and discarded; the request is still
+//! finished, so nothing leaks.
+
+use std::collections::HashMap;
+
+use baton_sched::time::Nanos;
+use baton_wire::{fb, Message};
+
+use super::{frontend_of, Addr, Envelope, FRONTEND_SHIFT};
+use crate::models::ModelTable;
+
+/// A client connection, as the runtime numbers them.
+pub type ConnId = u64;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrontendStats {
+    pub received: u64,
+    pub ok: u64,
+    pub dropped: u64,
+    pub errors: u64,
+    /// Answers whose client had disconnected.
+    pub orphaned: u64,
+    /// Results or drops for requests this frontend no longer holds: a second
+    /// answer that was refused. Always 0 unless a role misbehaves.
+    pub duplicates: u64,
+}
+
+impl FrontendStats {
+    pub fn answered(&self) -> u64 {
+        self.ok + self.dropped + self.errors
+    }
+}
+
+#[derive(Debug)]
+struct Held {
+    conn: ConnId,
+    client_id: u64,
+    arrival: Nanos,
+    input: Vec<u8>,
+}
+
+pub struct Frontend {
+    index: u32,
+    next_seq: u64,
+    capacity: usize,
+    held: HashMap<u64, Held>,
+    pub stats: FrontendStats,
+}
+
+/// An answer for a client connection.
+pub type Answer = (ConnId, fb::InferResponse);
+
+fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
+    fb::InferResponse { id, status: fb::Status::Error, error_code: code, message: Some(message), ..Default::default() }
+}
+
+impl Frontend {
+    /// Frontend number `index`, holding at most `capacity` requests (beyond
+    /// that new requests are refused as overloaded).
+    pub fn new(index: u32, capacity: usize) -> Self {
+        assert!(index < 1 << (64 - FRONTEND_SHIFT), "frontend index {index} does not fit a request id");
+        Self { index, next_seq: 0, capacity, held: HashMap::new(), stats: FrontendStats::default() }
+    }
+
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// A client request arrives at `now`: its metadata for the scheduler, or
+    /// the error to answer at once.
+    pub fn admit(
+        &mut self,
+        now: Nanos,
+        conn: ConnId,
+        req: fb::InferRequest,
+        table: &ModelTable,
+    ) -> Result<fb::RequestMeta, fb::InferResponse> {
+        self.stats.received += 1;
+        let checked = self.check(&req, table);
+        let (model, input) = match checked {
+            Ok(ok) => ok,
+            Err((code, why)) => {
+                self.stats.errors += 1;
+                return Err(error(req.id, code, why));
+            }
+        };
+        let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
+        self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
+        let deadline = now.saturating_add(req.slo_ns);
+        self.held.insert(id, Held { conn, client_id: req.id, arrival: now, input });
+        Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: deadline })
+    }
+
+    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, Vec<u8>), (fb::ErrorCode, String)> {
+        use fb::ErrorCode::*;
+        let name = req.model.as_deref().unwrap_or("");
+        let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{name}`")))?;
+        if req.slo_ns == 0 {
+            return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
+        }
+        let want = table.models[model as usize].input_floats;
+        let tensors = req.inputs.as_deref().unwrap_or(&[]);
+        let [t] = tensors else {
+            return Err((BadTensor, format!("{} input tensors, `{name}` takes one", tensors.len())));
+        };
+        if t.dtype != fb::DType::F32 {
+            return Err((BadTensor, format!("input is {:?}, `{name}` takes F32", t.dtype)));
+        }
+        let elements: i64 = t.shape.as_deref().unwrap_or(&[]).iter().product();
+        let data = t.data.as_deref().unwrap_or(&[]);
+        // The decoder has checked that the bytes match the shape; a tensor
+        // built in process is checked here too.
+        if elements != want as i64 || data.len() != want * 4 {
+            return Err((
+                BadTensor,
+                format!("input has {elements} floats ({} bytes), `{name}` takes {want}", data.len()),
+            ));
+        }
+        if self.held.len() >= self.capacity {
+            return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
+        }
+        Ok((model, data.to_vec()))
+    }
+
+    /// A backend asks for the inputs of its batch: those still held, in
+    /// order (a request no longer held is left out), addressed back to it.
+    pub fn inputs(&self, fetch: &fb::FetchInputs) -> Envelope {
+        let ids = fetch.requests.as_deref().unwrap_or(&[]);
+        let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+        for &id in ids {
+            if let Some(h) = self.held.get(&id) {
+                requests.push(id);
+                tensors.push(f32_tensor(h.input.clone()));
+            }
+        }
+        let inputs = fb::Inputs { batch_id: fetch.batch_id, requests: Some(requests), tensors: Some(tensors) };
+        Envelope { to: Addr::Backend(fetch.backend), msg: Message::Inputs(inputs) }
+    }
+
+    fn take(&mut self, id: u64) -> Option<Held> {
+        debug_assert_eq!(frontend_of(id), self.index, "request {id:#x} routed to the wrong frontend");
+        let h = self.held.remove(&id);
+        if h.is_none() {
+            self.stats.duplicates += 1;
+        }
+        h
+    }
+
+    /// A batch's results: one ok answer per request still held.
+    pub fn on_results(&mut self, now: Nanos, r: fb::Results, out: &mut Vec<Answer>) {
+        let ids = r.requests.unwrap_or_default();
+        let mut outputs = r.outputs.unwrap_or_default().into_iter();
+        for id in ids {
+            let output = outputs.next();
+            let Some(h) = self.take(id) else { continue };
+            self.stats.ok += 1;
+            let queue_ns = now.saturating_sub(h.arrival).saturating_sub(r.exec_ns);
+            out.push((
+                h.conn,
+                fb::InferResponse {
+                    id: h.client_id,
+                    status: fb::Status::Ok,
+                    timing: Some(fb::Timing { queue_ns, exec_ns: r.exec_ns, batch_size: r.batch_size }),
+                    outputs: Some(output.into_iter().collect()),
+                    ..Default::default()
+                },
+            ));
+        }
+    }
+
+    /// Requests dropped by the scheduler or lost with a backend.
+    pub fn on_dropped(&mut self, d: fb::Dropped, out: &mut Vec<Answer>) {
+        for id in d.requests.unwrap_or_default() {
+            let Some(h) = self.take(id) else { continue };
+            self.stats.dropped += 1;
+            out.push((
+                h.conn,
+                fb::InferResponse {
+                    id: h.client_id,
+                    status: fb::Status::Dropped,
+                    drop_reason: d.reason,
+                    ..Default::default()
+                },
+            ));
+        }
+    }
+
+    /// Counts an answer that found its client gone.
+    pub fn orphan(&mut self) {
+        self.stats.orphaned += 1;
+    }
+}
+
+/// A one-dimensional f32 tensor over little-endian bytes.
+pub fn f32_tensor(data: Vec<u8>) -> fb::Tensor {
+    debug_assert_eq!(data.len() % 4, 0);
+    fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![(data.len() / 4) as i64]), data: Some(data) }
+}
+
+/// A tensor's bytes as f32s (little-endian).
+pub fn f32s(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}

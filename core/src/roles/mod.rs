@@ -1,0 +1,45 @@
+//! The role engines. Each is a state machine driven by messages and the
+//! time it is handed (never read), so the same code runs under the shard
+//! runtime, over TCP between processes, and in deterministic tests:
+//!
+//! - `frontend`: admits and validates client requests, holds their inputs,
+//!   answers each exactly once;
+//! - `scheduler`: feeds requests, completions and timers to a `baton-sched`
+//!   policy and turns its decisions into batch plans and drops;
+//! - `backend`: fetches a plan's inputs, runs it on its executor at
+//!   `exec_at`, returns results to frontends and timings to the scheduler.
+//!
+//! Roles talk in `wire::Message`s addressed to roles (`Envelope`); the
+//! runtime decides whether one travels through an in-process ring or a TCP
+//! connection.
+
+pub mod backend;
+pub mod frontend;
+pub mod scheduler;
+
+use baton_wire::Message;
+
+/// Where a message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Addr {
+    Frontend(u32),
+    Scheduler,
+    Backend(u32),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope {
+    pub to: Addr,
+    pub msg: Message,
+}
+
+/// A request id as the cluster knows it: the frontend that holds the
+/// request in the top 16 bits, that frontend's sequence number below.
+pub const FRONTEND_SHIFT: u32 = 48;
+
+pub fn frontend_of(request: u64) -> u32 {
+    (request >> FRONTEND_SHIFT) as u32
+}
+
+#[cfg(test)]
+mod tests;
