@@ -15,4 +15,5 @@ pub mod clock;
 pub mod models;
 pub mod publish;
 pub mod roles;
+pub mod runtime;
 pub mod timer;

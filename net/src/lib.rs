@@ -7,6 +7,7 @@
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
 
+pub mod framing;
 pub mod mesh;
 pub mod ring;
 mod sync;

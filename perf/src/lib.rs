@@ -11,6 +11,7 @@ pub mod compare;
 pub mod flat_top;
 pub mod glet_bench;
 pub mod hull_bench;
+pub mod load;
 pub mod nexus_bench;
 pub mod orloj_grid;
 pub mod plot;
@@ -20,7 +21,7 @@ pub mod subnetact_bench;
 pub mod superserve_bench;
 
 pub use compare::{compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow};
-pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO};
+pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO, SERVE_SCENARIO};
 
 /// Shortens a scenario for `--quick` runs: a few simulated seconds.
 pub fn quick(mut s: baton_sched::Scenario) -> baton_sched::Scenario {

@@ -7,6 +7,8 @@ use baton_sched::Scenario;
 
 /// The built-in default scenario: Symphony's Table 4 ResNet50 setup.
 pub const BUILTIN_SCENARIO: &str = include_str!("../scenarios/table4-resnet50.toml");
+/// What `baton serve` and `baton demo` serve when given no scenario.
+pub const SERVE_SCENARIO: &str = include_str!("../scenarios/serve-default.toml");
 
 /// Reads and parses a scenario file and the trace files it names (paths
 /// relative to the scenario's folder); every error names the file.

@@ -2,6 +2,7 @@
 
 mod compare;
 mod plan;
+mod serve;
 mod sim;
 mod trace;
 
@@ -26,6 +27,12 @@ enum Command {
     Plan(plan::Args),
     /// Write a synthetic day of invocations in the Azure Functions 2019 schema.
     Trace(trace::Args),
+    /// Serve a scenario's models on emulated GPUs: every role in one process, over TCP.
+    Serve(serve::ServeArgs),
+    /// Open-loop load generator against a running server.
+    Load(serve::LoadArgs),
+    /// Start a server, drive it with the load generator, compare with `baton sim`.
+    Demo(serve::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +50,9 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Trace(a) => trace::run(a),
+        Command::Serve(a) => serve::serve(a),
+        Command::Load(a) => serve::load(a),
+        Command::Demo(a) => serve::demo(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -23,6 +23,9 @@ pub struct BackendStats {
     pub batches: u64,
     pub requests: u64,
     pub failed_batches: u64,
+    /// How late batches started after their `exec_at`: sum and maximum.
+    pub start_lag_ns: u64,
+    pub max_start_lag_ns: u64,
     /// Messages that are not for this backend or name no batch it holds.
     pub rejected: u64,
 }
@@ -129,6 +132,9 @@ impl BackendRole {
 
     fn start(&mut self, now: Nanos, job: Job) {
         let plan = job.plan;
+        let lag = now.saturating_sub(plan.exec_at_ns);
+        self.stats.start_lag_ns += lag;
+        self.stats.max_start_lag_ns = self.stats.max_start_lag_ns.max(lag);
         // Inputs in plan order; a request its frontend no longer held (it
         // has already been answered) is left out of the run.
         let mut requests = Vec::with_capacity(job.inputs.len());

@@ -22,6 +22,8 @@ pub type ConnId = u64;
 pub struct FrontendStats {
     pub received: u64,
     pub ok: u64,
+    /// Of `ok`, answered after the request's deadline.
+    pub late: u64,
     pub dropped: u64,
     pub errors: u64,
     /// Answers whose client had disconnected.
@@ -42,6 +44,7 @@ struct Held {
     conn: ConnId,
     client_id: u64,
     arrival: Nanos,
+    deadline: Nanos,
     input: Vec<u8>,
 }
 
@@ -97,7 +100,7 @@ impl Frontend {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
         let deadline = now.saturating_add(req.slo_ns);
-        self.held.insert(id, Held { conn, client_id: req.id, arrival: now, input });
+        self.held.insert(id, Held { conn, client_id: req.id, arrival: now, deadline, input });
         Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: deadline })
     }
 
@@ -164,6 +167,7 @@ impl Frontend {
             let output = outputs.next();
             let Some(h) = self.take(id) else { continue };
             self.stats.ok += 1;
+            self.stats.late += u64::from(now > h.deadline);
             let queue_ns = now.saturating_sub(h.arrival).saturating_sub(r.exec_ns);
             out.push((
                 h.conn,
@@ -193,6 +197,12 @@ impl Frontend {
                 },
             ));
         }
+    }
+
+    /// Answers every request still held as dropped (the engine is stopping).
+    pub fn drop_all(&mut self, out: &mut Vec<Answer>) {
+        let ids: Vec<u64> = self.held.keys().copied().collect();
+        self.on_dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed }, out);
     }
 
     /// Counts an answer that found its client gone.

@@ -25,6 +25,7 @@ mod goodput;
 mod queries;
 mod report;
 
+pub use arrivals::{Arrivals, Source};
 pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
 pub use queries::QueryReport;
 pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
@@ -32,7 +33,6 @@ pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use arrivals::{Arrivals, Source};
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 

@@ -1,0 +1,189 @@
+//! Framed connections, independent of the socket type: `FrameBuf` turns
+//! the bytes a stream delivers into verified messages, `Outbox` gathers
+//! many encoded frames into one buffer so a single write (one io_uring
+//! submission) carries them all.
+//!
+//! A bad frame *header* (unknown kind, wrong version, a length over
+//! `MAX_FRAME`) desynchronises the stream: the connection must close. A bad
+//! *payload* leaves the stream in sync: that one message is refused with a
+//! typed error and the next frame is read normally.
+
+use baton_wire::frame::{split, FrameError, HEADER_LEN};
+use baton_wire::message::decode_payload;
+use baton_wire::{encode, DecodeError, Limits, Message};
+
+/// Bytes asked of the socket per read.
+pub const READ_CHUNK: usize = 64 << 10;
+
+/// One frame read off a stream.
+pub type Frame = Result<Message, DecodeError>;
+
+pub struct FrameBuf {
+    buf: Vec<u8>,
+    /// Start of the first byte not yet consumed.
+    start: usize,
+    /// End of the bytes read so far.
+    end: usize,
+    limits: Limits,
+}
+
+impl Default for FrameBuf {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl FrameBuf {
+    pub fn new(limits: Limits) -> Self {
+        Self { buf: vec![0; READ_CHUNK], start: 0, end: 0, limits }
+    }
+
+    /// Room to read at least `READ_CHUNK` more bytes into (consumed bytes
+    /// are reclaimed first). A frame larger than the buffer grows it, up to
+    /// its announced size, which the header check has capped.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_CHUNK {
+            self.buf.resize(self.end + READ_CHUNK, 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// `n` bytes were read into `spare()`.
+    pub fn filled(&mut self, n: usize) {
+        assert!(self.end + n <= self.buf.len(), "filled more than the spare room");
+        self.end += n;
+    }
+
+    /// Bytes of a frame begun but not complete (0 at a frame boundary).
+    pub fn partial(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// The next whole frame, `Ok(None)` if more bytes are needed, or the
+    /// header error that ends the connection.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        let Some((header, payload, used)) = split(&self.buf[self.start..self.end])? else {
+            return Ok(None);
+        };
+        debug_assert_eq!(used, HEADER_LEN + header.len);
+        let msg = decode_payload(header.kind, payload, &self.limits);
+        self.start += used;
+        Ok(Some(msg))
+    }
+}
+
+/// Encoded frames waiting to be written.
+#[derive(Default)]
+pub struct Outbox {
+    buf: Vec<u8>,
+    frames: usize,
+}
+
+impl Outbox {
+    /// Appends `m` as one frame. A message too large for a frame is an error
+    /// and nothing is appended.
+    pub fn push(&mut self, m: &Message) -> Result<(), FrameError> {
+        self.buf.extend_from_slice(&encode(m)?);
+        self.frames += 1;
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// The bytes to write, leaving the outbox empty (its buffer is handed
+    /// back with `recycle` to keep its capacity).
+    pub fn take(&mut self) -> Vec<u8> {
+        self.frames = 0;
+        std::mem::take(&mut self.buf)
+    }
+
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.buf.is_empty() {
+            buf.clear();
+            self.buf = buf;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_wire::fb;
+    use baton_wire::frame::{FrameHeader, Kind};
+
+    fn msg(i: u64) -> Message {
+        Message::Dropped(fb::Dropped { requests: Some(vec![i; (i % 7) as usize]), reason: fb::DropReason::Shed })
+    }
+
+    /// Feeds `bytes` to a FrameBuf in chunks of `chunk`, collecting frames.
+    fn feed(bytes: &[u8], chunk: usize) -> (Vec<Frame>, Result<(), FrameError>) {
+        let mut fb = FrameBuf::default();
+        let mut out = Vec::new();
+        for c in bytes.chunks(chunk) {
+            let spare = fb.spare();
+            spare[..c.len()].copy_from_slice(c);
+            fb.filled(c.len());
+            loop {
+                match fb.next_frame() {
+                    Ok(Some(f)) => out.push(f),
+                    Ok(None) => break,
+                    Err(e) => return (out, Err(e)),
+                }
+            }
+        }
+        (out, Ok(()))
+    }
+
+    #[test]
+    fn frames_come_out_whole_whatever_the_read_sizes() {
+        let mut ob = Outbox::default();
+        for i in 0..200 {
+            ob.push(&msg(i)).unwrap();
+        }
+        assert_eq!(ob.frames(), 200);
+        let bytes = ob.take();
+        for chunk in [1, 3, 8, 9, 100, 4096, 1 << 20] {
+            let (frames, end) = feed(&bytes, chunk);
+            assert_eq!(end, Ok(()));
+            let got: Vec<Message> = frames.into_iter().map(|f| f.unwrap()).collect();
+            assert_eq!(got, (0..200).map(msg).collect::<Vec<_>>(), "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_bad_payload_is_one_error_and_a_bad_header_ends_the_stream() {
+        let mut bytes = FrameHeader::new(Kind::InferRequest, 3).unwrap().to_bytes().to_vec();
+        bytes.extend_from_slice(&[1, 2, 3]);
+        bytes.extend_from_slice(&encode(&msg(5)).unwrap());
+        let (frames, end) = feed(&bytes, 5);
+        assert_eq!(end, Ok(()));
+        assert!(matches!(frames[0], Err(DecodeError::Malformed { kind: Kind::InferRequest, .. })));
+        assert_eq!(frames[1], Ok(msg(5)));
+
+        let mut garbage = encode(&msg(1)).unwrap();
+        garbage.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let (frames, end) = feed(&garbage, 64);
+        assert_eq!(frames, vec![Ok(msg(1))]);
+        assert!(end.is_err());
+
+        let mut huge = FrameHeader::new(Kind::Stats, 0).unwrap().to_bytes();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (_, end) = feed(&huge, 8);
+        assert!(matches!(end, Err(FrameError::TooLarge { .. })), "{end:?}");
+    }
+}

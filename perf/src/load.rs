@@ -1,0 +1,336 @@
+//! `baton load`: an open-loop load generator for a running engine. It
+//! draws arrivals from the scenario file exactly as `baton sim` does (same
+//! laws, weights and seed), sends each request at its scheduled time over
+//! a few TCP connections, and accounts for every answer.
+//!
+//! Latency is measured from the request's *scheduled* send time, so a
+//! generator that falls behind cannot hide queueing (no coordinated
+//! omission). A request is good when answered ok within its model's SLO.
+//! After the last send the generator waits `drain` for the remaining
+//! answers; what is still missing then is reported as `unanswered` (the
+//! exactly-once check: `ok + late + dropped + errors + unanswered = sent`,
+//! and a second answer to one request is counted in `duplicates`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_net::framing::{FrameBuf, Outbox};
+use baton_sched::scenario::Scenario;
+use baton_sched::sim::{Arrivals, Source};
+use baton_sched::time::Nanos;
+use baton_wire::{fb, Message};
+use serde::Serialize;
+
+/// How early a request may go out with an earlier one (one OS sleep's slop).
+const EARLY: Nanos = 50_000;
+
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub target: SocketAddr,
+    pub rate_rps: f64,
+    pub duration: Duration,
+    pub connections: usize,
+    /// Floats in each request's input (the server's `--input-floats`).
+    pub input_floats: usize,
+    pub drain: Duration,
+    pub progress: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LoadReport {
+    pub target: String,
+    pub offered_rps: f64,
+    pub duration_s: f64,
+    pub sent: u64,
+    /// Answered ok within the SLO.
+    pub ok: u64,
+    /// Answered ok after the SLO.
+    pub late: u64,
+    pub dropped: u64,
+    pub errors: u64,
+    pub unanswered: u64,
+    pub duplicates: u64,
+    pub bad_rate: f64,
+    pub goodput_rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub mean_batch: f64,
+    /// Server-side queueing + dispatch time (answer minus execution), p50 / p99.
+    pub overhead_p50_ms: f64,
+    pub overhead_p99_ms: f64,
+    /// The longest the generator ran behind its schedule.
+    pub max_send_lag_ms: f64,
+    pub drop_reasons: Vec<(String, u64)>,
+    pub error_codes: Vec<(String, u64)>,
+}
+
+#[derive(Debug)]
+pub enum LoadError {
+    Connect(std::io::Error),
+    Send(std::io::Error),
+    UnknownModel(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => write!(f, "cannot connect: {e}"),
+            Self::Send(e) => write!(f, "sending failed: {e}"),
+            Self::UnknownModel(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// The requests of one run: scheduled time and model, in time order.
+pub fn schedule(scenario: &Scenario, rate_rps: f64, duration: Duration) -> Result<Vec<(Nanos, u32)>, LoadError> {
+    if !scenario.queries.is_empty() {
+        return Err(LoadError::UnknownModel("the load generator sends single-model requests, not queries".into()));
+    }
+    let end = duration.as_nanos() as Nanos;
+    let mut arrivals = Arrivals::new(scenario, rate_rps, scenario.seed, end);
+    let mut out = Vec::with_capacity((rate_rps * duration.as_secs_f64() * 1.05) as usize + 16);
+    while let Some((t, src)) = arrivals.pop() {
+        if let Source::Model(m) = src {
+            out.push((t, m.0));
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    late: u64,
+    dropped: u64,
+    errors: u64,
+    duplicates: u64,
+    latency_us: Vec<u32>,
+    overhead_us: Vec<u32>,
+    batch_sum: u64,
+    drop_reasons: Vec<(fb::DropReason, u64)>,
+    error_codes: Vec<(fb::ErrorCode, u64)>,
+}
+
+fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K) {
+    match v.iter_mut().find(|x| x.0 == k) {
+        Some(x) => x.1 += 1,
+        None => v.push((k, 1)),
+    }
+}
+
+struct Shared {
+    start: Instant,
+    schedule: Vec<(Nanos, u32)>,
+    slo: Vec<Nanos>,
+    answered: Vec<AtomicU8>,
+    answers: AtomicU64,
+}
+
+fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
+    let mut t = Tally::default();
+    let mut buf = FrameBuf::default();
+    loop {
+        let n = match stream.read(buf.spare()) {
+            Ok(0) | Err(_) => return t,
+            Ok(n) => n,
+        };
+        buf.filled(n);
+        let now = shared.start.elapsed().as_nanos() as Nanos;
+        while let Ok(Some(frame)) = buf.next_frame() {
+            let Ok(Message::InferResponse(r)) = frame else { continue };
+            let Some(&(at, model)) = shared.schedule.get(r.id as usize) else { continue };
+            if shared.answered[r.id as usize].fetch_add(1, Ordering::Relaxed) > 0 {
+                t.duplicates += 1;
+                continue;
+            }
+            shared.answers.fetch_add(1, Ordering::Relaxed);
+            let latency = now.saturating_sub(at);
+            match r.status {
+                fb::Status::Ok => {
+                    if latency <= shared.slo[model as usize] {
+                        t.ok += 1;
+                    } else {
+                        t.late += 1;
+                    }
+                    t.latency_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
+                    if let Some(tm) = r.timing {
+                        t.batch_sum += u64::from(tm.batch_size);
+                        t.overhead_us.push((latency.saturating_sub(tm.exec_ns) / 1_000).min(u32::MAX as u64) as u32);
+                    }
+                }
+                fb::Status::Dropped => {
+                    t.dropped += 1;
+                    bump(&mut t.drop_reasons, r.drop_reason);
+                }
+                fb::Status::Error => {
+                    t.errors += 1;
+                    bump(&mut t.error_codes, r.error_code);
+                }
+            }
+        }
+    }
+}
+
+fn percentile_ms(v: &mut [u32], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i] as f64 / 1_000.0
+}
+
+/// Sends `scenario`'s requests to `cfg.target` and accounts for the answers.
+pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
+    let schedule = schedule(scenario, cfg.rate_rps, cfg.duration)?;
+    let slo: Vec<Nanos> = scenario.models.iter().map(|m| m.spec.slo).collect();
+    let max_slo = slo.iter().copied().max().unwrap_or(0);
+    let names: Vec<String> = scenario.models.iter().map(|m| m.spec.name.clone()).collect();
+    let mut streams = Vec::with_capacity(cfg.connections.max(1));
+    for _ in 0..cfg.connections.max(1) {
+        let s = TcpStream::connect(cfg.target).map_err(LoadError::Connect)?;
+        s.set_nodelay(true).map_err(LoadError::Connect)?;
+        streams.push(s);
+    }
+    let n = schedule.len();
+    let shared = Arc::new(Shared {
+        start: Instant::now(),
+        schedule,
+        slo,
+        answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
+        answers: AtomicU64::new(0),
+    });
+    let readers: Vec<_> = streams
+        .iter()
+        .map(|s| {
+            let (s, shared) = (s.try_clone().map_err(LoadError::Connect)?, Arc::clone(&shared));
+            Ok(std::thread::spawn(move || reader(s, shared)))
+        })
+        .collect::<Result<_, LoadError>>()?;
+
+    // Send each request at its time, all due ones in one write per connection.
+    let input: Vec<u8> = (0..cfg.input_floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut outs: Vec<Outbox> = streams.iter().map(|_| Outbox::default()).collect();
+    let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
+    while next < n {
+        let now = shared.start.elapsed().as_nanos() as Nanos;
+        let due = shared.schedule[next].0;
+        // Sleep to the next arrival; never spin — on a small machine the
+        // generator would take a core from the server it measures. Requests
+        // due within `EARLY` go out together (latency still counts from their
+        // scheduled time).
+        if due > now + EARLY {
+            std::thread::sleep(Duration::from_nanos(due - now - EARLY));
+            continue;
+        }
+        max_lag = max_lag.max(now.saturating_sub(due));
+        while next < n && shared.schedule[next].0 <= now + EARLY {
+            let model = shared.schedule[next].1 as usize;
+            let req = fb::InferRequest {
+                id: next as u64,
+                model: Some(names[model].clone()),
+                slo_ns: shared.slo[model],
+                app: 0,
+                inputs: Some(vec![fb::Tensor {
+                    name: None,
+                    dtype: fb::DType::F32,
+                    shape: Some(vec![cfg.input_floats as i64]),
+                    data: Some(input.clone()),
+                }]),
+            };
+            outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
+            conn = (conn + 1) % outs.len();
+            next += 1;
+        }
+        for (s, o) in streams.iter_mut().zip(&mut outs) {
+            if !o.is_empty() {
+                s.write_all(&o.take()).map_err(LoadError::Send)?;
+            }
+        }
+        if cfg.progress && now / 1_000_000_000 > last_report {
+            last_report = now / 1_000_000_000;
+            eprint!("\r{:>4} s  sent {next:>9}  answered {:>9}", last_report, shared.answers.load(Ordering::Relaxed));
+        }
+    }
+    let sent_at = shared.start.elapsed();
+    let deadline = sent_at + cfg.drain + Duration::from_nanos(max_slo);
+    while (shared.answers.load(Ordering::Relaxed) as usize) < n && shared.start.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    if cfg.progress {
+        eprintln!();
+    }
+    for s in &streams {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    let mut t = Tally::default();
+    for r in readers {
+        let x = r.join().expect("readers do not panic");
+        t.ok += x.ok;
+        t.late += x.late;
+        t.dropped += x.dropped;
+        t.errors += x.errors;
+        t.duplicates += x.duplicates;
+        t.latency_us.extend(x.latency_us);
+        t.overhead_us.extend(x.overhead_us);
+        t.batch_sum += x.batch_sum;
+        for (k, c) in x.drop_reasons {
+            (0..c).for_each(|_| bump(&mut t.drop_reasons, k));
+        }
+        for (k, c) in x.error_codes {
+            (0..c).for_each(|_| bump(&mut t.error_codes, k));
+        }
+    }
+    let sent = n as u64;
+    let answered_ok = t.latency_us.len() as u64;
+    let secs = cfg.duration.as_secs_f64();
+    Ok(LoadReport {
+        target: cfg.target.to_string(),
+        offered_rps: cfg.rate_rps,
+        duration_s: secs,
+        sent,
+        ok: t.ok,
+        late: t.late,
+        dropped: t.dropped,
+        errors: t.errors,
+        unanswered: sent - (t.ok + t.late + t.dropped + t.errors),
+        duplicates: t.duplicates,
+        bad_rate: if sent == 0 { 0.0 } else { 1.0 - t.ok as f64 / sent as f64 },
+        goodput_rps: t.ok as f64 / secs,
+        p50_ms: percentile_ms(&mut t.latency_us, 0.5),
+        p99_ms: percentile_ms(&mut t.latency_us, 0.99),
+        p999_ms: percentile_ms(&mut t.latency_us, 0.999),
+        mean_batch: if answered_ok == 0 { 0.0 } else { t.batch_sum as f64 / answered_ok as f64 },
+        overhead_p50_ms: percentile_ms(&mut t.overhead_us, 0.5),
+        overhead_p99_ms: percentile_ms(&mut t.overhead_us, 0.99),
+        max_send_lag_ms: max_lag as f64 / 1e6,
+        drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
+        error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
+    })
+}
+
+pub fn print(r: &LoadReport) {
+    println!("target {}  offered {:.0} r/s for {:.1} s", r.target, r.offered_rps, r.duration_s);
+    println!(
+        "sent {}  ok {}  late {}  dropped {}  errors {}  unanswered {}  duplicates {}",
+        r.sent, r.ok, r.late, r.dropped, r.errors, r.unanswered, r.duplicates
+    );
+    println!("goodput {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
+    println!("latency p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms", r.p50_ms, r.p99_ms, r.p999_ms);
+    println!(
+        "mean batch {:.2}  dataplane overhead p50 {:.3} ms  p99 {:.3} ms  max send lag {:.3} ms",
+        r.mean_batch, r.overhead_p50_ms, r.overhead_p99_ms, r.max_send_lag_ms
+    );
+    if !r.drop_reasons.is_empty() {
+        println!("drops: {:?}", r.drop_reasons);
+    }
+    if !r.error_codes.is_empty() {
+        println!("errors: {:?}", r.error_codes);
+    }
+}

@@ -1,0 +1,262 @@
+//! The engine's commands:
+//! - `baton serve [--scenario FILE] [--listen ADDR]`: every role in one
+//!   process, serving the scenario's models on its emulated GPUs under its
+//!   policy, until SIGINT/SIGTERM or `--duration`;
+//! - `baton load FILE --target ADDR --rate R [--duration S] [--json]`: the
+//!   open-loop load generator (`baton_perf::load`);
+//! - `baton demo [--scenario FILE] [--rate R]`: starts a server in process,
+//!   drives it with the load generator, and prints what it measured next to
+//!   what `baton sim` predicts for the same file, rate and seed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use baton_core::models::DEFAULT_INPUT_FLOATS;
+use baton_core::runtime::{start, EngineConfig, EngineReport};
+use baton_perf::load::{self, LoadConfig};
+use baton_perf::{load_scenario, SERVE_SCENARIO};
+use baton_sched::{PolicyKind, Scenario};
+
+#[derive(clap::Args)]
+pub struct EngineArgs {
+    /// Scenario TOML file (default: built-in, three models on 4 GPUs).
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Policy, overriding the file's [policy].
+    #[arg(long)]
+    policy: Option<String>,
+    /// Floats in each request's input tensor.
+    #[arg(long, default_value_t = DEFAULT_INPUT_FLOATS)]
+    input_floats: usize,
+    /// Relative jitter of the emulated GPUs' batch times.
+    #[arg(long, default_value_t = 0.0)]
+    jitter: f64,
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    listen: SocketAddr,
+    /// Rate static planners (nexus) plan for (default: the file's rate_rps).
+    #[arg(long)]
+    plan_rate: Option<f64>,
+    /// Stop after this many seconds (default: at SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print the final report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// Scenario TOML file: models, weights, arrival laws and seed.
+    file: PathBuf,
+    #[arg(long)]
+    target: SocketAddr,
+    /// Aggregate offered rate, requests/s (default: the file's rate_rps).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Seconds of sending.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    #[arg(long, default_value_t = DEFAULT_INPUT_FLOATS)]
+    input_floats: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Aggregate offered rate (default: the file's rate_rps).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long)]
+    json: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
+    let s = match &a.scenario {
+        Some(f) => load_scenario(f)?,
+        None => Scenario::parse(SERVE_SCENARIO).map_err(|e| format!("built-in scenario: {e}"))?,
+    };
+    let policy = match &a.policy {
+        Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,
+        None => s.policy,
+    };
+    if !(0.0..1.0).contains(&a.jitter) {
+        return Err(format!("--jitter: must be in [0, 1), got {}", a.jitter));
+    }
+    Ok((s, policy))
+}
+
+fn positive(name: &str, x: f64) -> Result<f64, String> {
+    if x.is_finite() && x > 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("{name}: must be positive, got {x}"))
+    }
+}
+
+fn rate_of(s: &Scenario, given: Option<f64>, flag: &str) -> Result<f64, String> {
+    let r = given.or(s.rate_rps).ok_or_else(|| format!("{flag}: the scenario has no rate_rps; give one"))?;
+    positive(flag, r)
+}
+
+fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
+    EngineConfig {
+        listen,
+        input_floats: a.input_floats,
+        jitter: a.jitter,
+        plan_rate_rps: plan_rate,
+        ..Default::default()
+    }
+}
+
+fn print_engine(r: &EngineReport) {
+    let f = &r.frontend;
+    println!(
+        "engine: received {}  ok {} (late {})  dropped {}  errors {}  orphaned {}  duplicates {}  held at stop {}",
+        f.received, f.ok, f.late, f.dropped, f.errors, f.orphaned, f.duplicates, r.held_at_stop
+    );
+    let batches: u64 = r.backends.iter().map(|b| b.batches).sum();
+    let reqs: u64 = r.backends.iter().map(|b| b.requests).sum();
+    let lag: u64 = r.backends.iter().map(|b| b.start_lag_ns).sum();
+    let max_lag = r.backends.iter().map(|b| b.max_start_lag_ns).max().unwrap_or(0);
+    println!(
+        "        connections {}  bad frames {}  batches {}  mean batch {:.2}  start lag mean {:.1} µs max {:.1} µs",
+        r.connections,
+        r.bad_frames,
+        batches,
+        if batches == 0 { 0.0 } else { reqs as f64 / batches as f64 },
+        if batches == 0 { 0.0 } else { lag as f64 / batches as f64 / 1e3 },
+        max_lag as f64 / 1e3
+    );
+}
+
+fn engine_json(r: &EngineReport) -> serde_json::Value {
+    let f = &r.frontend;
+    serde_json::json!({
+        "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
+        "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
+        "connections": r.connections, "bad_frames": r.bad_frames,
+        "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
+    })
+}
+
+pub fn serve(a: ServeArgs) -> Result<(), String> {
+    let (s, policy) = scenario(&a.engine)?;
+    let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
+    let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    eprintln!(
+        "baton serve: {} ({} models, {} emulated GPUs, policy {}) on {}",
+        s.name,
+        s.models.len(),
+        s.cluster.backends,
+        policy.as_str(),
+        engine.addr
+    );
+    let started = Instant::now();
+    let limit = a.duration.map(Duration::from_secs_f64);
+    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = engine.shutdown();
+    if a.json {
+        println!("{}", engine_json(&report));
+    } else {
+        print_engine(&report);
+    }
+    Ok(())
+}
+
+pub fn load(a: LoadArgs) -> Result<(), String> {
+    let s = load_scenario(&a.file)?;
+    let cfg = LoadConfig {
+        target: a.target,
+        rate_rps: rate_of(&s, a.rate, "--rate")?,
+        duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
+        connections: a.connections.max(1),
+        input_floats: a.input_floats,
+        drain: Duration::from_secs(2),
+        progress: !a.json,
+    };
+    let r = load::run(&s, &cfg).map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).expect("serializable"));
+    } else {
+        load::print(&r);
+    }
+    Ok(())
+}
+
+pub fn demo(a: DemoArgs) -> Result<(), String> {
+    let (s, policy) = scenario(&a.engine)?;
+    let rate = rate_of(&s, a.rate, "--rate")?;
+    let duration = positive("--duration", a.duration)?;
+    let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+    let engine = start(&s, policy, &config(&a.engine, listen, rate)).map_err(|e| e.to_string())?;
+    eprintln!(
+        "baton demo: serving {} ({} models, {} emulated GPUs, policy {}) on {}; {rate} r/s for {duration} s ...",
+        s.name,
+        s.models.len(),
+        s.cluster.backends,
+        policy.as_str(),
+        engine.addr
+    );
+    let cfg = LoadConfig {
+        target: engine.addr,
+        rate_rps: rate,
+        duration: Duration::from_secs_f64(duration),
+        connections: 4,
+        input_floats: a.engine.input_floats,
+        drain: Duration::from_secs(2),
+        progress: !a.json,
+    };
+    let measured = load::run(&s, &cfg);
+    let report = engine.shutdown();
+    let measured = measured.map_err(|e| e.to_string())?;
+    // The simulator's prediction: same file, rate, seed and policy.
+    let mut sim_s = s.clone();
+    sim_s.warmup = 0;
+    sim_s.duration = cfg.duration.as_nanos() as u64;
+    let predicted = baton_sched::sim::run(&sim_s, policy, rate);
+    if a.json {
+        let j = serde_json::json!({
+            "load": measured, "engine": engine_json(&report),
+            "sim": { "goodput_rps": predicted.goodput_rps, "bad_rate": predicted.bad_rate, "mean_batch": predicted.mean_batch },
+        });
+        println!("{j}");
+    } else {
+        load::print(&measured);
+        print_engine(&report);
+        println!(
+            "baton sim, same file, rate and seed: goodput {:.1} r/s  bad rate {:.4}  mean batch {:.2}",
+            predicted.goodput_rps, predicted.bad_rate, predicted.mean_batch
+        );
+    }
+    Ok(())
+}
