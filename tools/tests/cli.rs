@@ -97,3 +97,46 @@ fn trace_writes_an_azure_schema_file_that_scenarios_read() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("models[0].arrival"));
 }
+
+#[test]
+fn serve_and_load_as_separate_processes_account_for_every_request() {
+    // Port 0 cannot be known to a second process: pick a free one.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--listen", &addr, "--duration", "6", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("baton serve starts");
+    // Wait for the listener.
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let load =
+        baton(&["load", &scenario("serve-default.toml"), "--target", &addr, "--rate", "500", "--duration", "1", "--json"]);
+    assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&load.stdout).expect("one JSON object");
+    for key in ["sent", "ok", "dropped", "errors", "bad_rate", "goodput_rps", "p99_ms"] {
+        assert!(v[key].is_number(), "missing {key}");
+    }
+    let n = |k: &str| v[k].as_u64().unwrap();
+    assert!(n("sent") > 300, "{v}");
+    assert_eq!(n("ok") + n("late") + n("dropped") + n("errors"), n("sent"), "{v}");
+    let out = server.wait_with_output().expect("serve exits after --duration");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("serve prints one JSON object");
+    assert_eq!(s["received"].as_u64(), Some(n("sent")), "{s}");
+    assert_eq!(s["duplicates"].as_u64(), Some(0));
+}
+
+#[test]
+fn serve_refuses_what_the_engine_cannot_run() {
+    let out = baton(&["serve", "--scenario", &scenario("orloj-bimodal.toml"), "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("input-dependent"), "{err}");
+}

@@ -175,13 +175,14 @@ pub async fn run(
         glommio::timer::sleep(if busy { Duration::from_micros(1) } else { IDLE }).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
-    let mut s = shard.borrow_mut();
-    let held = s.fe.held() as u64;
-    s.fe.drop_all(&mut answers);
-    s.answer(&mut answers);
-    let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
-    let report = Report { stats: s.fe.stats, connections: s.connections, bad_frames: s.bad_frames, held_at_stop: held };
-    drop(s);
+    let (report, conns) = {
+        let mut s = shard.borrow_mut();
+        let held = s.fe.held() as u64;
+        s.fe.drop_all(&mut answers);
+        s.answer(&mut answers);
+        let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
+        (Report { stats: s.fe.stats, connections: s.connections, bad_frames: s.bad_frames, held_at_stop: held }, conns)
+    };
     // Give the writers a moment to flush the last answers.
     for _ in 0..100 {
         if conns.iter().all(|c| c.out.borrow().is_empty() || c.closed.get()) {

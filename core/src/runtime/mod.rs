@@ -57,7 +57,8 @@ pub struct EngineConfig {
     pub jitter: f64,
     /// Slots of each ring between the shards.
     pub ring_capacity: usize,
-    /// The aggregate rate static planners (Nexus) plan for.
+    /// The aggregate rate static planners (Nexus) plan for; 0: the
+    /// scenario's `rate_rps`.
     pub plan_rate_rps: f64,
 }
 
@@ -149,6 +150,10 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let mut links = mesh::<Envelope>(2, cfg.ring_capacity).into_iter();
     let (fe_links, sched_links) = (links.next().expect("two shards"), links.next().expect("two shards"));
     let cores = cores();
+    let cfg = &EngineConfig {
+        plan_rate_rps: if cfg.plan_rate_rps > 0.0 { cfg.plan_rate_rps } else { scenario.rate_rps.unwrap_or(0.0) },
+        ..cfg.clone()
+    };
 
     // The policy and the executors are built on the shard that owns them.
     let sched = {

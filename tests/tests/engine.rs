@@ -1,0 +1,245 @@
+//! The engine end to end on loopback: a real server (pinned glommio
+//! shards, io_uring TCP) driven by real sockets. These tests check
+//! contracts — every request answered exactly once, bad input answered or
+//! closed without harming other clients — never timings (the machine is
+//! shared and noisy; timings are measured by `baton demo` and perf runs).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
+
+use baton_core::runtime::{start, Engine, EngineConfig};
+use baton_net::framing::{FrameBuf, Outbox};
+use baton_perf::load::{self, LoadConfig};
+use baton_perf::SERVE_SCENARIO;
+use baton_sched::{PolicyKind, Scenario};
+use baton_wire::frame::{FrameHeader, Kind};
+use baton_wire::{encode, fb, Message};
+
+const FLOATS: usize = 16;
+
+fn scenario() -> Scenario {
+    Scenario::parse(SERVE_SCENARIO).expect("built-in scenario parses")
+}
+
+fn engine_at(s: &Scenario, plan_rate_rps: f64) -> Engine {
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { listen, input_floats: FLOATS, plan_rate_rps, ..Default::default() };
+    start(s, s.policy, &cfg).expect("engine starts")
+}
+
+fn engine(s: &Scenario) -> Engine {
+    engine_at(s, 0.0)
+}
+
+fn request(id: u64, model: &str, slo_ms: u64, floats: usize) -> fb::InferRequest {
+    fb::InferRequest {
+        id,
+        model: Some(model.into()),
+        slo_ns: slo_ms * 1_000_000,
+        app: 0,
+        inputs: Some(vec![fb::Tensor {
+            name: None,
+            dtype: fb::DType::F32,
+            shape: Some(vec![floats as i64]),
+            data: Some(vec![0; floats * 4]),
+        }]),
+    }
+}
+
+/// A blocking test client.
+struct Client {
+    s: TcpStream,
+    buf: FrameBuf,
+}
+
+impl Client {
+    fn connect(e: &Engine) -> Self {
+        let s = TcpStream::connect(e.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Self { s, buf: FrameBuf::default() }
+    }
+
+    fn send(&mut self, m: &Message) {
+        self.s.write_all(&encode(m).unwrap()).unwrap();
+    }
+
+    fn raw(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// The next answer; None when the server closed the connection.
+    fn answer(&mut self) -> Option<fb::InferResponse> {
+        loop {
+            if let Some(f) = self.buf.next_frame().expect("the server sends valid frames") {
+                match f.expect("the server's frames decode") {
+                    Message::InferResponse(r) => return Some(r),
+                    other => panic!("server sent {:?}", other.kind()),
+                }
+            }
+            match self.s.read(self.buf.spare()) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.filled(n),
+                Err(e) => panic!("no answer: {e}"),
+            }
+        }
+    }
+
+    fn error(&mut self) -> fb::ErrorCode {
+        let a = self.answer().expect("an answer before the close");
+        assert_eq!(a.status, fb::Status::Error, "{a:?}");
+        a.error_code
+    }
+
+    fn closed(&mut self) -> bool {
+        self.answer().is_none()
+    }
+}
+
+/// The server still serves a well-behaved client.
+fn still_serves(e: &Engine) {
+    let mut c = Client::connect(e);
+    c.send(&Message::InferRequest(request(42, "BERT-base", 200, FLOATS)));
+    let a = c.answer().expect("answered");
+    assert_eq!((a.id, a.status), (42, fb::Status::Ok), "{a:?}");
+    assert_eq!(a.outputs.as_ref().map(|o| o.len()), Some(1));
+}
+
+#[test]
+fn garbage_bytes_get_a_malformed_answer_and_a_close() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    c.raw(b"GET / HTTP/1.1\r\nHost: baton\r\n\r\n");
+    assert_eq!(c.error(), fb::ErrorCode::Malformed);
+    assert!(c.closed());
+    still_serves(&e);
+    let r = e.shutdown();
+    assert_eq!(r.bad_frames, 1);
+}
+
+#[test]
+fn a_truncated_frame_then_a_disconnect_closes_only_that_connection() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    let bytes = encode(&Message::InferRequest(request(1, "ResNet50", 100, FLOATS))).unwrap();
+    c.raw(&bytes[..bytes.len() / 2]);
+    c.s.shutdown(Shutdown::Write).unwrap();
+    assert!(c.closed(), "half a frame and EOF: the server closes without an answer");
+    still_serves(&e);
+    let r = e.shutdown();
+    assert_eq!((r.frontend.received, r.frontend.ok), (1, 1));
+}
+
+#[test]
+fn an_oversize_frame_is_refused_before_it_is_buffered() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    let mut head = FrameHeader::new(Kind::InferRequest, 0).unwrap().to_bytes();
+    head[..4].copy_from_slice(&(64u32 << 20).to_le_bytes());
+    c.raw(&head);
+    assert_eq!(c.error(), fb::ErrorCode::Malformed);
+    assert!(c.closed());
+    still_serves(&e);
+    e.shutdown();
+}
+
+#[test]
+fn unknown_and_unexpected_kinds_are_refused() {
+    let e = engine(&scenario());
+    // A kind byte no schema names: the stream cannot be trusted; close.
+    let mut c = Client::connect(&e);
+    let mut head = FrameHeader::new(Kind::Stats, 0).unwrap().to_bytes();
+    head[4] = 250;
+    c.raw(&head);
+    assert_eq!(c.error(), fb::ErrorCode::Malformed);
+    assert!(c.closed());
+    // A valid frame of a kind clients do not send: refused, connection kept.
+    let mut c = Client::connect(&e);
+    c.send(&Message::Stats(fb::Stats::default()));
+    assert_eq!(c.error(), fb::ErrorCode::UnexpectedKind);
+    c.send(&Message::InferRequest(request(5, "ResNet50", 100, FLOATS)));
+    assert_eq!(c.answer().unwrap().status, fb::Status::Ok);
+    e.shutdown();
+}
+
+#[test]
+fn unknown_models_past_deadlines_and_bad_tensors_get_typed_errors() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    c.send(&Message::InferRequest(request(1, "NoSuchNet", 100, FLOATS)));
+    assert_eq!(c.error(), fb::ErrorCode::UnknownModel);
+    c.send(&Message::InferRequest(request(2, "ResNet50", 0, FLOATS)));
+    assert_eq!(c.error(), fb::ErrorCode::DeadlineInPast);
+    c.send(&Message::InferRequest(request(3, "ResNet50", 100, FLOATS + 1)));
+    assert_eq!(c.error(), fb::ErrorCode::BadTensor);
+    // Bytes that disagree with the shape: the decoder refuses the payload;
+    // the stream is still in sync, so the connection goes on.
+    let mut lying = request(4, "ResNet50", 100, FLOATS);
+    lying.inputs.as_mut().unwrap()[0].shape = Some(vec![FLOATS as i64 + 3]);
+    let mut out = Outbox::default();
+    out.push(&Message::InferRequest(lying)).unwrap();
+    c.raw(&out.take());
+    assert_eq!(c.error(), fb::ErrorCode::Malformed);
+    c.send(&Message::InferRequest(request(5, "ResNet50", 100, FLOATS)));
+    let a = c.answer().unwrap();
+    assert_eq!((a.id, a.status), (5, fb::Status::Ok));
+    let r = e.shutdown();
+    assert_eq!((r.frontend.errors, r.frontend.ok, r.bad_frames), (3, 1, 1));
+}
+
+#[test]
+fn a_client_that_leaves_mid_request_harms_no_one() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    for id in 0..50 {
+        c.send(&Message::InferRequest(request(id, "InceptionV3", 50, FLOATS)));
+    }
+    drop(c);
+    still_serves(&e);
+    // Let the abandoned requests finish; each is answered (to no one) once.
+    std::thread::sleep(Duration::from_millis(200));
+    let r = e.shutdown();
+    let f = r.frontend;
+    assert_eq!(f.received, 51);
+    assert_eq!(f.answered(), 51, "{f:?}");
+    assert_eq!((f.duplicates, r.held_at_stop), (0, 0));
+    assert!(f.orphaned > 0 && f.orphaned <= 50, "{f:?}");
+}
+
+/// Load for `secs` at `rate` through the load generator; the engine's and
+/// the generator's accounts must agree, every request answered once.
+fn exactly_once(policy: PolicyKind, rate: f64) {
+    let mut s = scenario();
+    s.policy = policy;
+    let e = engine_at(&s, rate);
+    let cfg = LoadConfig {
+        target: e.addr,
+        rate_rps: rate,
+        duration: Duration::from_secs(2),
+        connections: 3,
+        input_floats: FLOATS,
+        drain: Duration::from_secs(5),
+        progress: false,
+    };
+    let l = load::run(&s, &cfg).expect("load runs");
+    let r = e.shutdown();
+    assert!(l.sent > 0);
+    assert_eq!(l.ok + l.late + l.dropped + l.errors + l.unanswered, l.sent);
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    let f = r.frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates, f.orphaned), (l.sent, l.sent, 0, 0), "{f:?}");
+    assert_eq!(f.dropped, l.dropped);
+    assert!(l.ok > 0, "{l:?}");
+}
+
+#[test]
+fn every_request_is_answered_exactly_once_at_twice_goodput() {
+    // `baton sim --find-goodput` on the built-in scenario: about 1,235 r/s.
+    exactly_once(PolicyKind::Symphony, 2_500.0);
+    exactly_once(PolicyKind::Clockwork, 2_500.0);
+}
+
+#[test]
+fn nexus_runs_its_plan_in_the_engine() {
+    exactly_once(PolicyKind::Nexus, 800.0);
+}
