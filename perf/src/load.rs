@@ -59,7 +59,9 @@ pub struct LoadReport {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub mean_batch: f64,
-    /// Server-side queueing + dispatch time (answer minus execution), p50 / p99.
+    /// The dataplane's share, as the frontend measures it: arrival at the
+    /// frontend to the answer leaving it, minus execution (queueing,
+    /// dispatch, input fetch and result delivery), p50 / p99.
     pub overhead_p50_ms: f64,
     pub overhead_p99_ms: f64,
     /// The longest the generator ran behind its schedule.
@@ -161,7 +163,7 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
                     t.latency_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
                     if let Some(tm) = r.timing {
                         t.batch_sum += u64::from(tm.batch_size);
-                        t.overhead_us.push((latency.saturating_sub(tm.exec_ns) / 1_000).min(u32::MAX as u64) as u32);
+                        t.overhead_us.push((tm.queue_ns / 1_000).min(u32::MAX as u64) as u32);
                     }
                 }
                 fb::Status::Dropped => {

@@ -1,0 +1,34 @@
+//! The engine end to end: `cargo run --release -p baton-perf --bin engine_bench [-- --quick]`.
+
+use baton_perf::engine_bench::{table4, throughput};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let secs = if quick { 1.0 } else { 10.0 };
+    let e = table4(secs);
+    println!(
+        "Table 4 ResNet50 at {:.0} r/s (baton sim's goodput): engine goodput {:.1} r/s, sim {:.1} r/s, ratio {:.3}",
+        e.rate_rps, e.engine.goodput_rps, e.sim_goodput_rps, e.ratio
+    );
+    println!(
+        "  engine: ok {} late {} dropped {} of {}; p50 {:.2} ms p99 {:.2} ms; mean batch {:.2}; overhead p50 {:.3} ms p99 {:.3} ms",
+        e.engine.ok,
+        e.engine.late,
+        e.engine.dropped,
+        e.engine.sent,
+        e.engine.p50_ms,
+        e.engine.p99_ms,
+        e.engine.mean_batch,
+        e.engine.overhead_p50_ms,
+        e.engine.overhead_p99_ms
+    );
+    let t = throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
+    println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
+    println!(
+        "  at half ({:.0} r/s): dataplane overhead p50 {:.3} ms, p99 {:.3} ms; latency p50 {:.3} ms p99 {:.3} ms; mean batch {:.2}",
+        t.half.offered_rps, t.half.overhead_p50_ms, t.half.overhead_p99_ms, t.half.p50_ms, t.half.p99_ms, t.half.mean_batch
+    );
+    if std::env::args().any(|a| a == "--json") {
+        println!("{}", serde_json::json!({ "table4": e, "throughput": t }));
+    }
+}

@@ -1,0 +1,109 @@
+//! The engine measured end to end on loopback (issue 3's numbers):
+//!
+//! 1. Table 4 ResNet50 served by `baton serve`'s runtime under the load
+//!    generator, against `baton sim` on the same file, rate and seed — at
+//!    the simulator's goodput rate.
+//! 2. Throughput: the highest offered rate of tiny requests with a cheap
+//!    profile (`engine-tiny.toml`) the engine sustains — every request
+//!    answered, at most 1% bad, the generator keeping to its schedule —
+//!    found by doubling then bisecting; then the dataplane overhead
+//!    (frontend arrival to answer, minus execution) at half that rate.
+//!
+//! Load generator and server share the machine, as the issue asks.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use baton_core::runtime::{start, EngineConfig};
+use baton_sched::sim::{find_goodput, run as simulate};
+use baton_sched::Scenario;
+use serde::Serialize;
+
+use crate::load::{self, LoadConfig, LoadReport};
+use crate::report::load_scenario;
+
+fn scenario(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
+    load_scenario(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One engine, one load run at `rate` for `secs`.
+pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
+    let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+    let cfg = EngineConfig { listen, plan_rate_rps: rate, ..Default::default() };
+    let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
+    let lc = LoadConfig {
+        target: engine.addr,
+        rate_rps: rate,
+        duration: Duration::from_secs_f64(secs),
+        connections: 4,
+        input_floats: cfg.input_floats,
+        drain: Duration::from_secs(2),
+        progress: false,
+    };
+    let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
+    engine.shutdown();
+    r
+}
+
+#[derive(Debug, Serialize)]
+pub struct EndToEnd {
+    pub rate_rps: f64,
+    pub sim_goodput_rps: f64,
+    pub engine: LoadReport,
+    /// Engine goodput over the simulator's at the same rate.
+    pub ratio: f64,
+}
+
+pub fn table4(secs: f64) -> EndToEnd {
+    let mut s = scenario("table4-resnet50.toml");
+    s.duration = (secs * 1e9) as u64;
+    let rate = find_goodput(&s, s.policy, 0.01).goodput_rps;
+    s.warmup = 0;
+    let sim = simulate(&s, s.policy, rate);
+    let engine = serve_and_load(&s, rate, secs);
+    EndToEnd { rate_rps: rate, sim_goodput_rps: sim.goodput_rps, ratio: engine.goodput_rps / sim.goodput_rps, engine }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    /// Every rate tried, and whether the engine sustained it.
+    pub probes: Vec<(f64, bool, LoadReport)>,
+    pub sustained_rps: f64,
+    /// The run at half the sustained rate.
+    pub half: LoadReport,
+}
+
+fn sustained(r: &LoadReport) -> bool {
+    r.unanswered == 0 && r.duplicates == 0 && r.bad_rate <= 0.01 && r.max_send_lag_ms < 50.0
+}
+
+pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput {
+    let s = scenario("engine-tiny.toml");
+    let mut probes = Vec::new();
+    let (mut lo, mut hi) = (0.0, f64::INFINITY);
+    let mut rate = start_rps;
+    while hi.is_infinite() || probes.len() < bisect_steps + 1 {
+        let r = serve_and_load(&s, rate, secs);
+        let ok = sustained(&r);
+        eprintln!("  {rate:>9.0} r/s: {} (bad {:.4}, lag {:.1} ms)", if ok { "ok" } else { "no" }, r.bad_rate, r.max_send_lag_ms);
+        probes.push((rate, ok, r));
+        if ok {
+            lo = rate;
+        } else {
+            hi = rate;
+        }
+        if hi.is_infinite() {
+            rate *= 2.0;
+        } else if lo == 0.0 {
+            rate = hi / 2.0;
+        } else if probes.len() > 20 || hi / lo < 1.05 {
+            break;
+        } else {
+            rate = (lo + hi) / 2.0;
+        }
+    }
+    let half = serve_and_load(&s, (lo / 2.0).max(1.0), secs);
+    Throughput { probes, sustained_rps: lo, half }
+}
