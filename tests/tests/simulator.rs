@@ -122,6 +122,42 @@ fn queries_spawn_stages_and_count_only_whole_queries() {
     }
 }
 
+/// The fork-join query (perf/scenarios/nexus-forkjoin.toml: SSD forks to
+/// about 4 cars and 1 face a frame, a ranker joins them once per frame):
+/// every request is answered once under every policy, the ranker runs about
+/// once per frame that got through its recognisers, and queries fail rarely
+/// at a moderate rate and mostly under overload.
+#[test]
+fn fork_join_queries_run_the_join_once_per_query() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-forkjoin.toml");
+    let s = quick(load_scenario(&path).expect("shipped scenario parses"));
+    let q = &s.queries[0];
+    let (car, face, ranker) = (&q.stages[1], &q.stages[2], &q.stages[3]);
+    assert_eq!(ranker.parents, vec![1, 2]);
+    assert_eq!(ranker.deadline_offset, car.deadline_offset.max(face.deadline_offset) + ranker.budget);
+    assert!(ranker.deadline_offset <= q.slo);
+    for policy in PolicyKind::all() {
+        let r = run(&s, policy, 100.0);
+        assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());
+        assert_eq!(r.sent, r.ok + r.late + r.dropped, "{}: accounting", policy.as_str());
+        let qr = &r.queries[0];
+        assert!(qr.sent > 200 && qr.ok <= qr.sent, "{}: {qr:?}", policy.as_str());
+        let sent: Vec<f64> = r.models.iter().map(|m| m.sent as f64).collect();
+        assert!((sent[1] / sent[0] - 4.0).abs() < 0.3, "{}: {sent:?}", policy.as_str());
+        // One ranker request per frame on average, none for a frame whose
+        // detection or recognition missed.
+        assert!(sent[3] <= sent[0] * 1.1, "{}: {sent:?}", policy.as_str());
+        assert!(qr.bad_rate >= r.models[0].bad_rate - 1e-9, "{}: query better than its root stage", policy.as_str());
+    }
+    let moderate = run(&s, PolicyKind::Nexus, 100.0);
+    let (m, qr) = (&moderate.models, &moderate.queries[0]);
+    assert!(qr.bad_rate < 0.01, "nexus at 100 q/s on 16 GPUs: {qr:?}");
+    assert!((m[3].sent as f64 / m[0].sent as f64 - 1.0).abs() < 0.1, "a ranker per frame: {} {}", m[3].sent, m[0].sent);
+    let overload = run(&s, PolicyKind::Nexus, 1_000.0);
+    assert!(overload.queries[0].bad_rate > 0.5, "nexus at 1,000 q/s on 16 GPUs: {:?}", overload.queries[0]);
+    assert_eq!(overload.checks.unanswered, 0);
+}
+
 /// Scenario text from users never panics the parser: mutated shipped files
 /// (digits replaced by extreme numbers, keys and values cut or swapped)
 /// either parse or give a typed error.
