@@ -64,7 +64,7 @@ fn fork_join(quick: bool) {
     println!("\nfork-join query (SSD -> 4 cars + 1 face -> ranker joins them; SLO 300 ms): planned GPUs");
     println!("budgets ms (ssd, car, face, ranker): dp {:?}, even {:?}", budgets(&dp), budgets(&even));
     println!(
-        "{:>8} {:>7} {:>7} {:>9} {:>9} {:>10} {:>10}",
+        "{:>8} {:>7} {:>7} {:>9} {:>10} {:>10} {:>12}",
         "rate q/s", "DP", "even", "DP bound", "even bound", "DP q/s/GPU", "even q/s/GPU"
     );
     for rate in [50.0, 100.0, 200.0, 500.0, 1_000.0] {
