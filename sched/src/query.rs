@@ -100,6 +100,8 @@ pub enum Split {
 pub enum QueryError {
     /// The `dp` split needs a series-parallel (fork-join) graph.
     NotSeriesParallel,
+    /// Not even a nanosecond per stage on the longest path.
+    SloTooShort { slo: Nanos, longest_path: usize },
 }
 
 impl std::fmt::Display for QueryError {
@@ -110,6 +112,9 @@ impl std::fmt::Display for QueryError {
                 "the stages are not a fork-join (series-parallel) graph, which the \"dp\" split needs \
                  (a stage feeds a join and also a path around it); use split = \"even\""
             ),
+            QueryError::SloTooShort { slo, longest_path } => {
+                write!(f, "{slo} ns cannot be split over the {longest_path} stages of the longest path")
+            }
         }
     }
 }
@@ -221,6 +226,10 @@ impl QuerySpec {
     /// Splits the SLO into budgets and deadline offsets.
     pub fn split_budgets(&mut self, models: &[ModelSpec]) -> Result<(), QueryError> {
         self.assert_shape();
+        let longest_path = self.path_lengths().into_iter().max().expect("at least one stage");
+        if self.slo < longest_path as Nanos {
+            return Err(QueryError::SloTooShort { slo: self.slo, longest_path });
+        }
         let budgets = match self.split {
             Split::Even => self.even_budgets(),
             Split::Dp => self.dp_budgets(models)?,
@@ -602,6 +611,8 @@ mod tests {
         let mut even = query(BRIDGE, &[1.0; 5], Split::Even);
         even.split_budgets(&models).expect("even takes any graph");
         assert!(even.stages.iter().all(|s| s.deadline_offset <= even.slo));
+        even.slo = 2;
+        assert_eq!(even.split_budgets(&models), Err(QueryError::SloTooShort { slo: 2, longest_path: 3 }));
         assert_eq!(even.ancestor_masks(), vec![0, 0b1, 0b1, 0b111, 0b11]);
     }
 }

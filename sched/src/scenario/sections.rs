@@ -6,7 +6,7 @@ use super::{err, non_negative, positive, ScenarioError, ScenarioModel};
 use crate::arrival::Arrival;
 use crate::dist::ExecDist;
 use crate::profile::Profile;
-use crate::query::{QuerySpec, Split, StageSpec, MAX_STAGES};
+use crate::query::{QueryError, QuerySpec, Split, StageSpec, MAX_STAGES};
 use crate::supernet::{check_pareto, default_supernet};
 use crate::time::ms_to_nanos;
 use crate::types::{AppSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, Subnet};
@@ -56,7 +56,10 @@ pub(super) fn parse_queries(
         let weight = non_negative(&key("weight"), q.weight, 1.0)?;
         let specs: Vec<ModelSpec> = models.iter().map(|m| m.spec.clone()).collect();
         let mut query = QuerySpec { name: q.name, slo, weight, arrival, split, stages };
-        query.split_budgets(&specs).map_err(|e| err(key("split"), e.to_string()))?;
+        query.split_budgets(&specs).map_err(|e| match e {
+            QueryError::NotSeriesParallel => err(key("split"), e.to_string()),
+            QueryError::SloTooShort { .. } => err(key("slo_ms"), e.to_string()),
+        })?;
         for st in &query.stages {
             let m = &mut models[st.model.index()].spec;
             if st.budget < m.profile.latency(1) + delay.of(1) {
@@ -284,6 +287,12 @@ parents = ["car", "face"]
             + FORK_JOIN.split("[[queries]]").nth(1).expect("a query")
             + "[[queries.stages]]\nmodel = \"log\"\nparent = \"car\"\n";
         rejects(&bridge, "queries[0].split", "series-parallel");
+        // 1 ns models under a 2 ns SLO: each fits alone, three in a row cannot.
+        let mut tiny = FORK_JOIN.replace("slo_ms = 300.0", "slo_ms = 0.000002");
+        for x in ["4.0", "10.0", "2.0", "5.0", "2.5", "6.0", "1.0", "3.0"] {
+            tiny = tiny.replace(&format!("_ms = {x}\n"), "_ms = 0.0000005\n");
+        }
+        rejects(&tiny, "queries[0].slo_ms", "longest path");
         let even = bridge.replace("slo_ms = 300.0", "slo_ms = 300.0\nsplit = \"even\"");
         let s = Scenario::parse(&even).expect("the even split takes any DAG");
         assert!(s.queries[0].stages.iter().all(|st| st.deadline_offset <= s.queries[0].slo));
