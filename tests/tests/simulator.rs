@@ -65,6 +65,10 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
             if member { "prefix_of = \"p\"\n" } else { "" }
         );
     }
+    // Sometimes a query DAG with a join, on models of its own.
+    if rng.below(3) == 0 {
+        text += &random_query(&mut rng);
+    }
     // Sometimes Nexus re-plans every few hundred milliseconds.
     if rng.below(3) == 0 {
         text += &format!("[policy]\nname = \"nexus\"\nepoch_s = {:.3}\n", 0.05 + rng.unit() * 0.4);
@@ -78,16 +82,47 @@ fn random_scenario(seed: u64) -> (Scenario, f64) {
     (s, rate)
 }
 
+/// A query of one of a few fork-join shapes over stage models q0..q3 (the
+/// root first), with a generous SLO, split either way.
+fn random_query(rng: &mut Rng) -> String {
+    let shapes: [&[&str]; 3] = [
+        // A diamond; a diamond whose join waits on a chain; a fork, one branch joining the root's other child.
+        &["", "parent = \"q0\"", "parent = \"q0\"", "parents = [\"q1\", \"q2\"]"],
+        &["", "parent = \"q0\"", "parent = \"q1\"", "parents = [\"q0\", \"q2\"]"],
+        &["", "parent = \"q0\"", "parents = [\"q0\", \"q1\"]", "parent = \"q2\""],
+    ];
+    let shape = shapes[rng.below(shapes.len() as u64) as usize];
+    let mut models = String::new();
+    let mut stages = String::new();
+    let mut longest_ms = 0.0;
+    for (i, parents) in shape.iter().enumerate() {
+        let (alpha, beta) = (0.05 + rng.unit(), 0.5 + rng.unit() * 4.0);
+        longest_ms += alpha + beta + 1.0;
+        models += &format!("[[models]]\nname = \"q{i}\"\nalpha_ms = {alpha:.3}\nbeta_ms = {beta:.3}\n");
+        let gamma = if i == 0 { String::new() } else { format!("gamma = {:.2}\n", 0.3 + rng.unit() * 2.5) };
+        stages += &format!("[[queries.stages]]\nmodel = \"q{i}\"\n{parents}\n{gamma}");
+    }
+    let split = if rng.below(2) == 0 { "dp" } else { "even" };
+    let slo_ms = longest_ms * (4.0 + rng.unit() * 6.0);
+    format!("{models}[[queries]]\nname = \"q\"\nslo_ms = {slo_ms:.3}\nsplit = \"{split}\"\nweight = 0.5\n{stages}")
+}
+
 #[test]
 fn every_request_ends_exactly_once_and_no_plan_misses_by_design() {
+    let mut queries_served = 0;
     for seed in 0..150 {
         let (s, rate) = random_scenario(seed);
         for policy in PolicyKind::all() {
             // The simulator panics on a request answered twice or dispatched
-            // twice; these are the rest of the checks.
+            // twice, or a query instance counted twice; these are the rest of
+            // the checks.
             let r = run(&s, policy, rate);
             assert_eq!(r.checks.unanswered, 0, "seed {seed} {}: unanswered requests", policy.as_str());
             assert_eq!(r.sent, r.ok + r.late + r.dropped, "seed {seed} {}: accounting", policy.as_str());
+            for q in &r.queries {
+                assert!(q.ok <= q.sent, "seed {seed} {}: {q:?}", policy.as_str());
+                queries_served += u32::from(q.ok > 0);
+            }
             if policy.plans_within_deadlines() {
                 assert_eq!(r.checks.infeasible_plans, 0, "seed {seed} {}: infeasible plans", policy.as_str());
                 if s.knobs.exec_jitter == 0.0 {
@@ -96,6 +131,7 @@ fn every_request_ends_exactly_once_and_no_plan_misses_by_design() {
             }
         }
     }
+    assert!(queries_served >= 500, "only {queries_served} runs served a fork-join query");
 }
 
 #[test]
@@ -120,6 +156,42 @@ fn queries_spawn_stages_and_count_only_whole_queries() {
         // Every bad root request (same arrivals as its queries) makes a bad query.
         assert!(qr.bad_rate >= r.models[0].bad_rate - 1e-9, "{}: query better than its root stage", policy.as_str());
     }
+}
+
+/// The fork-join query (perf/scenarios/nexus-forkjoin.toml: SSD forks to
+/// about 4 cars and 1 face a frame, a ranker joins them once per frame):
+/// every request is answered once under every policy, the ranker runs about
+/// once per frame that got through its recognisers, and queries fail rarely
+/// at a moderate rate and mostly under overload.
+#[test]
+fn fork_join_queries_run_the_join_once_per_query() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-forkjoin.toml");
+    let s = quick(load_scenario(&path).expect("shipped scenario parses"));
+    let q = &s.queries[0];
+    let (car, face, ranker) = (&q.stages[1], &q.stages[2], &q.stages[3]);
+    assert_eq!(ranker.parents, vec![1, 2]);
+    assert_eq!(ranker.deadline_offset, car.deadline_offset.max(face.deadline_offset) + ranker.budget);
+    assert!(ranker.deadline_offset <= q.slo);
+    for policy in PolicyKind::all() {
+        let r = run(&s, policy, 100.0);
+        assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());
+        assert_eq!(r.sent, r.ok + r.late + r.dropped, "{}: accounting", policy.as_str());
+        let qr = &r.queries[0];
+        assert!(qr.sent > 200 && qr.ok <= qr.sent, "{}: {qr:?}", policy.as_str());
+        let sent: Vec<f64> = r.models.iter().map(|m| m.sent as f64).collect();
+        assert!((sent[1] / sent[0] - 4.0).abs() < 0.3, "{}: {sent:?}", policy.as_str());
+        // One ranker request per frame on average, none for a frame whose
+        // detection or recognition missed.
+        assert!(sent[3] <= sent[0] * 1.1, "{}: {sent:?}", policy.as_str());
+        assert!(qr.bad_rate >= r.models[0].bad_rate - 1e-9, "{}: query better than its root stage", policy.as_str());
+    }
+    let moderate = run(&s, PolicyKind::Nexus, 100.0);
+    let (m, qr) = (&moderate.models, &moderate.queries[0]);
+    assert!(qr.bad_rate < 0.01, "nexus at 100 q/s on 16 GPUs: {qr:?}");
+    assert!((m[3].sent as f64 / m[0].sent as f64 - 1.0).abs() < 0.1, "a ranker per frame: {} {}", m[3].sent, m[0].sent);
+    let overload = run(&s, PolicyKind::Nexus, 1_000.0);
+    assert!(overload.queries[0].bad_rate > 0.5, "nexus at 1,000 q/s on 16 GPUs: {:?}", overload.queries[0]);
+    assert_eq!(overload.checks.unanswered, 0);
 }
 
 /// Scenario text from users never panics the parser: mutated shipped files

@@ -56,10 +56,23 @@ pub fn run(a: Args) -> Result<(), String> {
         );
     }
     for q in &scenario.queries {
-        let budgets: Vec<String> = q
-            .stages
-            .iter()
-            .map(|s| format!("{} {:.1} ms", scenario.models[s.model.index()].spec.name, s.budget as f64 / 1e6))
+        let name = |s: usize| scenario.models[q.stages[s].model.index()].spec.name.as_str();
+        let budgets: Vec<String> = (0..q.stages.len())
+            .map(|s| {
+                let st = &q.stages[s];
+                let join = if st.is_join() {
+                    let parents: Vec<&str> = st.parents.iter().map(|&p| name(p)).collect();
+                    format!(" (joins {})", parents.join("+"))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}{join} {:.1} ms due +{:.1}",
+                    name(s),
+                    st.budget as f64 / 1e6,
+                    st.deadline_offset as f64 / 1e6
+                )
+            })
             .collect();
         println!("query {} (SLO {:.1} ms, {:?} split): {}", q.name, q.slo as f64 / 1e6, q.split, budgets.join(", "));
     }

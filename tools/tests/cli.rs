@@ -139,4 +139,16 @@ fn serve_refuses_what_the_engine_cannot_run() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("input-dependent"), "{err}");
+
+fn plan_prints_the_budgets_of_a_fork_join_query() {
+    let out = baton(&["plan", &scenario("nexus-forkjoin.toml"), "--rate", "100"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("query traffic-ranked")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("Dp split") && line.contains("ranker (joins car+face)"), "{line}");
+    // The join is due at the end of the SLO, its parents together before it.
+    assert!(line.ends_with("due +300.0"), "{line}");
+    let car_due = line.split("car ").nth(1).and_then(|x| x.split("due +").nth(1)).expect("car's deadline");
+    let face_due = line.split("face ").nth(1).and_then(|x| x.split("due +").nth(1)).expect("face's deadline");
+    assert_eq!(car_due.split(',').next(), face_due.split(',').next(), "{line}");
 }

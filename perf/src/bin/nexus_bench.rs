@@ -1,10 +1,18 @@
-//! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick]`.
+//! Nexus experiments: `cargo run --release -p baton-perf --bin nexus_bench [-- --quick] [--fork-join]`
+//! (`--fork-join`: only the fork-join latency split).
 
 use baton_perf::load_scenario;
 use baton_perf::nexus_bench::{early_vs_lazy, epochs, game_scenario, latency_split, plan_vs_bound, prefix_scaling};
+use baton_sched::nexus::plan_report;
+use baton_sched::sim::find_goodput;
+use baton_sched::{PolicyKind, Scenario};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--fork-join") {
+        fork_join(quick);
+        return;
+    }
     let rows = early_vs_lazy(if quick { 5.0 } else { 60.0 }, if quick { 0.03 } else { 0.01 });
     println!("early vs lazy drop, 1 GPU, SLO 100 ms, optimal 500 r/s; highest rate with 99% in SLO");
     println!("{:>8} {:>8} {:>10} {:>10} {:>8}", "alpha ms", "beta ms", "early r/s", "lazy r/s", "early/lazy");
@@ -29,6 +37,55 @@ fn main() {
             r.dp_rps_per_gpu / r.even_rps_per_gpu
         );
     }
+    fork_join(quick);
+}
+
+/// The fork-join scenario with its query split by `split` ("dp" or "even").
+fn fork_join_scenario(split: &str) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nexus-forkjoin.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(text.contains("split = \"dp\""), "nexus-forkjoin.toml names its split");
+    Scenario::parse(&text.replace("split = \"dp\"", &format!("split = \"{split}\""))).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Planned GPUs and the exact lower bound at `rate_qps` queries/s.
+fn planned(s: &Scenario, rate_qps: f64) -> (usize, f64) {
+    let r = plan_report(&s.cluster, &s.model_rates(rate_qps), true);
+    (r.gpus, r.lower_bound_gpus_exact)
+}
+
+/// DP against even split on the fork-join query: GPUs planned at fixed
+/// query rates, then nexus goodput on the scenario's 16 GPUs.
+fn fork_join(quick: bool) {
+    let (dp, even) = (fork_join_scenario("dp"), fork_join_scenario("even"));
+    let budgets = |s: &Scenario| -> Vec<String> {
+        s.queries[0].stages.iter().map(|st| format!("{:.1}", st.budget as f64 / 1e6)).collect()
+    };
+    println!("\nfork-join query (SSD -> 4 cars + 1 face -> ranker joins them; SLO 300 ms): planned GPUs");
+    println!("budgets ms (ssd, car, face, ranker): dp {:?}, even {:?}", budgets(&dp), budgets(&even));
+    println!(
+        "{:>8} {:>7} {:>7} {:>9} {:>10} {:>10} {:>12}",
+        "rate q/s", "DP", "even", "DP bound", "even bound", "DP q/s/GPU", "even q/s/GPU"
+    );
+    for rate in [50.0, 100.0, 200.0, 500.0, 1_000.0] {
+        let ((g_dp, b_dp), (g_even, b_even)) = (planned(&dp, rate), planned(&even, rate));
+        println!(
+            "{rate:>8.0} {g_dp:>7} {g_even:>7} {b_dp:>9.2} {b_even:>10.2} {:>10.1} {:>12.1}",
+            rate / g_dp as f64,
+            rate / g_even as f64
+        );
+    }
+    let (mut dp, mut even) = (dp, even);
+    if quick {
+        dp = baton_perf::quick(dp);
+        even = baton_perf::quick(even);
+    }
+    let tolerance = if quick { 0.05 } else { 0.01 };
+    let (g_dp, g_even) = (
+        find_goodput(&dp, PolicyKind::Nexus, tolerance).goodput_rps,
+        find_goodput(&even, PolicyKind::Nexus, tolerance).goodput_rps,
+    );
+    println!("nexus goodput on 16 GPUs: DP {g_dp:.1} q/s, even {g_even:.1} q/s, DP/even {:.3}", g_dp / g_even);
 }
 
 /// Epoch re-planning on a shifting mix and on a stationary one.
@@ -90,5 +147,22 @@ fn plans_and_prefixes(quick: bool) {
             "  (apart: no plan fits one GPU)".to_string()
         };
         println!("{:>8} {:>10.1} {:>10.1} {ratio}", r.variants, r.batched_rps, r.unbatched_rps);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smoke run of the fork-join section: the DP split never needs more
+    /// GPU time than the even one, and plans stay above their bound.
+    #[test]
+    fn the_fork_join_split_plans_sanely() {
+        let (dp, even) = (fork_join_scenario("dp"), fork_join_scenario("even"));
+        for rate in [100.0, 1_000.0] {
+            let ((g_dp, b_dp), (g_even, b_even)) = (planned(&dp, rate), planned(&even, rate));
+            assert!(b_dp <= b_even, "at {rate} q/s the DP split's bound {b_dp} exceeds the even one's {b_even}");
+            assert!(g_dp as f64 >= b_dp && g_even as f64 >= b_even);
+        }
     }
 }

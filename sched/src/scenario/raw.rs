@@ -73,6 +73,8 @@ pub(super) struct RawStage {
     pub(super) model: String,
     /// The model of the parent stage; the root has none.
     pub(super) parent: Option<String>,
+    /// The models of several parent stages: a join (`query.rs`).
+    pub(super) parents: Option<Vec<String>>,
     pub(super) gamma: Option<f64>,
 }
 

@@ -1,12 +1,12 @@
 //! Parsing of the scenario's optional sections: apps (input-dependent
 //! execution), subnets (supernets) and queries (multi-model DAGs).
 
-use super::raw::{RawApp, RawQuery, RawSubnet};
+use super::raw::{RawApp, RawQuery, RawStage, RawSubnet};
 use super::{err, non_negative, positive, ScenarioError, ScenarioModel};
 use crate::arrival::Arrival;
 use crate::dist::ExecDist;
 use crate::profile::Profile;
-use crate::query::{QuerySpec, Split, StageSpec};
+use crate::query::{QueryError, QuerySpec, Split, StageSpec, MAX_STAGES};
 use crate::supernet::{check_pareto, default_supernet};
 use crate::time::ms_to_nanos;
 use crate::types::{AppSpec, DispatchDelay, DynamicExec, ModelId, ModelSpec, Subnet};
@@ -31,6 +31,9 @@ pub(super) fn parse_queries(
         if q.stages.is_empty() {
             return Err(err(key("stages"), "a query needs at least one stage"));
         }
+        if q.stages.len() > MAX_STAGES {
+            return Err(err(key("stages"), format!("{} stages; a query has at most {MAX_STAGES}", q.stages.len())));
+        }
         let mut stages: Vec<StageSpec> = Vec::with_capacity(q.stages.len());
         for (j, s) in q.stages.iter().enumerate() {
             let skey = |k: &str| key(&format!("stages[{j}].{k}"));
@@ -42,25 +45,21 @@ pub(super) fn parse_queries(
                 return Err(err(skey("model"), format!("`{}` is already a stage; a model serves one stage", s.model)));
             }
             used.push(s.model.clone());
-            let parent = match (&s.parent, j) {
-                (None, 0) => None,
-                (None, _) => return Err(err(skey("parent"), "only the first stage (the root) has no parent")),
-                (Some(_), 0) => return Err(err(skey("parent"), "the first stage is the root")),
-                (Some(p), _) => Some(
-                    q.stages[..j]
-                        .iter()
-                        .position(|x| &x.model == p)
-                        .ok_or_else(|| err(skey("parent"), format!("`{p}` is not an earlier stage")))?,
-                ),
-            };
+            let parents = stage_parents(&skey, &q.stages[..j], s)?;
             let gamma = non_negative(&skey("gamma"), s.gamma, 1.0)?;
-            stages.push(StageSpec { model: ModelId(m as u32), parent, gamma, budget: 0, deadline_offset: 0 });
+            if j == 0 && gamma != 1.0 {
+                return Err(err(skey("gamma"), "the root runs once per query; leave gamma out"));
+            }
+            stages.push(StageSpec { model: ModelId(m as u32), parents, gamma, budget: 0, deadline_offset: 0 });
         }
         let arrival = Arrival::parse(q.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
         let weight = non_negative(&key("weight"), q.weight, 1.0)?;
         let specs: Vec<ModelSpec> = models.iter().map(|m| m.spec.clone()).collect();
         let mut query = QuerySpec { name: q.name, slo, weight, arrival, split, stages };
-        query.split_budgets(&specs);
+        query.split_budgets(&specs).map_err(|e| match e {
+            QueryError::NotSeriesParallel => err(key("split"), e.to_string()),
+            QueryError::SloTooShort { .. } => err(key("slo_ms"), e.to_string()),
+        })?;
         for st in &query.stages {
             let m = &mut models[st.model.index()].spec;
             if st.budget < m.profile.latency(1) + delay.of(1) {
@@ -72,6 +71,38 @@ pub(super) fn parse_queries(
             m.slo = st.budget;
         }
         out.push(query);
+    }
+    Ok(out)
+}
+
+/// A stage's parents, by index among the `earlier` stages: `parent = "a"`
+/// or `parents = ["a", "b"]` (a join), none for the root (stage 0).
+fn stage_parents(
+    skey: &dyn Fn(&str) -> String,
+    earlier: &[RawStage],
+    s: &RawStage,
+) -> Result<Vec<usize>, ScenarioError> {
+    let (names, k) = match (&s.parent, &s.parents) {
+        (Some(_), Some(_)) => return Err(err(skey("parents"), "give parent or parents, not both")),
+        (Some(p), None) => (std::slice::from_ref(p), "parent"),
+        (None, Some(ps)) => (ps.as_slice(), "parents"),
+        (None, None) => (&[][..], "parent"),
+    };
+    match (earlier.is_empty(), names.is_empty()) {
+        (true, false) => return Err(err(skey(k), "the first stage is the root")),
+        (false, true) => return Err(err(skey(k), "only the first stage (the root) has no parent")),
+        _ => {}
+    }
+    let mut out: Vec<usize> = Vec::with_capacity(names.len());
+    for p in names {
+        let i = earlier
+            .iter()
+            .position(|x| &x.model == p)
+            .ok_or_else(|| err(skey(k), format!("`{p}` is not an earlier stage")))?;
+        if out.contains(&i) {
+            return Err(err(skey(k), format!("`{p}` is named twice")));
+        }
+        out.push(i);
     }
     Ok(out)
 }
@@ -157,4 +188,126 @@ pub(super) fn parse_apps(
         return Err(err(key("apps"), "at least one app needs a positive weight"));
     }
     Ok(DynamicExec { kappa, apps: out })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    /// A detector forking to two recognisers, joined by a ranker.
+    const FORK_JOIN: &str = r#"
+name = "fj"
+[cluster]
+gpus = 4
+[[models]]
+name = "det"
+alpha_ms = 4.0
+beta_ms = 10.0
+[[models]]
+name = "car"
+alpha_ms = 2.0
+beta_ms = 5.0
+[[models]]
+name = "face"
+alpha_ms = 2.5
+beta_ms = 6.0
+[[models]]
+name = "rank"
+alpha_ms = 1.0
+beta_ms = 3.0
+[[queries]]
+name = "q"
+slo_ms = 300.0
+[[queries.stages]]
+model = "det"
+[[queries.stages]]
+model = "car"
+parent = "det"
+gamma = 2.0
+[[queries.stages]]
+model = "face"
+parents = ["det"]
+gamma = 0.5
+[[queries.stages]]
+model = "rank"
+parents = ["car", "face"]
+"#;
+
+    fn rejects(text: &str, key: &str, words: &str) {
+        let e = Scenario::parse(text).expect_err("must be rejected");
+        let e = e.to_string();
+        assert!(e.contains(key) && e.contains(words), "error `{e}` does not name `{key}` with `{words}`");
+    }
+
+    #[test]
+    fn parses_a_join() {
+        let s = Scenario::parse(FORK_JOIN).expect("valid");
+        let q = &s.queries[0];
+        let parents: Vec<&[usize]> = q.stages.iter().map(|st| st.parents.as_slice()).collect();
+        assert_eq!(parents, vec![&[][..], &[0], &[0], &[1, 2]]);
+        let (car, face, rank) = (&q.stages[1], &q.stages[2], &q.stages[3]);
+        assert_eq!(rank.deadline_offset, car.deadline_offset.max(face.deadline_offset) + rank.budget);
+        assert!(rank.deadline_offset <= q.slo);
+        // Each stage model plans with its budget as its SLO.
+        assert_eq!(s.models[3].spec.slo, rank.budget);
+        // The ranker runs about once per query, not once per parent request.
+        let rates = s.model_rates(100.0);
+        assert!((rates[1] - 200.0).abs() < 1e-9 && (rates[3] - 100.0).abs() < 1e-9, "{rates:?}");
+    }
+
+    #[test]
+    fn rejects_bad_parents_naming_the_key() {
+        let rank = "parents = [\"car\", \"face\"]";
+        let k = "queries[0].stages[3]";
+        rejects(
+            &FORK_JOIN.replace(rank, "parent = \"car\"\nparents = [\"face\"]"),
+            &format!("{k}.parents"),
+            "not both",
+        );
+        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"car\"]"), &format!("{k}.parents"), "twice");
+        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"bus\"]"), &format!("{k}.parents"), "`bus`");
+        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"rank\"]"), &format!("{k}.parents"), "earlier");
+        rejects(&FORK_JOIN.replace(rank, "parents = []"), &format!("{k}.parents"), "root");
+        rejects(&FORK_JOIN.replace("parent = \"det\"", "parent = \"face\""), "queries[0].stages[1].parent", "earlier");
+        rejects(&FORK_JOIN.replace("model = \"det\"", "model = \"det\"\ngamma = 2.0"), "stages[0].gamma", "once");
+        rejects(
+            &FORK_JOIN.replace("model = \"det\"", "model = \"det\"\nparents = [\"car\"]"),
+            "stages[0].parents",
+            "root",
+        );
+    }
+
+    #[test]
+    fn the_dp_split_needs_a_fork_join_graph() {
+        // car also feeds a sink past the join: a bridge, not series-parallel.
+        let bridge = format!(
+            "{}[[models]]\nname = \"log\"\nalpha_ms = 1.0\nbeta_ms = 1.0\n",
+            FORK_JOIN.split("[[queries]]").next().expect("models first")
+        ) + "[[queries]]"
+            + FORK_JOIN.split("[[queries]]").nth(1).expect("a query")
+            + "[[queries.stages]]\nmodel = \"log\"\nparent = \"car\"\n";
+        rejects(&bridge, "queries[0].split", "series-parallel");
+        // 1 ns models under a 2 ns SLO: each fits alone, three in a row cannot.
+        let mut tiny = FORK_JOIN.replace("slo_ms = 300.0", "slo_ms = 0.000002");
+        for x in ["4.0", "10.0", "2.0", "5.0", "2.5", "6.0", "1.0", "3.0"] {
+            tiny = tiny.replace(&format!("_ms = {x}\n"), "_ms = 0.0000005\n");
+        }
+        rejects(&tiny, "queries[0].slo_ms", "longest path");
+        let even = bridge.replace("slo_ms = 300.0", "slo_ms = 300.0\nsplit = \"even\"");
+        let s = Scenario::parse(&even).expect("the even split takes any DAG");
+        assert!(s.queries[0].stages.iter().all(|st| st.deadline_offset <= s.queries[0].slo));
+    }
+
+    #[test]
+    fn caps_the_stages_of_a_query() {
+        let mut text = String::from("name = \"big\"\n[cluster]\ngpus = 1\n");
+        for i in 0..=crate::query::MAX_STAGES {
+            text += &format!("[[models]]\nname = \"m{i}\"\nalpha_ms = 0.001\nbeta_ms = 0.001\n");
+        }
+        text += "[[queries]]\nname = \"q\"\nslo_ms = 1000.0\n[[queries.stages]]\nmodel = \"m0\"\n";
+        for i in 1..=crate::query::MAX_STAGES {
+            text += &format!("[[queries.stages]]\nmodel = \"m{i}\"\nparent = \"m{}\"\n", i - 1);
+        }
+        rejects(&text, "queries[0].stages", "at most");
+    }
 }

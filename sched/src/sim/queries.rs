@@ -1,10 +1,14 @@
-//! Query bookkeeping in the simulator: each query instance spawns its stage
-//! requests as parents complete (on average `gamma` per parent, Poisson
-//! distributed), and counts in SLO only if every stage request it spawned
-//! finished by its stage deadline.
+//! Query bookkeeping in the simulator, with the semantics of `query.rs`:
+//! each query instance spawns its stage requests as parents complete (on
+//! average `gamma` per parent request, Poisson distributed); a join fires
+//! once per instance, when none of its ancestors' requests is outstanding
+//! and none missed, and spawns Poisson(gamma) requests. An instance is
+//! counted once, when its last request ends, and in SLO only if every stage
+//! request it spawned finished by its stage deadline.
 
 use serde::Serialize;
 
+use crate::query::{QuerySpec, MAX_STAGES};
 use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -23,15 +27,31 @@ pub struct QueryReport {
 struct Instance {
     query: usize,
     arrival: Nanos,
-    /// Stage requests spawned and not yet ended.
-    pending: u32,
-    failed: bool,
+    /// Requests spawned and not yet ended, per stage; freed once all ended.
+    pending: Vec<u32>,
+    /// The sum of `pending`.
+    outstanding: u32,
+    /// Stages with a request that missed its deadline (bit i: stage i).
+    failed: u64,
+    /// Join stages that have fired.
+    fired: u64,
     measured: bool,
+    /// Counted: every request it spawned has ended.
+    done: bool,
+}
+
+/// A join stage and the set of its ancestors.
+#[derive(Clone, Copy, Debug)]
+struct Join {
+    stage: usize,
+    ancestors: u64,
 }
 
 #[derive(Debug)]
 pub(crate) struct QueryBook {
     instances: Vec<Instance>,
+    /// Per query, its joins in stage order (a join before the joins below it).
+    joins: Vec<Vec<Join>>,
     sent: Vec<u64>,
     ok: Vec<u64>,
     rng: Rng,
@@ -39,6 +59,8 @@ pub(crate) struct QueryBook {
 
 /// A stage request to create: instance, stage, its deadline, its model.
 pub(crate) type Spawn = (u32, u16, Nanos, ModelId);
+
+const _: () = assert!(MAX_STAGES <= u64::BITS as usize && MAX_STAGES <= u16::MAX as usize);
 
 /// Draws from Poisson(mean) by multiplying uniforms (means here are small).
 fn poisson(rng: &mut Rng, mean: f64) -> u32 {
@@ -51,40 +73,98 @@ fn poisson(rng: &mut Rng, mean: f64) -> u32 {
     k
 }
 
+fn joins_of(q: &QuerySpec) -> Vec<Join> {
+    let ancestors = q.ancestor_masks();
+    (0..q.stages.len())
+        .filter(|&s| q.stages[s].is_join())
+        .map(|stage| Join { stage, ancestors: ancestors[stage] })
+        .collect()
+}
+
+impl Instance {
+    /// Spawns `n` requests of `stage` of query `q`.
+    fn spawn(&mut self, id: u32, q: &QuerySpec, stage: usize, n: u32, out: &mut Vec<Spawn>) {
+        self.pending[stage] += n;
+        self.outstanding += n;
+        let st = &q.stages[stage];
+        out.extend((0..n).map(|_| (id, stage as u16, self.arrival + st.deadline_offset, st.model)));
+    }
+
+    /// No request of these stages is outstanding and none missed.
+    fn settled_in_slo(&self, stages: u64) -> bool {
+        self.failed & stages == 0 && (0..self.pending.len()).all(|s| stages >> s & 1 == 0 || self.pending[s] == 0)
+    }
+}
+
 impl QueryBook {
     pub fn new(scenario: &Scenario, seed: u64) -> Self {
         let n = scenario.queries.len();
-        Self { instances: Vec::new(), sent: vec![0; n], ok: vec![0; n], rng: Rng::stream(seed, 0x5175_6572) }
+        Self {
+            instances: Vec::new(),
+            joins: scenario.queries.iter().map(joins_of).collect(),
+            sent: vec![0; n],
+            ok: vec![0; n],
+            rng: Rng::stream(seed, 0x5175_6572),
+        }
     }
 
     /// A query arrives: its root stage request is to be created.
     pub fn start(&mut self, scenario: &Scenario, query: usize, arrival: Nanos, measured: bool) -> Spawn {
         let id = self.instances.len() as u32;
-        self.instances.push(Instance { query, arrival, pending: 1, failed: false, measured });
+        let q = &scenario.queries[query];
+        let mut pending = vec![0; q.stages.len()];
+        pending[0] = 1;
+        self.instances.push(Instance {
+            query,
+            arrival,
+            pending,
+            outstanding: 1,
+            failed: 0,
+            fired: 0,
+            measured,
+            done: false,
+        });
         if measured {
             self.sent[query] += 1;
         }
-        let root = &scenario.queries[query].stages[0];
+        let root = &q.stages[0];
         (id, 0, arrival + root.deadline_offset, root.model)
     }
 
-    /// A stage request ended (`in_slo`: served by its deadline). Children
-    /// of a served stage are appended to `spawn`.
+    /// A stage request ended (`in_slo`: served by its deadline). The
+    /// requests this spawns — children of a served stage, joins whose
+    /// ancestors are all done — are appended to `spawn`.
     pub fn ended(&mut self, scenario: &Scenario, instance: u32, stage: u16, in_slo: bool, spawn: &mut Vec<Spawn>) {
+        let stage = stage as usize;
         let inst = &mut self.instances[instance as usize];
         let q = &scenario.queries[inst.query];
-        inst.pending -= 1;
-        inst.failed |= !in_slo;
+        assert!(!inst.done, "query instance {instance} ended a request after it was counted");
+        assert!(inst.pending[stage] > 0, "query instance {instance}: stage {stage} ended more requests than spawned");
+        inst.pending[stage] -= 1;
+        inst.outstanding -= 1;
         if in_slo {
-            for c in q.children(stage as usize) {
+            for c in q.children(stage).filter(|&c| !q.stages[c].is_join()) {
                 let n = poisson(&mut self.rng, q.stages[c].gamma);
-                inst.pending += n;
-                let st = &q.stages[c];
-                spawn.extend((0..n).map(|_| (instance, c as u16, inst.arrival + st.deadline_offset, st.model)));
+                inst.spawn(instance, q, c, n, spawn);
+            }
+        } else {
+            inst.failed |= 1 << stage;
+        }
+        // In stage order, so a join that spawns nothing releases the joins below it.
+        for j in &self.joins[inst.query] {
+            if inst.fired >> j.stage & 1 == 0 && inst.settled_in_slo(j.ancestors) {
+                inst.fired |= 1 << j.stage;
+                let n = poisson(&mut self.rng, q.stages[j.stage].gamma);
+                inst.spawn(instance, q, j.stage, n, spawn);
             }
         }
-        if inst.pending == 0 && inst.measured && !inst.failed {
-            self.ok[inst.query] += 1;
+        if inst.outstanding == 0 {
+            assert!(inst.pending.iter().all(|&p| p == 0), "query instance {instance}: outstanding out of step");
+            inst.done = true;
+            inst.pending = Vec::new();
+            if inst.measured && inst.failed == 0 {
+                self.ok[inst.query] += 1;
+            }
         }
     }
 
@@ -101,5 +181,132 @@ impl QueryBook {
                 bad_rate: if self.sent[i] == 0 { 0.0 } else { 1.0 - self.ok[i] as f64 / self.sent[i] as f64 },
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A detector fans out to cars and faces, a ranker joins them (about 12
+    /// requests per query, so it is seen to fire), a tail follows the ranker.
+    const FORK_JOIN: &str = r#"
+name = "fj"
+[cluster]
+gpus = 1
+[[models]]
+name = "det"
+alpha_ms = 1.0
+beta_ms = 1.0
+[[models]]
+name = "car"
+alpha_ms = 1.0
+beta_ms = 1.0
+[[models]]
+name = "face"
+alpha_ms = 1.0
+beta_ms = 1.0
+[[models]]
+name = "rank"
+alpha_ms = 1.0
+beta_ms = 1.0
+[[models]]
+name = "tail"
+alpha_ms = 1.0
+beta_ms = 1.0
+[[queries]]
+name = "q"
+slo_ms = 500.0
+[[queries.stages]]
+model = "det"
+[[queries.stages]]
+model = "car"
+parent = "det"
+gamma = 2.0
+[[queries.stages]]
+model = "face"
+parent = "det"
+gamma = 0.5
+[[queries.stages]]
+model = "rank"
+parents = ["car", "face"]
+gamma = 12.0
+[[queries.stages]]
+model = "tail"
+parent = "rank"
+gamma = 0.5
+"#;
+
+    /// What the test knows of one instance: requests ended per stage, and
+    /// whether one missed.
+    #[derive(Clone, Default)]
+    struct Seen {
+        ended: [u32; 5],
+        spawned: [u32; 5],
+        missed: bool,
+        missed_upstream: bool,
+        rank_spawns: u32,
+    }
+
+    /// Random interleavings of many instances, requests ending in random
+    /// order and 5% missing: the ranker fires once, after all cars and faces
+    /// of its instance and only if none missed; every instance is counted
+    /// once; ok counts exactly the instances with no miss.
+    #[test]
+    fn joins_wait_for_their_parents_and_every_instance_counts_once() {
+        let s = Scenario::parse(FORK_JOIN).expect("valid");
+        let mut book = QueryBook::new(&s, 3);
+        let mut rng = Rng::new(5);
+        let mut seen: Vec<Seen> = Vec::new();
+        let mut outstanding: Vec<Spawn> = Vec::new();
+        let mut spawn: Vec<Spawn> = Vec::new();
+        let (mut fired_after_all_good, mut blocked_by_miss) = (0, 0);
+        loop {
+            if seen.len() < 600 && (outstanding.is_empty() || rng.below(4) == 0) {
+                let root = book.start(&s, 0, 0, true);
+                assert_eq!(root.0 as usize, seen.len());
+                seen.push(Seen::default());
+                seen[root.0 as usize].spawned[0] = 1;
+                outstanding.push(root);
+                continue;
+            }
+            if outstanding.is_empty() {
+                break;
+            }
+            let (inst, stage, _, _) = outstanding.swap_remove(rng.below(outstanding.len() as u64) as usize);
+            let in_slo = rng.below(20) != 0;
+            let v = &mut seen[inst as usize];
+            v.ended[stage as usize] += 1;
+            v.missed |= !in_slo;
+            v.missed_upstream |= !in_slo && stage < 3;
+            book.ended(&s, inst, stage, in_slo, &mut spawn);
+            let ranks = spawn.iter().filter(|x| x.1 == 3).count() as u32;
+            if ranks > 0 {
+                v.rank_spawns += 1;
+                assert!(v.rank_spawns == 1, "instance {inst}: the ranker fired twice");
+                assert!(v.ended[..3] == v.spawned[..3] && !v.missed, "instance {inst}: fired early or after a miss");
+                fired_after_all_good += 1;
+            }
+            let upstream_done = v.ended[..3] == v.spawned[..3];
+            if upstream_done && v.rank_spawns == 0 && v.missed {
+                blocked_by_miss += 1;
+            }
+            for x in spawn.drain(..) {
+                assert_eq!(x.0, inst, "a request spawned for another instance");
+                v.spawned[x.1 as usize] += 1;
+                outstanding.push(x);
+            }
+        }
+        assert!(outstanding.is_empty() && seen.len() == 600);
+        assert!(book.instances.iter().all(|i| i.done), "an instance was never counted");
+        let good = seen.iter().filter(|v| !v.missed).count() as u64;
+        assert_eq!((book.sent[0], book.ok[0]), (600, good));
+        // Both branches of the semantics were exercised.
+        assert!(fired_after_all_good > 400 && blocked_by_miss > 20, "{fired_after_all_good} {blocked_by_miss}");
+        for (i, v) in seen.iter().enumerate() {
+            assert_eq!(v.spawned, v.ended, "instance {i}");
+            assert_eq!(v.rank_spawns, u32::from(!v.missed_upstream), "instance {i}: fires iff its ancestors were good");
+            assert!(v.spawned[4] == 0 || v.spawned[3] > 0, "instance {i}: a tail without a ranker");
+        }
     }
 }
