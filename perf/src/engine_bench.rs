@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use baton_core::runtime::{start, EngineConfig};
+use baton_core::runtime::{start, EngineConfig, EngineReport};
 use baton_sched::sim::{find_goodput, run as simulate};
 use baton_sched::Scenario;
 use serde::Serialize;
@@ -28,8 +28,9 @@ fn scenario(name: &str) -> Scenario {
     load_scenario(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// One engine, one load run at `rate` for `secs`.
-pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
+/// One engine, one load run at `rate` for `secs`: what the generator saw
+/// and what the engine counted.
+pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, EngineReport) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let cfg = EngineConfig { listen, plan_rate_rps: rate, ..Default::default() };
     let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
@@ -37,14 +38,13 @@ pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
         target: engine.addr,
         rate_rps: rate,
         duration: Duration::from_secs_f64(secs),
-        connections: 4,
+        connections: 1,
         input_floats: cfg.input_floats,
         drain: Duration::from_secs(2),
         progress: false,
     };
     let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
-    engine.shutdown();
-    r
+    (r, engine.shutdown())
 }
 
 #[derive(Debug, Serialize)]
@@ -52,6 +52,10 @@ pub struct EndToEnd {
     pub rate_rps: f64,
     pub sim_goodput_rps: f64,
     pub engine: LoadReport,
+    /// Of the requests the engine answered ok, those it answered after
+    /// their deadline by its own clock (the rest of the generator's `late`
+    /// were late on the way back or in the generator).
+    pub server_late: u64,
     /// Engine goodput over the simulator's at the same rate.
     pub ratio: f64,
 }
@@ -62,8 +66,14 @@ pub fn table4(secs: f64) -> EndToEnd {
     let rate = find_goodput(&s, s.policy, 0.01).goodput_rps;
     s.warmup = 0;
     let sim = simulate(&s, s.policy, rate);
-    let engine = serve_and_load(&s, rate, secs);
-    EndToEnd { rate_rps: rate, sim_goodput_rps: sim.goodput_rps, ratio: engine.goodput_rps / sim.goodput_rps, engine }
+    let (engine, report) = serve_and_load(&s, rate, secs);
+    EndToEnd {
+        rate_rps: rate,
+        sim_goodput_rps: sim.goodput_rps,
+        ratio: engine.goodput_rps / sim.goodput_rps,
+        server_late: report.frontend.late,
+        engine,
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -84,10 +94,17 @@ pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput 
     let mut probes = Vec::new();
     let (mut lo, mut hi) = (0.0, f64::INFINITY);
     let mut rate = start_rps;
-    while hi.is_infinite() || probes.len() < bisect_steps + 1 {
-        let r = serve_and_load(&s, rate, secs);
+    // Double until a rate fails, then bisect `bisect_steps` times.
+    let mut steps = 0;
+    loop {
+        let (r, _) = serve_and_load(&s, rate, secs);
         let ok = sustained(&r);
-        eprintln!("  {rate:>9.0} r/s: {} (bad {:.4}, lag {:.1} ms)", if ok { "ok" } else { "no" }, r.bad_rate, r.max_send_lag_ms);
+        eprintln!(
+            "  {rate:>9.0} r/s: {} (bad {:.4}, lag {:.1} ms)",
+            if ok { "ok" } else { "no" },
+            r.bad_rate,
+            r.max_send_lag_ms
+        );
         probes.push((rate, ok, r));
         if ok {
             lo = rate;
@@ -98,12 +115,16 @@ pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput 
             rate *= 2.0;
         } else if lo == 0.0 {
             rate = hi / 2.0;
-        } else if probes.len() > 20 || hi / lo < 1.05 {
+            if rate < 1.0 {
+                break;
+            }
+        } else if steps == bisect_steps {
             break;
         } else {
+            steps += 1;
             rate = (lo + hi) / 2.0;
         }
     }
-    let half = serve_and_load(&s, (lo / 2.0).max(1.0), secs);
+    let (half, _) = serve_and_load(&s, (lo / 2.0).max(1.0), secs);
     Throughput { probes, sustained_rps: lo, half }
 }

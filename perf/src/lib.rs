@@ -8,10 +8,10 @@
 //! on the same scenario and seed.
 
 pub mod compare;
+pub mod engine_bench;
 pub mod flat_top;
 pub mod glet_bench;
 pub mod hull_bench;
-pub mod engine_bench;
 pub mod load;
 pub mod nexus_bench;
 pub mod orloj_grid;

@@ -134,7 +134,22 @@ struct Shared {
     answers: AtomicU64,
 }
 
+/// Lowers the calling thread's CPU priority (nice 10). The generator often
+/// shares a small machine with the server it measures; at equal priority
+/// its threads hold the server's cores for whole time slices and the
+/// server's timing slips by milliseconds (measured: mean batch start lag
+/// 24 µs in some runs, 160–240 µs with 7 ms spikes in others).
+fn yield_to_the_server() {
+    // SAFETY: setpriority on the calling thread's own id changes only its
+    // scheduling weight; failure (no permission) leaves it as it was.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
 fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
+    yield_to_the_server();
     let mut t = Tally::default();
     let mut buf = FrameBuf::default();
     loop {
@@ -217,6 +232,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         .collect::<Result<_, LoadError>>()?;
 
     // Send each request at its time, all due ones in one write per connection.
+    yield_to_the_server();
     let input: Vec<u8> = (0..cfg.input_floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
     let mut outs: Vec<Outbox> = streams.iter().map(|_| Outbox::default()).collect();
     let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);

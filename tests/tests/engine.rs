@@ -200,10 +200,12 @@ fn a_client_that_leaves_mid_request_harms_no_one() {
     std::thread::sleep(Duration::from_millis(200));
     let r = e.shutdown();
     let f = r.frontend;
-    assert_eq!(f.received, 51);
-    assert_eq!(f.answered(), 51, "{f:?}");
+    // Requests read before the close (a reset can discard unread ones) are
+    // each answered once; the ones whose client left, to no one.
+    assert!(f.received <= 51, "{f:?}");
+    assert_eq!(f.answered(), f.received, "{f:?}");
     assert_eq!((f.duplicates, r.held_at_stop), (0, 0));
-    assert!(f.orphaned > 0 && f.orphaned <= 50, "{f:?}");
+    assert_eq!(f.orphaned + 1, f.received, "{f:?}");
 }
 
 /// Load for `secs` at `rate` through the load generator; the engine's and

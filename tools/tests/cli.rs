@@ -116,8 +116,17 @@ fn serve_and_load_as_separate_processes_account_for_every_request() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let load =
-        baton(&["load", &scenario("serve-default.toml"), "--target", &addr, "--rate", "500", "--duration", "1", "--json"]);
+    let load = baton(&[
+        "load",
+        &scenario("serve-default.toml"),
+        "--target",
+        &addr,
+        "--rate",
+        "500",
+        "--duration",
+        "1",
+        "--json",
+    ]);
     assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
     let v: serde_json::Value = serde_json::from_slice(&load.stdout).expect("one JSON object");
     for key in ["sent", "ok", "dropped", "errors", "bad_rate", "goodput_rps", "p99_ms"] {
@@ -139,7 +148,9 @@ fn serve_refuses_what_the_engine_cannot_run() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("input-dependent"), "{err}");
+}
 
+#[test]
 fn plan_prints_the_budgets_of_a_fork_join_query() {
     let out = baton(&["plan", &scenario("nexus-forkjoin.toml"), "--rate", "100"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

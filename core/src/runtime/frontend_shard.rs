@@ -30,7 +30,7 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
 
-use super::{IDLE, SCHED_SHARD};
+use super::{pause, IDLE, SCHED_SHARD};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -172,7 +172,7 @@ pub async fn run(
                 busy = true;
             }
         }
-        glommio::timer::sleep(if busy { Duration::from_micros(1) } else { IDLE }).await;
+        pause(busy, None).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
     let (report, conns) = {

@@ -14,7 +14,7 @@ use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 
 use super::alarms::Alarms;
-use super::{EngineConfig, FRONTEND_SHARD, IDLE};
+use super::{pause, EngineConfig, FRONTEND_SHARD};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
@@ -130,12 +130,8 @@ pub async fn run(mut s: State, mut links: ShardLinks<Envelope>, clock: Clock, st
             let _ = links.send_batch(FRONTEND_SHARD, &mut s.to_frontends);
             busy = true;
         }
-        let wait = match (busy, s.alarms.next()) {
-            (true, _) => Duration::from_micros(1),
-            (false, Some(at)) => Duration::from_nanos(at.saturating_sub(clock.now()).max(1_000)).min(IDLE),
-            (false, None) => IDLE,
-        };
-        glommio::timer::sleep(wait).await;
+        let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
+        pause(busy, next).await;
     }
     Report { scheduler: s.sched.stats, backends: s.backends.iter().map(|b| b.stats).collect() }
 }

@@ -11,9 +11,10 @@ fn main() {
         e.rate_rps, e.engine.goodput_rps, e.sim_goodput_rps, e.ratio
     );
     println!(
-        "  engine: ok {} late {} dropped {} of {}; p50 {:.2} ms p99 {:.2} ms; mean batch {:.2}; overhead p50 {:.3} ms p99 {:.3} ms",
+        "  engine: ok {} late {} (late by the engine's clock {}) dropped {} of {}; p50 {:.2} ms p99 {:.2} ms; mean batch {:.2}; overhead p50 {:.3} ms p99 {:.3} ms",
         e.engine.ok,
         e.engine.late,
+        e.server_late,
         e.engine.dropped,
         e.engine.sent,
         e.engine.p50_ms,
@@ -22,7 +23,8 @@ fn main() {
         e.engine.overhead_p50_ms,
         e.engine.overhead_p99_ms
     );
-    let t = throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
+    let t =
+        throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
     println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
     println!(
         "  at half ({:.0} r/s): dataplane overhead p50 {:.3} ms, p99 {:.3} ms; latency p50 {:.3} ms p99 {:.3} ms; mean batch {:.2}",
