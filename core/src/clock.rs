@@ -1,7 +1,9 @@
 //! The engine's clock: the only place Baton reads time. It reads the TSC
 //! through quanta (about 11 ns a read) and hands out `Nanos` since the
-//! engine started, the unit `baton-sched` works in. Every shard of one
-//! process shares one `Clock`, so their times compare.
+//! cluster clock's origin, the unit `baton-sched` works in. Every shard of
+//! one process shares one `Clock`; roles in separate processes on one host
+//! agree on the origin (the scheduler's, sent in its `Hello`) and place it
+//! with the system clock once, at start, so their times compare too.
 
 use baton_sched::time::Nanos;
 
@@ -9,6 +11,13 @@ use baton_sched::time::Nanos;
 pub struct Clock {
     clock: quanta::Clock,
     start: quanta::Instant,
+    /// Cluster time at `start`.
+    at_start: Nanos,
+    origin_unix_ns: u64,
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Default for Clock {
@@ -18,15 +27,26 @@ impl Default for Clock {
 }
 
 impl Clock {
+    /// A clock whose origin is now.
     pub fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let start = clock.now();
-        Self { clock, start }
+        Self::with_origin(unix_ns())
     }
 
-    /// Nanoseconds since the engine started; never decreases.
+    /// A clock counting from `origin_unix_ns` (not after now).
+    pub fn with_origin(origin_unix_ns: u64) -> Self {
+        let clock = quanta::Clock::new();
+        let start = clock.now();
+        let at_start = unix_ns().saturating_sub(origin_unix_ns);
+        Self { clock, start, at_start, origin_unix_ns }
+    }
+
+    pub fn origin_unix_ns(&self) -> u64 {
+        self.origin_unix_ns
+    }
+
+    /// Nanoseconds since the origin; never decreases.
     pub fn now(&self) -> Nanos {
-        self.clock.now().saturating_duration_since(self.start).as_nanos() as Nanos
+        self.at_start + self.clock.now().saturating_duration_since(self.start).as_nanos() as Nanos
     }
 }
 
@@ -42,5 +62,9 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         let b = d.now();
         assert!(b >= a + 1_000_000, "{a} then {b}");
+        // Another process's clock on the same origin reads the same time.
+        let other = Clock::with_origin(c.origin_unix_ns());
+        let (x, y) = (c.now(), other.now());
+        assert!(x.abs_diff(y) < 5_000_000, "{x} vs {y}");
     }
 }

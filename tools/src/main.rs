@@ -29,6 +29,12 @@ enum Command {
     Trace(trace::Args),
     /// Serve a scenario's models on emulated GPUs: every role in one process, over TCP.
     Serve(serve::ServeArgs),
+    /// The frontend role alone: clients' connections, over TCP to the scheduler and backends.
+    Frontend(serve::FrontendArgs),
+    /// The scheduler role alone: the policy, over TCP to frontends and backends.
+    Scheduler(serve::SchedulerArgs),
+    /// Backend roles alone: emulated GPUs, over TCP to the scheduler and frontends.
+    Backend(serve::BackendArgs),
     /// Open-loop load generator against a running server.
     Load(serve::LoadArgs),
     /// Start a server, drive it with the load generator, compare with `baton sim`.
@@ -51,6 +57,9 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Frontend(a) => serve::frontend(a),
+        Command::Scheduler(a) => serve::scheduler(a),
+        Command::Backend(a) => serve::backend(a),
         Command::Load(a) => serve::load(a),
         Command::Demo(a) => serve::demo(a),
     };

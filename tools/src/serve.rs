@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_core::models::DEFAULT_INPUT_FLOATS;
-use baton_core::runtime::{start, EngineConfig, EngineReport};
+use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
 use baton_perf::load::{self, LoadConfig};
 use baton_perf::{load_scenario, SERVE_SCENARIO};
 use baton_sched::{PolicyKind, Scenario};
@@ -50,6 +50,60 @@ pub struct ServeArgs {
     /// Print the final report as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// Options every separate role process takes.
+#[derive(clap::Args)]
+pub struct RoleArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Stop after this many seconds (default: at SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print the final report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SchedulerArgs {
+    #[command(flatten)]
+    role: RoleArgs,
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    listen: SocketAddr,
+    /// Rate static planners (nexus) plan for (default: the file's rate_rps).
+    #[arg(long)]
+    plan_rate: Option<f64>,
+}
+
+#[derive(clap::Args)]
+pub struct FrontendArgs {
+    #[command(flatten)]
+    role: RoleArgs,
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    listen: SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    scheduler: SocketAddr,
+    /// This frontend's place in the backends' --frontends list.
+    #[arg(long, default_value_t = 0)]
+    index: u32,
+}
+
+#[derive(clap::Args)]
+pub struct BackendArgs {
+    #[command(flatten)]
+    role: RoleArgs,
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    scheduler: SocketAddr,
+    /// Every frontend's address, in index order, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7700")]
+    frontends: Vec<SocketAddr>,
+    /// The first of the GPUs this process emulates.
+    #[arg(long, default_value_t = 0)]
+    first: u32,
+    /// How many (default: the rest of the scenario's cluster).
+    #[arg(long)]
+    count: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -166,11 +220,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
     let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    install_signals();
     eprintln!(
         "baton serve: {} ({} models, {} emulated GPUs, policy {}) on {}",
         s.name,
@@ -179,11 +229,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
         policy.as_str(),
         engine.addr
     );
-    let started = Instant::now();
-    let limit = a.duration.map(Duration::from_secs_f64);
-    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    run_until_stopped(a.duration);
     let report = engine.shutdown();
     if a.json {
         println!("{}", engine_json(&report));
@@ -191,6 +237,61 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
         print_engine(&report);
     }
     Ok(())
+}
+
+fn install_signals() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// Waits for a signal or `duration` seconds.
+fn run_until_stopped(duration: Option<f64>) {
+    let started = Instant::now();
+    let limit = duration.map(Duration::from_secs_f64);
+    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `baton scheduler | frontend | backend`: one role, over TCP.
+fn role(a: &RoleArgs, name: &str, spec: RoleSpec, plan_rate: Option<f64>) -> Result<(), String> {
+    let (s, policy) = scenario(&a.engine)?;
+    let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
+    let cfg = config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate);
+    let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
+    install_signals();
+    match p.addr {
+        Some(addr) => eprintln!("baton {name}: {} on {addr}", s.name),
+        None => eprintln!("baton {name}: {} connected", s.name),
+    }
+    run_until_stopped(a.duration);
+    let report = p.shutdown();
+    if a.json {
+        let mut j = engine_json(&report);
+        j["scheduler_batches"] = report.scheduler.batches.into();
+        println!("{j}");
+    } else {
+        print_engine(&report);
+    }
+    Ok(())
+}
+
+pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
+    role(&a.role, "scheduler", RoleSpec::Scheduler { listen: a.listen }, a.plan_rate)
+}
+
+pub fn frontend(a: FrontendArgs) -> Result<(), String> {
+    role(&a.role, "frontend", RoleSpec::Frontend { index: a.index, listen: a.listen, scheduler: a.scheduler }, None)
+}
+
+pub fn backend(a: BackendArgs) -> Result<(), String> {
+    let (s, _) = scenario(&a.role.engine)?;
+    let count = a.count.unwrap_or(s.cluster.backends.saturating_sub(a.first));
+    let spec = RoleSpec::Backends { first: a.first, count, scheduler: a.scheduler, frontends: a.frontends.clone() };
+    role(&a.role, "backend", spec, None)
 }
 
 pub fn load(a: LoadArgs) -> Result<(), String> {

@@ -47,6 +47,7 @@ kinds!(
     ModelLoad = 11,
     ModelUnload = 12,
     Stats = 13,
+    Hello = 14,
 );
 
 impl Kind {

@@ -175,6 +175,7 @@ messages!(
     ModelLoad => ModelLoadRef,
     ModelUnload => ModelUnloadRef,
     Stats => StatsRef,
+    Hello => HelloRef,
 );
 
 /// Encodes a message as one frame (header + payload).
@@ -363,6 +364,7 @@ mod check {
         RequestMeta => RequestMetaRef,
         BatchDone => BatchDoneRef,
         ModelUnload => ModelUnloadRef,
-        Stats => StatsRef
+        Stats => StatsRef,
+        Hello => HelloRef
     );
 }

@@ -47,7 +47,12 @@ fn samples() -> Vec<Message> {
             frontends: Some(vec![0, 1, 0, 1]),
         }),
         Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()), backend: 2 }),
-        Message::Inputs(fb::Inputs { batch_id: 9, requests: Some(ids.clone()), tensors: Some(vec![image]) }),
+        Message::Inputs(fb::Inputs {
+            batch_id: 9,
+            requests: Some(ids.clone()),
+            tensors: Some(vec![image]),
+            backend: 2,
+        }),
         Message::Results(fb::Results {
             batch_id: 9,
             requests: Some(ids.clone()),
@@ -75,6 +80,7 @@ fn samples() -> Vec<Message> {
         Message::ModelLoad(fb::ModelLoad { model: 1, name: Some("vgg16".into()), backend: 2, max_batch: 32 }),
         Message::ModelUnload(fb::ModelUnload { model: 1, backend: 2 }),
         Message::Stats(fb::Stats { accepted: 10, ok: 7, dropped: 2, errors: 1, batches: 3 }),
+        Message::Hello(fb::Hello { role: fb::Role::Backend, index: 3, origin_unix_ns: 1 << 60 }),
     ]
 }
 
@@ -236,4 +242,18 @@ fn fuzz_entry_point_survives_mutations_and_the_corpus() {
         files += 1;
     }
     assert!(files >= Kind::ALL.len(), "the corpus seeds every kind ({files} files)");
+}
+
+#[test]
+fn identical_tensors_are_encoded_apart_and_decode() {
+    // planus's byte cache would share one blob between equal tensors, which
+    // the aliasing check refuses; the encoder must not share.
+    let t = fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![4]), data: Some(vec![7; 16]) };
+    let m = Message::Inputs(fb::Inputs {
+        batch_id: 1,
+        requests: Some((0..32).collect()),
+        tensors: Some(vec![t; 32]),
+        backend: 0,
+    });
+    assert_eq!(decode(&encode(&m).unwrap(), &Limits::default()), Ok(m));
 }

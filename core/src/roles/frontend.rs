@@ -146,7 +146,12 @@ impl Frontend {
                 tensors.push(f32_tensor(h.input.clone()));
             }
         }
-        let inputs = fb::Inputs { batch_id: fetch.batch_id, requests: Some(requests), tensors: Some(tensors) };
+        let inputs = fb::Inputs {
+            batch_id: fetch.batch_id,
+            requests: Some(requests),
+            tensors: Some(tensors),
+            backend: fetch.backend,
+        };
         Envelope { to: Addr::Backend(fetch.backend), msg: Message::Inputs(inputs) }
     }
 

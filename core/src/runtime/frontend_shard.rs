@@ -15,7 +15,7 @@
 //! (backpressure). When a client goes, its requests still finish; their
 //! answers are counted as orphaned.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -23,14 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use baton_net::framing::{FrameBuf, Outbox};
-use baton_net::mesh::ShardLinks;
+use baton_net::framing::FrameBuf;
 use baton_wire::{fb, Message};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::channels::local_channel::{self, LocalSender};
+use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
-use super::{pause, IDLE, SCHED_SHARD};
+use super::conn::Conn;
+use super::link::Link;
+use super::router::{role_addr, Router};
+use super::{pause, IDLE};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -47,28 +48,14 @@ pub struct Report {
     pub held_at_stop: u64,
 }
 
-struct Conn {
-    out: RefCell<Outbox>,
-    /// Wakes the writer; holding one pending wake-up is enough.
-    wake: LocalSender<()>,
-    closed: Cell<bool>,
-}
-
-impl Conn {
-    fn send(&self, m: &Message) {
-        // Answers are small and bounded by the decoder's limits; one that
-        // could not be framed would be a bug in the frontend role.
-        self.out.borrow_mut().push(m).expect("answers fit a frame");
-        let _ = self.wake.try_send(());
-    }
-}
-
 struct Shard {
     fe: Frontend,
     table: Arc<Published<ModelTable>>,
     clock: Clock,
     conns: HashMap<ConnId, Rc<Conn>>,
-    to_sched: VecDeque<Envelope>,
+    outbound: VecDeque<Envelope>,
+    /// Roles in other processes (None in `baton serve`).
+    router: Option<Rc<Router>>,
     connections: u64,
     bad_frames: u64,
 }
@@ -91,7 +78,7 @@ impl Shard {
                 let admitted = self.table.read(|t| self.fe.admit(now, id, req, t));
                 match admitted {
                     Ok(meta) => {
-                        self.to_sched.push_back(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) })
+                        self.outbound.push_back(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) })
                     }
                     Err(e) => conn.send(&Message::InferResponse(e)),
                 }
@@ -110,9 +97,10 @@ impl Shard {
             Message::Dropped(d) => self.fe.on_dropped(d, answers),
             Message::FetchInputs(f) => {
                 let inputs = self.fe.inputs(&f);
-                self.to_sched.push_back(inputs);
+                self.outbound.push_back(inputs);
             }
-            other => unreachable!("the scheduler shard sent a frontend {:?}", other.kind()),
+            // The router only hands a frontend the three kinds above.
+            _ => self.bad_frames += 1,
         }
     }
 }
@@ -126,15 +114,19 @@ fn error_answer(code: fb::ErrorCode, message: String) -> Message {
     })
 }
 
-pub async fn run(
-    listen: SocketAddr,
-    addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
-    table: Arc<Published<ModelTable>>,
-    capacity: usize,
-    mut links: ShardLinks<Envelope>,
-    clock: Clock,
-    stop: Arc<AtomicBool>,
-) -> Report {
+/// What a frontend shard is given.
+pub struct Setup {
+    pub index: u32,
+    pub listen: SocketAddr,
+    pub addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
+    pub table: Arc<Published<ModelTable>>,
+    pub capacity: usize,
+    pub clock: Clock,
+    pub stop: Arc<AtomicBool>,
+}
+
+pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
+    let Setup { index, listen, addr_tx, table, capacity, clock, stop } = setup;
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));
@@ -146,11 +138,12 @@ pub async fn run(
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
-        fe: Frontend::new(0, capacity),
+        fe: Frontend::new(index, capacity),
         table,
         clock,
         conns: HashMap::new(),
-        to_sched: VecDeque::new(),
+        outbound: VecDeque::new(),
+        router,
         connections: 0,
         bad_frames: 0,
     }));
@@ -159,7 +152,7 @@ pub async fn run(
     let mut incoming = Vec::new();
     let mut answers = Vec::new();
     while !stop.load(Ordering::Acquire) {
-        links.poll(4096, |_, e| incoming.push(e));
+        link.poll(&mut incoming);
         let mut busy = !incoming.is_empty();
         {
             let mut s = shard.borrow_mut();
@@ -167,8 +160,8 @@ pub async fn run(
                 s.on_envelope(e, &mut answers);
             }
             s.answer(&mut answers);
-            if !s.to_sched.is_empty() {
-                let _ = links.send_batch(SCHED_SHARD, &mut s.to_sched);
+            if !s.outbound.is_empty() {
+                link.flush(&mut s.outbound);
                 busy = true;
             }
         }
@@ -205,34 +198,9 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>) {
 }
 
 async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (wake, woken) = local_channel::new_bounded(1);
-    let conn = Rc::new(Conn { out: RefCell::new(Outbox::default()), wake, closed: Cell::new(false) });
+    let (mut reader, writer) = futures_lite::io::split(stream);
+    let (conn, flusher) = Conn::spawn(writer);
     shard.borrow_mut().conns.insert(id, Rc::clone(&conn));
-
-    let flusher = {
-        let conn = Rc::clone(&conn);
-        glommio::spawn_local(async move {
-            let mut spare = Vec::new();
-            while woken.recv().await.is_some() {
-                let bytes = {
-                    let mut out = conn.out.borrow_mut();
-                    out.recycle(std::mem::take(&mut spare));
-                    out.take()
-                };
-                if !bytes.is_empty() && writer.write_all(&bytes).await.is_err() {
-                    break;
-                }
-                spare = bytes;
-                if conn.closed.get() && conn.out.borrow().is_empty() {
-                    break;
-                }
-            }
-            conn.closed.set(true);
-            let _ = writer.close().await;
-        })
-    };
-
     let mut buf = FrameBuf::default();
     'read: loop {
         while conn.out.borrow().len_bytes() > MAX_UNSENT {
@@ -246,6 +214,19 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
         loop {
             match buf.next_frame() {
                 Ok(None) => break,
+                Ok(Some(Ok(Message::Hello(h)))) if h.role == fb::Role::Backend => {
+                    // A backend of another process: from now on a peer.
+                    shard.borrow_mut().conns.remove(&id);
+                    let router = shard.borrow().router.clone();
+                    let Some(router) = router else {
+                        conn.send(&error_answer(fb::ErrorCode::UnexpectedKind, "no peers here".into()));
+                        break 'read;
+                    };
+                    router.register(role_addr(&h), Rc::clone(&conn));
+                    let greet = |r: &Router, h: &fb::Hello, c: &Rc<Conn>| r.register(role_addr(h), Rc::clone(c));
+                    router.read_peer(reader, buf, conn, true, greet).await;
+                    return;
+                }
                 Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;
@@ -261,8 +242,7 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
     }
     // The client is gone or sent a bad header: flush what is pending, close.
     shard.borrow_mut().conns.remove(&id);
-    conn.closed.set(true);
-    let _ = conn.wake.try_send(());
+    conn.close();
     drop(conn);
     flusher.await;
 }

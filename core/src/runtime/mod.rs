@@ -20,8 +20,14 @@
 //! library this build does not assume).
 
 mod alarms;
+mod conn;
 mod frontend_shard;
+mod link;
+mod process;
+mod router;
 mod sched_shard;
+
+pub use process::{start_role, RoleProcess, RoleSpec};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,8 +188,10 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         LocalExecutorBuilder::new(Placement::Fixed(cores[SCHED_SHARD]))
             .name("baton-sched")
             .spawn(move || async move {
-                let state = sched_shard::State::new(&scenario, policy, &table, &cfg, clock.now());
-                sched_shard::run(state, sched_links, clock, stop).await
+                let all = 0..scenario.cluster.backends;
+                let state = sched_shard::State::new(&scenario, Some(policy), all, &table, &cfg, clock.now());
+                let link = link::Link::Ring { links: sched_links, peer: FRONTEND_SHARD };
+                sched_shard::run(state, link, clock, stop).await
             })
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
@@ -191,10 +199,21 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let table = Arc::new(Published::new(table));
     let (addr_tx, addr_rx) = mpsc::channel();
     let frontend = {
-        let (clock, stop, listen, cap) = (clock, Arc::clone(&stop), cfg.listen, cfg.frontend_capacity);
+        let setup = frontend_shard::Setup {
+            index: 0,
+            listen: cfg.listen,
+            addr_tx,
+            table,
+            capacity: cfg.frontend_capacity,
+            clock,
+            stop: Arc::clone(&stop),
+        };
         LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
             .name("baton-frontend")
-            .spawn(move || frontend_shard::run(listen, addr_tx, table, cap, fe_links, clock, stop))
+            .spawn(move || {
+                let link = link::Link::Ring { links: fe_links, peer: SCHED_SHARD };
+                frontend_shard::run(setup, link, None)
+            })
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
     let addr = match addr_rx.recv() {

@@ -1,20 +1,22 @@
-//! The scheduler shard: the scheduler role and the emulated backends on
-//! one core. Messages between them are delivered at once, in order; those
-//! for frontends queue for the ring. Timers (the policy's next timeout,
-//! each backend's next start or finish) live on one wheel (`Alarms`).
+//! The scheduler shard: the scheduler role and emulated backends on one
+//! core — both in `baton serve`, only the scheduler in `baton scheduler`,
+//! only backends in `baton backend`. Messages between local roles are
+//! delivered at once, in order; the rest queue for the link. Timers (the
+//! policy's next timeout, each backend's next start or finish) live on one
+//! wheel (`Alarms`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_net::mesh::ShardLinks;
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 
 use super::alarms::Alarms;
-use super::{pause, EngineConfig, FRONTEND_SHARD};
+use super::link::Link;
+use super::{pause, EngineConfig};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
@@ -30,31 +32,44 @@ pub struct Report {
 }
 
 pub struct State {
-    sched: SchedulerRole,
+    sched: Option<SchedulerRole>,
+    /// Local backends: `first_backend`, `first_backend + 1`, ...
     backends: Vec<BackendRole>,
+    first_backend: u32,
     alarms: Alarms,
-    to_frontends: VecDeque<Envelope>,
+    outbound: VecDeque<Envelope>,
     /// Targets whose deadline may have moved since they were last armed.
     touched: Vec<bool>,
 }
 
 impl State {
-    pub fn new(scenario: &Scenario, policy: PolicyKind, table: &ModelTable, cfg: &EngineConfig, now: Nanos) -> Self {
+    /// The scheduler (if `policy` is given) and the backends `local`.
+    pub fn new(
+        scenario: &Scenario,
+        policy: Option<PolicyKind>,
+        local: std::ops::Range<u32>,
+        table: &ModelTable,
+        cfg: &EngineConfig,
+        now: Nanos,
+    ) -> Self {
         let n = scenario.cluster.backends;
-        let latency = table.models.iter().map(|m| m.latency.clone()).collect();
-        let sched = SchedulerRole::new(policy.build(scenario, cfg.plan_rate_rps), latency, n);
-        let backends = (0..n)
+        assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
+        let latency: Vec<Vec<Nanos>> = table.models.iter().map(|m| m.latency.clone()).collect();
+        let sched = policy.map(|p| SchedulerRole::new(p.build(scenario, cfg.plan_rate_rps), latency, n));
+        let backends: Vec<BackendRole> = local
+            .clone()
             .map(|b| {
                 let exec = table.emulated_executor(cfg.jitter, scenario.seed ^ u64::from(b));
                 BackendRole::new(b, Box::new(exec))
             })
             .collect();
-        let targets = n as usize + 1;
+        let targets = backends.len() + 1;
         Self {
             sched,
             backends,
+            first_backend: local.start,
             alarms: Alarms::new(targets, now),
-            to_frontends: VecDeque::new(),
+            outbound: VecDeque::new(),
             touched: vec![false; targets],
         }
     }
@@ -64,25 +79,29 @@ impl State {
         let mut queue = vec![env];
         let mut out = Vec::new();
         while let Some(e) = queue.pop() {
-            match e.to {
-                Addr::Scheduler => {
-                    self.sched.on_message(now, e.msg, &mut out);
+            let local = match e.to {
+                Addr::Backend(b) => self.local(b),
+                _ => None,
+            };
+            match (e.to, &mut self.sched, local) {
+                (Addr::Scheduler, Some(sched), _) => {
+                    sched.on_message(now, e.msg, &mut out);
                     self.touched[SCHED] = true;
                 }
-                Addr::Backend(b) => match self.backends.get_mut(b as usize) {
-                    Some(be) => {
-                        be.on_message(now, e.msg, &mut out);
-                        self.touched[b as usize + 1] = true;
-                    }
-                    // A plan for a backend that does not exist is a policy
-                    // bug; the simulator would have panicked on it.
-                    None => panic!("message for backend {b}, the cluster has {}", self.backends.len()),
-                },
-                Addr::Frontend(_) => self.to_frontends.push_back(e),
+                (_, _, Some(i)) => {
+                    self.backends[i].on_message(now, e.msg, &mut out);
+                    self.touched[i + 1] = true;
+                }
+                _ => self.outbound.push_back(e),
             }
             // Keep causal order: what a message caused goes before later ones.
             queue.extend(out.drain(..).rev());
         }
+    }
+
+    fn local(&self, b: u32) -> Option<usize> {
+        let i = b.checked_sub(self.first_backend)? as usize;
+        (i < self.backends.len()).then_some(i)
     }
 
     /// Fires every alarm due at `now`.
@@ -93,7 +112,7 @@ impl State {
         for &t in &due {
             self.touched[t] = true;
             if t == SCHED {
-                self.sched.on_timeout(now, &mut out);
+                self.sched.as_mut().expect("armed only with a scheduler").on_timeout(now, &mut out);
             } else {
                 self.backends[t - 1].poll(now, &mut out);
             }
@@ -107,31 +126,36 @@ impl State {
     fn rearm(&mut self) {
         for t in 0..self.touched.len() {
             if std::mem::take(&mut self.touched[t]) {
-                let at = if t == SCHED { self.sched.next_timeout() } else { self.backends[t - 1].next_wake() };
+                let at = match t {
+                    SCHED => self.sched.as_ref().and_then(|s| s.next_timeout()),
+                    _ => self.backends[t - 1].next_wake(),
+                };
                 self.alarms.arm(t, at);
             }
         }
     }
 }
 
-pub async fn run(mut s: State, mut links: ShardLinks<Envelope>, clock: Clock, stop: Arc<AtomicBool>) -> Report {
+pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBool>) -> Report {
     let mut incoming = Vec::new();
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
-        links.poll(4096, |_, e| incoming.push(e));
+        link.poll(&mut incoming);
         let mut busy = !incoming.is_empty();
         for e in incoming.drain(..) {
             s.deliver(now, e);
         }
         busy |= s.fire(now);
         s.rearm();
-        if !s.to_frontends.is_empty() {
-            // A full ring keeps the rest queued here for the next round.
-            let _ = links.send_batch(FRONTEND_SHARD, &mut s.to_frontends);
+        if !s.outbound.is_empty() {
+            link.flush(&mut s.outbound);
             busy = true;
         }
         let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
         pause(busy, next).await;
     }
-    Report { scheduler: s.sched.stats, backends: s.backends.iter().map(|b| b.stats).collect() }
+    Report {
+        scheduler: s.sched.map(|x| x.stats).unwrap_or_default(),
+        backends: s.backends.iter().map(|b| b.stats).collect(),
+    }
 }

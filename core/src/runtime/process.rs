@@ -1,0 +1,259 @@
+//! The roles as separate processes over TCP (`baton frontend | scheduler |
+//! backend`). Each process runs one glommio executor — the same shard code
+//! as `baton serve`, with a `Router` of TCP peers where `serve` has a ring.
+//!
+//! Start the scheduler first; backends and frontends connect to it (and
+//! wait for it up to `PATIENCE`), learn the cluster clock's origin from its
+//! `Hello`, and backends connect to every frontend to fetch inputs and
+//! return results. Frontend `i` must be the i-th address in the backends'
+//! `--frontends` list: request ids carry their frontend's index.
+//!
+//! Processes are not pinned (several share one host in tests; `serve` is
+//! the pinned, thread-per-core deployment).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use baton_net::framing::FrameBuf;
+use baton_sched::scenario::Scenario;
+use baton_sched::PolicyKind;
+use baton_wire::{fb, Message};
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+
+use super::conn::Conn;
+use super::link::Link;
+use super::router::{connect, role_addr, Router};
+use super::{frontend_shard, raise_memlock, sched_shard, EngineConfig, EngineError, EngineReport};
+use crate::clock::Clock;
+use crate::models::ModelTable;
+use crate::publish::Published;
+use crate::roles::Addr;
+
+/// How long a role waits for the peers it connects to.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug)]
+pub enum RoleSpec {
+    Scheduler {
+        listen: SocketAddr,
+    },
+    Frontend {
+        index: u32,
+        listen: SocketAddr,
+        scheduler: SocketAddr,
+    },
+    /// Backends `first .. first + count` of the scenario's cluster.
+    Backends {
+        first: u32,
+        count: u32,
+        scheduler: SocketAddr,
+        frontends: Vec<SocketAddr>,
+    },
+}
+
+pub struct RoleProcess {
+    /// Where it listens (scheduler and frontend).
+    pub addr: Option<SocketAddr>,
+    stop: Arc<AtomicBool>,
+    handle: glommio::ExecutorJoinHandle<EngineReport>,
+}
+
+impl RoleProcess {
+    pub fn shutdown(self) -> EngineReport {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().expect("a role's shard does not panic")
+    }
+}
+
+type Ready = mpsc::Sender<Result<Option<SocketAddr>, String>>;
+
+/// Starts one role of `scenario`'s cluster in this process.
+pub fn start_role(
+    scenario: &Scenario,
+    policy: PolicyKind,
+    cfg: &EngineConfig,
+    spec: RoleSpec,
+) -> Result<RoleProcess, EngineError> {
+    let table = ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)?;
+    if let RoleSpec::Backends { first, count, .. } = &spec {
+        if first.checked_add(*count).is_none_or(|end| end > scenario.cluster.backends || *count == 0) {
+            let n = scenario.cluster.backends;
+            return Err(EngineError::Shard(format!("backends {first}..{first}+{count} of a cluster of {n}")));
+        }
+    }
+    raise_memlock();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready, ready_rx) = mpsc::channel();
+    let (scenario, cfg, stop2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop));
+    let handle = LocalExecutorBuilder::new(Placement::Unbound)
+        .name("baton-role")
+        .spawn(move || async move {
+            match spec {
+                RoleSpec::Scheduler { listen } => scheduler(listen, scenario, policy, table, cfg, stop2, ready).await,
+                RoleSpec::Frontend { index, listen, scheduler } => {
+                    frontend(index, listen, scheduler, table, cfg, stop2, ready).await
+                }
+                RoleSpec::Backends { first, count, scheduler, frontends } => {
+                    backends(first..first + count, scheduler, frontends, scenario, table, cfg, stop2, ready).await
+                }
+            }
+        })
+        .map_err(|e| EngineError::Shard(e.to_string()))?;
+    match ready_rx.recv() {
+        Ok(Ok(addr)) => Ok(RoleProcess { addr, stop, handle }),
+        Ok(Err(why)) => {
+            let _ = handle.join();
+            Err(EngineError::Shard(why))
+        }
+        Err(_) => Err(EngineError::Shard("the role's shard exited while starting".into())),
+    }
+}
+
+fn hello(role: fb::Role, index: u32, origin_unix_ns: u64) -> fb::Hello {
+    fb::Hello { role, index, origin_unix_ns }
+}
+
+/// Registers a connection to a peer and reads it in the background.
+fn attach(
+    router: &Rc<Router>,
+    to: Addr,
+    parts: (futures_lite::io::ReadHalf<glommio::net::TcpStream>, Rc<Conn>, FrameBuf),
+) {
+    let (reader, conn, buf) = parts;
+    router.register(to, Rc::clone(&conn));
+    let r = Rc::clone(router);
+    glommio::spawn_local(r.read_peer(reader, buf, conn, true, |_, _, _| {})).detach();
+}
+
+async fn scheduler(
+    listen: SocketAddr,
+    scenario: Scenario,
+    policy: PolicyKind,
+    table: ModelTable,
+    cfg: EngineConfig,
+    stop: Arc<AtomicBool>,
+    ready: Ready,
+) -> EngineReport {
+    let clock = Clock::new();
+    let origin = clock.origin_unix_ns();
+    let listener = match TcpListener::bind(listen) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot listen on {listen}: {e}")));
+            return EngineReport::default();
+        }
+    };
+    let _ = ready.send(Ok(listener.local_addr().ok()));
+    let router = Rc::new(Router::default());
+    let r = Rc::clone(&router);
+    glommio::spawn_local(async move {
+        while let Ok(stream) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let (reader, writer) = futures_lite::io::split(stream);
+            let (conn, _) = Conn::spawn(writer);
+            let greet = move |r: &Router, h: &fb::Hello, c: &Rc<Conn>| {
+                r.register(role_addr(h), Rc::clone(c));
+                c.send(&Message::Hello(hello(fb::Role::Scheduler, 0, origin)));
+            };
+            glommio::spawn_local(Rc::clone(&r).read_peer(reader, FrameBuf::default(), conn, false, greet)).detach();
+        }
+    })
+    .detach();
+    let state = sched_shard::State::new(&scenario, Some(policy), 0..0, &table, &cfg, clock.now());
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
+}
+
+async fn frontend(
+    index: u32,
+    listen: SocketAddr,
+    sched_addr: SocketAddr,
+    table: ModelTable,
+    cfg: EngineConfig,
+    stop: Arc<AtomicBool>,
+    ready: Ready,
+) -> EngineReport {
+    let (reader, conn, buf, reply) =
+        match connect(sched_addr, &[hello(fb::Role::Frontend, index, 0)], true, PATIENCE).await {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = ready.send(Err(format!("cannot reach the scheduler at {sched_addr}: {e}")));
+                return EngineReport::default();
+            }
+        };
+    let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
+    let router = Rc::new(Router::default());
+    attach(&router, Addr::Scheduler, (reader, conn, buf));
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let setup = frontend_shard::Setup {
+        index,
+        listen,
+        addr_tx,
+        table: Arc::new(Published::new(table)),
+        capacity: cfg.frontend_capacity,
+        clock,
+        stop,
+    };
+    // The shard binds its listener first thing and says so on `addr_tx`.
+    let shard = glommio::spawn_local(frontend_shard::run(setup, Link::Tcp(Rc::clone(&router)), Some(router)));
+    let mut bound = None;
+    while bound.is_none() {
+        match addr_rx.try_recv() {
+            Ok(r) => bound = Some(r),
+            Err(mpsc::TryRecvError::Empty) => glommio::timer::sleep(Duration::from_millis(1)).await,
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        }
+    }
+    let _ = ready.send(match bound {
+        Some(Ok(addr)) => Ok(Some(addr)),
+        Some(Err(e)) => Err(format!("cannot listen on {listen}: {e}")),
+        None => Err("the frontend shard stopped while starting".into()),
+    });
+    let r = shard.await;
+    EngineReport {
+        frontend: r.stats,
+        connections: r.connections,
+        bad_frames: r.bad_frames,
+        held_at_stop: r.held_at_stop,
+        ..Default::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn backends(
+    local: std::ops::Range<u32>,
+    sched_addr: SocketAddr,
+    frontends: Vec<SocketAddr>,
+    scenario: Scenario,
+    table: ModelTable,
+    cfg: EngineConfig,
+    stop: Arc<AtomicBool>,
+    ready: Ready,
+) -> EngineReport {
+    let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
+    let fail = |why: String| {
+        let _ = ready.send(Err(why));
+        EngineReport::default()
+    };
+    let (reader, conn, buf, reply) = match connect(sched_addr, &hellos, true, PATIENCE).await {
+        Ok(x) => x,
+        Err(e) => return fail(format!("cannot reach the scheduler at {sched_addr}: {e}")),
+    };
+    let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
+    let router = Rc::new(Router::default());
+    attach(&router, Addr::Scheduler, (reader, conn, buf));
+    for (i, &fe) in frontends.iter().enumerate() {
+        match connect(fe, &hellos, false, PATIENCE).await {
+            Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),
+            Err(e) => return fail(format!("cannot reach frontend {i} at {fe}: {e}")),
+        }
+    }
+    let _ = ready.send(Ok(None));
+    let state = sched_shard::State::new(&scenario, None, local, &table, &cfg, clock.now());
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }
+}

@@ -1,0 +1,163 @@
+//! Roles in separate processes: the `Router` of a process maps each remote
+//! role (`Addr`) to the TCP connection that reaches it, and collects what
+//! peers send into one inbox for the pump.
+//!
+//! Every connection between roles starts with `Hello` frames naming the
+//! speaker (one per backend when a process hosts several). The scheduler
+//! answers each peer with its own `Hello`, carrying the cluster clock's
+//! origin. Frames after the greeting are routed by content: requests and
+//! completions to the scheduler, plans and inputs to the backend they
+//! name, fetches, results and drops to the frontend holding the requests.
+//!
+//! Nothing is lost when a peer is missing: a batch plan for a backend that
+//! is not connected is answered to its frontends as dropped
+//! (`BackendFailed`); any other message that cannot be delivered is
+//! counted in `undeliverable`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use baton_net::framing::FrameBuf;
+use baton_wire::{fb, Message};
+use futures_lite::io::ReadHalf;
+use futures_lite::AsyncReadExt;
+use glommio::net::TcpStream;
+
+use super::conn::Conn;
+use crate::roles::{frontend_of, Addr, Envelope};
+
+#[derive(Default)]
+pub struct Router {
+    peers: RefCell<HashMap<Addr, Rc<Conn>>>,
+    pub inbox: RefCell<Vec<Envelope>>,
+    pub undeliverable: Cell<u64>,
+    /// Frames from peers that did not decode, or came before a greeting.
+    pub bad_frames: Cell<u64>,
+}
+
+/// The role a message between roles is for, by its content.
+pub fn addressee(m: &Message) -> Option<Addr> {
+    let first =
+        |ids: &Option<Vec<u64>>| ids.as_deref().and_then(|v| v.first()).map(|&r| Addr::Frontend(frontend_of(r)));
+    match m {
+        Message::RequestMeta(_) | Message::BatchDone(_) | Message::BackendStatus(_) => Some(Addr::Scheduler),
+        Message::BatchPlan(p) => Some(Addr::Backend(p.backend)),
+        Message::Inputs(i) => Some(Addr::Backend(i.backend)),
+        Message::FetchInputs(f) => first(&f.requests),
+        Message::Results(r) => first(&r.requests),
+        Message::Dropped(d) => first(&d.requests),
+        _ => None,
+    }
+}
+
+pub fn role_addr(h: &fb::Hello) -> Addr {
+    match h.role {
+        fb::Role::Frontend => Addr::Frontend(h.index),
+        fb::Role::Scheduler => Addr::Scheduler,
+        fb::Role::Backend => Addr::Backend(h.index),
+    }
+}
+
+impl Router {
+    pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
+        self.peers.borrow_mut().insert(addr, conn);
+    }
+
+    pub fn send(&self, e: Envelope) {
+        let peer = self.peers.borrow().get(&e.to).filter(|c| !c.closed.get()).cloned();
+        match (peer, e.msg) {
+            (Some(c), msg) => c.send(&msg),
+            (None, Message::BatchPlan(p)) => {
+                // The batch cannot run: its requests end here, dropped.
+                let ids = p.requests.unwrap_or_default();
+                let mut fes: Vec<u32> = ids.iter().map(|&r| frontend_of(r)).collect();
+                fes.sort_unstable();
+                fes.dedup();
+                for fe in fes {
+                    let mine = ids.iter().copied().filter(|&r| frontend_of(r) == fe).collect();
+                    let d = fb::Dropped { requests: Some(mine), reason: fb::DropReason::BackendFailed };
+                    self.send(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(d) });
+                }
+            }
+            (None, _) => self.undeliverable.set(self.undeliverable.get() + 1),
+        }
+    }
+
+    /// Reads a peer's frames until it closes: greetings go to `on_hello`
+    /// (which registers the speaker), everything else to the inbox.
+    pub async fn read_peer(
+        self: Rc<Self>,
+        mut reader: ReadHalf<TcpStream>,
+        mut buf: FrameBuf,
+        conn: Rc<Conn>,
+        mut greeted: bool,
+        on_hello: impl Fn(&Router, &fb::Hello, &Rc<Conn>),
+    ) {
+        'read: loop {
+            loop {
+                match buf.next_frame() {
+                    Ok(None) => break,
+                    Ok(Some(Ok(Message::Hello(h)))) => {
+                        greeted = true;
+                        on_hello(&self, &h, &conn);
+                    }
+                    Ok(Some(Ok(msg))) => match addressee(&msg).filter(|_| greeted) {
+                        Some(to) => self.inbox.borrow_mut().push(Envelope { to, msg }),
+                        None => self.bad_frames.set(self.bad_frames.get() + 1),
+                    },
+                    Ok(Some(Err(_))) => self.bad_frames.set(self.bad_frames.get() + 1),
+                    Err(_) => {
+                        self.bad_frames.set(self.bad_frames.get() + 1);
+                        break 'read;
+                    }
+                }
+            }
+            match reader.read(buf.spare()).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.filled(n),
+            }
+        }
+        conn.close();
+    }
+}
+
+/// Connects to a peer role at `addr`, retrying for `patience` while it is
+/// not up yet, greets it with `hellos`, and returns the connection's
+/// halves and the first frame it answers with if `await_reply`.
+pub async fn connect(
+    addr: SocketAddr,
+    hellos: &[fb::Hello],
+    await_reply: bool,
+    patience: Duration,
+) -> std::io::Result<(ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, Option<fb::Hello>)> {
+    let start = std::time::Instant::now();
+    let stream = loop {
+        match TcpStream::connect(addr).await {
+            Ok(s) => break s,
+            Err(e) if start.elapsed() >= patience => return Err(std::io::Error::other(e.to_string())),
+            Err(_) => glommio::timer::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = futures_lite::io::split(stream);
+    let (conn, _) = Conn::spawn(writer);
+    for h in hellos {
+        conn.send(&Message::Hello(h.clone()));
+    }
+    let mut buf = FrameBuf::default();
+    let mut reply = None;
+    while await_reply && reply.is_none() {
+        match buf.next_frame() {
+            Ok(Some(Ok(Message::Hello(h)))) => reply = Some(h),
+            Ok(Some(_)) | Err(_) => return Err(std::io::Error::other("the peer did not answer with a Hello")),
+            Ok(None) => match reader.read(buf.spare()).await? {
+                0 => return Err(std::io::Error::other("the peer closed before answering")),
+                n => buf.filled(n),
+            },
+        }
+    }
+    Ok((reader, conn, buf, reply))
+}
