@@ -214,7 +214,13 @@ fn mutated_scenarios_never_panic_the_parser() {
                             out[i] = format!("{k}= {}", extremes[rng.below(extremes.len() as u64) as usize]);
                         }
                     }
-                    1 => out[i] = out[i][..rng.below(out[i].len() as u64 + 1) as usize].to_string(),
+                    1 => {
+                        let mut cut = rng.below(out[i].len() as u64 + 1) as usize;
+                        while !out[i].is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        out[i].truncate(cut);
+                    }
                     2 => {
                         let j = rng.below(out.len() as u64) as usize;
                         out.swap(i, j)

@@ -98,35 +98,34 @@ fn trace_writes_an_azure_schema_file_that_scenarios_read() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("models[0].arrival"));
 }
 
-#[test]
-fn serve_and_load_as_separate_processes_account_for_every_request() {
-    // Port 0 cannot be known to a second process: pick a free one.
+fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let server = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--listen", &addr, "--duration", "6", "--json"])
+    format!("127.0.0.1:{port}")
+}
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("baton serve starts");
-    // Wait for the listener.
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            break;
+        .expect("baton starts")
+}
+
+fn wait_listening(addr: &str) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let load = baton(&[
-        "load",
-        &scenario("serve-default.toml"),
-        "--target",
-        &addr,
-        "--rate",
-        "500",
-        "--duration",
-        "1",
-        "--json",
-    ]);
+    panic!("nothing listens on {addr}");
+}
+
+/// `baton load --json` against `addr`: its object, checked for the
+/// documented fields and complete accounting.
+fn load_json(addr: &str, rate: &str) -> serde_json::Value {
+    let load = baton(&["load", &scenario("serve-default.toml"), "--target", addr, "--rate", rate, "--duration", "1", "--json"]);
     assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
     let v: serde_json::Value = serde_json::from_slice(&load.stdout).expect("one JSON object");
     for key in ["sent", "ok", "dropped", "errors", "bad_rate", "goodput_rps", "p99_ms"] {
@@ -135,11 +134,45 @@ fn serve_and_load_as_separate_processes_account_for_every_request() {
     let n = |k: &str| v[k].as_u64().unwrap();
     assert!(n("sent") > 300, "{v}");
     assert_eq!(n("ok") + n("late") + n("dropped") + n("errors"), n("sent"), "{v}");
-    let out = server.wait_with_output().expect("serve exits after --duration");
+    assert_eq!((n("unanswered"), n("duplicates"), n("errors")), (0, 0, 0), "{v}");
+    assert!(n("ok") > n("sent") / 2, "{v}");
+    v
+}
+
+/// A role process's final JSON report, after its --duration.
+fn report(p: std::process::Child) -> serde_json::Value {
+    let out = p.wait_with_output().expect("exits after --duration");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("serve prints one JSON object");
-    assert_eq!(s["received"].as_u64(), Some(n("sent")), "{s}");
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn serve_and_load_as_separate_processes_account_for_every_request() {
+    let addr = free_addr();
+    let server = spawn(&["serve", "--listen", &addr, "--duration", "6", "--json"]);
+    wait_listening(&addr);
+    let v = load_json(&addr, "500");
+    let s = report(server);
+    assert_eq!(s["received"], v["sent"], "{s}");
     assert_eq!(s["duplicates"].as_u64(), Some(0));
+}
+
+#[test]
+fn frontend_scheduler_and_backend_processes_serve_like_serve() {
+    let (sched, fe) = (free_addr(), free_addr());
+    let s = spawn(&["scheduler", "--listen", &sched, "--duration", "9", "--json"]);
+    wait_listening(&sched);
+    let f = spawn(&["frontend", "--listen", &fe, "--scheduler", &sched, "--duration", "8", "--json"]);
+    wait_listening(&fe);
+    let b = spawn(&["backend", "--scheduler", &sched, "--frontends", &fe, "--duration", "7", "--json"]);
+    // The backend is ready once the scheduler has it; give it a moment.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let v = load_json(&fe, "500");
+    let (s, f, b) = (report(s), report(f), report(b));
+    assert_eq!(f["received"], v["sent"], "{f}");
+    assert_eq!((f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()), (Some(0), Some(0), Some(0)));
+    // Every batch the scheduler planned ran on the backend process.
+    assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
 }
 
 #[test]
