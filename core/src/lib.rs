@@ -5,7 +5,8 @@
 //! crossbeam-epoch (`publish`), the model table (`models`), the role
 //! engines that drive `baton-sched` (`roles`: frontend, scheduler,
 //! backend), and the thread-per-core runtime that runs them on pinned
-//! glommio executors and serves clients over io_uring TCP (`runtime`).
+//! glommio executors and serves clients over io_uring TCP — all roles in
+//! one process, or each in its own (`runtime`).
 //!
 //! **Is not:** a scheduler. Every scheduling decision is made by
 //! `baton-sched`; this crate only feeds it time and events and carries its

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use baton_core::runtime::{start, EngineConfig, EngineReport};
+use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
 use baton_sched::sim::{find_goodput, run as simulate};
 use baton_sched::Scenario;
 use serde::Serialize;
@@ -47,6 +47,38 @@ pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, Engine
     (r, engine.shutdown())
 }
 
+/// The three roles on their own executors, joined by loopback TCP (the
+/// code `baton frontend | scheduler | backend` runs), one load run.
+pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+    let cfg = EngineConfig { plan_rate_rps: rate, ..Default::default() };
+    let start = |spec| start_role(s, s.policy, &cfg, spec).unwrap_or_else(|e| panic!("{e}"));
+    let sched = start(RoleSpec::Scheduler { listen: any });
+    let sched_addr = sched.addr.expect("listens");
+    let fe = start(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched_addr });
+    let fe_addr = fe.addr.expect("listens");
+    let be = start(RoleSpec::Backends {
+        first: 0,
+        count: s.cluster.backends,
+        scheduler: sched_addr,
+        frontends: vec![fe_addr],
+    });
+    let lc = LoadConfig {
+        target: fe_addr,
+        rate_rps: rate,
+        duration: Duration::from_secs_f64(secs),
+        connections: 1,
+        input_floats: cfg.input_floats,
+        drain: Duration::from_secs(2),
+        progress: false,
+    };
+    let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
+    for p in [fe, be, sched] {
+        p.shutdown();
+    }
+    r
+}
+
 #[derive(Debug, Serialize)]
 pub struct EndToEnd {
     pub rate_rps: f64,
@@ -58,6 +90,8 @@ pub struct EndToEnd {
     pub server_late: u64,
     /// Engine goodput over the simulator's at the same rate.
     pub ratio: f64,
+    /// The same load on the roles as separate executors over TCP.
+    pub roles_over_tcp: LoadReport,
 }
 
 pub fn table4(secs: f64) -> EndToEnd {
@@ -73,6 +107,7 @@ pub fn table4(secs: f64) -> EndToEnd {
         ratio: engine.goodput_rps / sim.goodput_rps,
         server_late: report.frontend.late,
         engine,
+        roles_over_tcp: roles_and_load(&s, rate, secs),
     }
 }
 

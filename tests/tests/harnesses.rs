@@ -196,3 +196,15 @@ fn glet_elastic_plans_are_valid_and_never_beat_the_exhaustive_ideal() {
         "the instances must exercise both outcomes ({planned} planned, {refused} refused)"
     );
 }
+
+#[test]
+fn engine_bench_accounts_for_every_request() {
+    // Timings here mean nothing (a shared machine); the accounting must hold.
+    let e = baton_perf::engine_bench::table4(1.0);
+    for r in [&e.engine, &e.roles_over_tcp] {
+        assert_eq!((r.unanswered, r.duplicates, r.errors), (0, 0, 0), "{r:?}");
+        assert!(r.ok > 0, "{r:?}");
+    }
+    let t = baton_perf::engine_bench::throughput(5_000.0, 0.5, 0);
+    assert!(t.probes.iter().all(|p| p.2.unanswered == 0 && p.2.duplicates == 0));
+}

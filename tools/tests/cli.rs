@@ -125,7 +125,17 @@ fn wait_listening(addr: &str) {
 /// `baton load --json` against `addr`: its object, checked for the
 /// documented fields and complete accounting.
 fn load_json(addr: &str, rate: &str) -> serde_json::Value {
-    let load = baton(&["load", &scenario("serve-default.toml"), "--target", addr, "--rate", rate, "--duration", "1", "--json"]);
+    let load = baton(&[
+        "load",
+        &scenario("serve-default.toml"),
+        "--target",
+        addr,
+        "--rate",
+        rate,
+        "--duration",
+        "1",
+        "--json",
+    ]);
     assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
     let v: serde_json::Value = serde_json::from_slice(&load.stdout).expect("one JSON object");
     for key in ["sent", "ok", "dropped", "errors", "bad_rate", "goodput_rps", "p99_ms"] {
@@ -170,7 +180,10 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     let v = load_json(&fe, "500");
     let (s, f, b) = (report(s), report(f), report(b));
     assert_eq!(f["received"], v["sent"], "{f}");
-    assert_eq!((f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(
+        (f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()),
+        (Some(0), Some(0), Some(0))
+    );
     // Every batch the scheduler planned ran on the backend process.
     assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
 }

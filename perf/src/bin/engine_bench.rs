@@ -23,6 +23,17 @@ fn main() {
         e.engine.overhead_p50_ms,
         e.engine.overhead_p99_ms
     );
+    let r = &e.roles_over_tcp;
+    println!(
+        "  the same load on frontend, scheduler and backends over TCP: goodput {:.1} r/s (ratio to serve {:.3}), \
+         ok {} late {} dropped {} unanswered {}",
+        r.goodput_rps,
+        r.goodput_rps / e.engine.goodput_rps,
+        r.ok,
+        r.late,
+        r.dropped,
+        r.unanswered
+    );
     let t =
         throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
     println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
