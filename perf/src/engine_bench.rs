@@ -28,22 +28,28 @@ fn scenario(name: &str) -> Scenario {
     load_scenario(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// One load run against `target`: one connection (fewer generator threads
+/// on a small machine), a 2 s drain.
+fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize) -> LoadReport {
+    let lc = LoadConfig {
+        target,
+        rate_rps: rate,
+        duration: Duration::from_secs_f64(secs),
+        connections: 1,
+        input_floats,
+        drain: Duration::from_secs(2),
+        progress: false,
+    };
+    load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// One engine, one load run at `rate` for `secs`: what the generator saw
 /// and what the engine counted.
 pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, EngineReport) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let cfg = EngineConfig { listen, plan_rate_rps: rate, ..Default::default() };
     let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
-    let lc = LoadConfig {
-        target: engine.addr,
-        rate_rps: rate,
-        duration: Duration::from_secs_f64(secs),
-        connections: 1,
-        input_floats: cfg.input_floats,
-        drain: Duration::from_secs(2),
-        progress: false,
-    };
-    let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
+    let r = drive(s, engine.addr, rate, secs, cfg.input_floats);
     (r, engine.shutdown())
 }
 
@@ -63,16 +69,7 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
         scheduler: sched_addr,
         frontends: vec![fe_addr],
     });
-    let lc = LoadConfig {
-        target: fe_addr,
-        rate_rps: rate,
-        duration: Duration::from_secs_f64(secs),
-        connections: 1,
-        input_floats: cfg.input_floats,
-        drain: Duration::from_secs(2),
-        progress: false,
-    };
-    let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
+    let r = drive(s, fe_addr, rate, secs, cfg.input_floats);
     for p in [fe, be, sched] {
         p.shutdown();
     }
