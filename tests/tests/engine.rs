@@ -245,3 +245,45 @@ fn every_request_is_answered_exactly_once_at_twice_goodput() {
 fn nexus_runs_its_plan_in_the_engine() {
     exactly_once(PolicyKind::Nexus, 800.0);
 }
+
+#[test]
+fn a_backend_process_that_dies_loses_no_request() {
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { input_floats: FLOATS, ..Default::default() };
+    let role = |spec| start_role(&s, s.policy, &cfg, spec).expect("role starts");
+    let sched = role(RoleSpec::Scheduler { listen: any });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched.addr.unwrap() });
+    let backends = |first, count| RoleSpec::Backends {
+        first,
+        count,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.addr.unwrap()],
+    };
+    let (a, b) = (role(backends(0, 2)), role(backends(2, 2)));
+    let target = fe.addr.unwrap();
+    let load = std::thread::spawn(move || {
+        let cfg = LoadConfig {
+            target,
+            rate_rps: 600.0,
+            duration: Duration::from_secs(2),
+            connections: 2,
+            input_floats: FLOATS,
+            drain: Duration::from_secs(3),
+            progress: false,
+        };
+        load::run(&scenario(), &cfg).expect("load runs")
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let killed = a.shutdown();
+    let l = load.join().unwrap();
+    let (f, s, b) = (fe.shutdown(), sched.shutdown(), b.shutdown());
+    assert!(killed.backends.iter().map(|x| x.batches).sum::<u64>() > 0, "the first process served before dying");
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert_eq!(l.ok + l.late + l.dropped, l.sent);
+    assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
+    // The other backends carried on.
+    assert!(b.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
+    assert!(s.scheduler.batches > 0);
+}

@@ -16,12 +16,9 @@ use baton_sched::time::Nanos;
 use baton_sched::types::{
     AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Request, RequestId, Scheduler,
 };
-use baton_wire::{fb, Message};
+use baton_wire::{fb, Limits, Message};
 
 use super::{frontend_of, Addr, Envelope};
-
-/// Ids in one `Dropped`: the wire decoder's default limit.
-const MAX_IDS: usize = 4096;
 
 pub fn wire_reason(r: DropReason) -> fb::DropReason {
     match r {
@@ -104,11 +101,39 @@ impl SchedulerRole {
                 None => self.stats.rejected += 1,
             },
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
-                self.policy.on_backend_failed(now, BackendId(s.backend));
+                self.backend_failed(now, BackendId(s.backend), out);
             }
             _ => self.stats.rejected += 1,
         }
         self.drain(out);
+    }
+
+    /// `backend` is gone: the policy stops using it, and the batches it
+    /// held will never complete — their requests are dropped here (a
+    /// result that did reach a frontend first wins there; the frontend
+    /// refuses the second answer).
+    fn backend_failed(&mut self, now: Nanos, backend: BackendId, out: &mut Vec<Envelope>) {
+        self.policy.on_backend_failed(now, backend);
+        let lost: Vec<u64> = self.inflight.iter().filter(|(_, p)| p.backend == backend).map(|(&id, _)| id).collect();
+        let mut drops: Vec<(u32, Vec<u64>)> = Vec::new();
+        for id in lost {
+            let plan = self.inflight.remove(&id).expect("listed");
+            for r in plan.requests {
+                let fe = frontend_of(r.0);
+                match drops.iter_mut().find(|d| d.0 == fe) {
+                    Some(d) => d.1.push(r.0),
+                    None => drops.push((fe, vec![r.0])),
+                }
+            }
+        }
+        for (fe, ids) in drops {
+            self.stats.dropped += ids.len() as u64;
+            let reason = fb::DropReason::BackendFailed;
+            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
+                to: Addr::Frontend(fe),
+                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
+            }));
+        }
     }
 
     /// Fires the policy's timers due at `now`.
@@ -162,7 +187,7 @@ impl SchedulerRole {
         }
         for (fe, reason, ids) in drops {
             // Within the decoder's id limit, so the list also crosses TCP.
-            out.extend(ids.chunks(MAX_IDS).map(|c| Envelope {
+            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
                 to: Addr::Frontend(fe),
                 msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
             }));

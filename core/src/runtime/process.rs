@@ -148,7 +148,7 @@ async fn scheduler(
         }
     };
     let _ = ready.send(Ok(listener.local_addr().ok()));
-    let router = Rc::new(Router::default());
+    let router = Rc::new(Router::for_scheduler());
     let r = Rc::clone(&router);
     glommio::spawn_local(async move {
         while let Ok(stream) = listener.accept().await {
@@ -165,6 +165,7 @@ async fn scheduler(
     .detach();
     let state = sched_shard::State::new(&scenario, Some(policy), 0..0, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    router.close_all().await;
     EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
 }
 
@@ -199,7 +200,8 @@ async fn frontend(
         stop,
     };
     // The shard binds its listener first thing and says so on `addr_tx`.
-    let shard = glommio::spawn_local(frontend_shard::run(setup, Link::Tcp(Rc::clone(&router)), Some(router)));
+    let shard =
+        glommio::spawn_local(frontend_shard::run(setup, Link::Tcp(Rc::clone(&router)), Some(Rc::clone(&router))));
     let mut bound = None;
     while bound.is_none() {
         match addr_rx.try_recv() {
@@ -214,6 +216,7 @@ async fn frontend(
         None => Err("the frontend shard stopped while starting".into()),
     });
     let r = shard.await;
+    router.close_all().await;
     EngineReport {
         frontend: r.stats,
         connections: r.connections,
@@ -255,5 +258,6 @@ async fn backends(
     let _ = ready.send(Ok(None));
     let state = sched_shard::State::new(&scenario, None, local, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    router.close_all().await;
     EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }
 }

@@ -36,6 +36,9 @@ pub struct Router {
     pub undeliverable: Cell<u64>,
     /// Frames from peers that did not decode, or came before a greeting.
     pub bad_frames: Cell<u64>,
+    /// Whether this process hosts the scheduler, which must hear of a
+    /// backend whose connection closed.
+    pub hosts_scheduler: bool,
 }
 
 /// The role a message between roles is for, by its content.
@@ -62,6 +65,11 @@ pub fn role_addr(h: &fb::Hello) -> Addr {
 }
 
 impl Router {
+    /// The router of the scheduler's process.
+    pub fn for_scheduler() -> Self {
+        Self { hosts_scheduler: true, ..Default::default() }
+    }
+
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
         self.peers.borrow_mut().insert(addr, conn);
     }
@@ -121,6 +129,38 @@ impl Router {
             }
         }
         conn.close();
+        self.gone(&conn);
+    }
+
+    /// Closes every peer connection (the process is stopping) and gives the
+    /// writers a moment to flush, so peers see the close at once.
+    pub async fn close_all(&self) {
+        let conns: Vec<Rc<Conn>> = self.peers.borrow_mut().drain().map(|(_, c)| c).collect();
+        for c in &conns {
+            c.close();
+        }
+        for _ in 0..100 {
+            if conns.iter().all(|c| c.out.borrow().is_empty()) {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        // One more turn for the writers to shut their sockets.
+        glommio::timer::sleep(Duration::from_millis(2)).await;
+    }
+
+    /// A peer connection closed: forget its roles, and tell a local
+    /// scheduler that the backends behind it failed.
+    fn gone(&self, conn: &Rc<Conn>) {
+        let mut peers = self.peers.borrow_mut();
+        let addrs: Vec<Addr> = peers.iter().filter(|(_, c)| Rc::ptr_eq(c, conn)).map(|(&a, _)| a).collect();
+        for a in addrs {
+            peers.remove(&a);
+            if let (Addr::Backend(backend), true) = (a, self.hosts_scheduler) {
+                let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
+                self.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+            }
+        }
     }
 }
 
