@@ -12,9 +12,11 @@
 //!   and an exhaustive ideal for small instances, on paper.
 
 mod interference;
+mod oracle;
 mod planner;
 mod profiles;
 
 pub use interference::{fit_interference, predicted_latency, FitReport, InterferenceModel};
+pub use oracle::{PartitionData, PartitionDataError, MAX_PARTITION_BATCH};
 pub use planner::{elastic, ideal, scale, throughput, Demand, GpuPlan, Interference, PartitionPlan};
 pub use profiles::{CoRun, PartitionProfiles, ProfileError, BATCHES, PARTITIONS};
