@@ -22,3 +22,4 @@ pub use sessions::{sessions, Sessions};
 pub use squishy::{
     batch_oblivious_gpus, lower_bound_gpus, plan_for_cluster, squishy_bin_packing, BackendPlan, Plan, PlannedSession,
 };
+pub(crate) use squishy::{merged, residual};

@@ -365,7 +365,7 @@ impl Scenario {
             }
             None => (PolicyKind::Symphony, None),
         };
-        Ok(Scenario {
+        let scenario = Scenario {
             name: raw.name,
             seed: raw.seed.unwrap_or(1),
             duration: ms_to_nanos(duration_s * 1e3),
@@ -390,7 +390,9 @@ impl Scenario {
             policy_epoch,
             policy,
             partitions: partition_data,
-        })
+        };
+        scenario.policy.check(&scenario).map_err(|e| err("policy.name", e))?;
+        Ok(scenario)
     }
 
     /// Per-model offered rates for an aggregate rate, split by weight.
