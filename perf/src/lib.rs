@@ -10,6 +10,7 @@
 pub mod compare;
 pub mod flat_top;
 pub mod glet_bench;
+pub mod glet_sim;
 pub mod hull_bench;
 pub mod nexus_bench;
 pub mod orloj_grid;

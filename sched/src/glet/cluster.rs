@@ -6,10 +6,14 @@
 //!   partitions never slowed each other (the simulator still slows them);
 //! - `greedy-part`: greedy best-fit partitioning, one model per partition;
 //! - `sbp`: Nexus's squishy bin packing on whole GPUs, L(b, 100);
-//! - `ideal`: every way to split each GPU (whole, 20+80, 40+60, 50+50) and
-//!   give each partition one demand or none, saturated; the first multiset
-//!   of GPU setups that covers every rate (interference accounted). It
-//!   knows no temporal sharing, so glet can schedule what it cannot.
+//! - `ideal` (glet section 5.2: "exhaustively trying all 4^4 glet
+//!   combinations"): every way to split the GPUs (each whole, 20+80, 40+60
+//!   or 50+50; as multisets, GPUs being alike), each split filled by
+//!   elastic's placement with temporal sharing; and, exhaustively, every
+//!   assignment of one demand or none per partition, saturated. The first
+//!   that covers every rate wins (interference accounted). Exhaustive over
+//!   splits, not over how sessions share a partition: glet can still find
+//!   a plan it misses, rarely.
 //!
 //! Fixed cluster: like Nexus's `plan_for_cluster`, a plan is made for the
 //! offered rates scaled by the largest factor that still fits the GPUs
@@ -20,7 +24,7 @@
 use super::oracle::PartitionData;
 use super::parts::{GletPlan, PlannedPart, Planning};
 use super::planner::Demand;
-use super::spatial::{plan_spatial, Spatial};
+use super::spatial::{place_all, plan_spatial, Spatial};
 use crate::nexus::squishy_bin_packing;
 use crate::profile::Profile;
 use crate::types::ModelSpec;
@@ -54,7 +58,10 @@ pub fn plan_once(planner: Planner, data: &PartitionData, demands: &[Demand], gpu
         }
         Planner::GreedyPart => plan_spatial(Spatial::Greedy, &Planning::new(data, demands, true), gpus),
         Planner::Sbp => sbp(data, demands, gpus),
-        Planner::Ideal => ideal(&Planning::new(data, demands, true), gpus),
+        Planner::Ideal => {
+            let planning = Planning::new(data, demands, true);
+            splits_with_sharing(&planning, gpus).or_else(|| ideal(&planning, gpus))
+        }
     }?;
     assert!(plan.gpus() <= gpus, "{planner:?} planned {} GPUs of {gpus}", plan.gpus());
     Some(plan)
@@ -157,6 +164,36 @@ fn sbp(data: &PartitionData, demands: &[Demand], gpus: usize) -> Option<GletPlan
             .collect(),
         rate_scale: 1.0,
     })
+}
+
+/// The ways to split one GPU.
+const SPLITS: [&[u32]; 4] = [&[100], &[20, 80], &[40, 60], &[50, 50]];
+
+/// Every multiset of `gpus` GPU splits, each filled by elastic's
+/// placement; the first that places every demand.
+fn splits_with_sharing(planning: &Planning<'_>, gpus: usize) -> Option<GletPlan> {
+    fn walk(planning: &Planning<'_>, gpus: usize, from: usize, chosen: &mut Vec<usize>) -> Option<GletPlan> {
+        if chosen.len() == gpus {
+            let parts: Vec<PlannedPart> = chosen
+                .iter()
+                .enumerate()
+                .flat_map(|(gpu, &k)| SPLITS[k].iter().map(move |&percent| PlannedPart { gpu, percent, node: None }))
+                .collect();
+            let placed = place_all(Spatial::Elastic, planning, gpus, parts, false, false)?;
+            assert!(planning.valid(&placed));
+            return Some(GletPlan { parts: placed, rate_scale: 1.0 });
+        }
+        for k in from..SPLITS.len() {
+            chosen.push(k);
+            let found = walk(planning, gpus, k, chosen);
+            chosen.pop();
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    walk(planning, gpus, 0, &mut Vec::with_capacity(gpus))
 }
 
 /// One GPU set up: its partitions, each saturated by its demand (if any),

@@ -9,8 +9,10 @@
 //! l_m(b) = L(b, p) * f,   f = max over sibling sessions s, b' <= s.batch of factor(m, b, p, s.model, b')
 //! ```
 //!
-//! (the sibling runs batches up to its planned one, and the measured
-//! slowdown is not monotone in the co-runner's batch),
+//! (the sibling runs batches up to its planned one — any batch, if it runs
+//! a single session: the runtime lets such a partition absorb a burst in
+//! one larger batch — and the measured slowdown is not monotone in the
+//! co-runner's batch),
 //! with f = 1 when interference is ignored (`glet-noint`) or the partition
 //! is the whole GPU. While the sibling partition is still free, anyone may
 //! move in later, so f is the worst factor any of the planned demands
@@ -162,8 +164,12 @@ impl<'a> Planning<'a> {
                 let mut f = 1.0f64;
                 for s in &n.sessions {
                     let other = self.demands[s.model.index()].model;
-                    // Every measured co-batch up to the planned one, rounded up.
-                    let top = BATCHES.iter().position(|&x| x >= s.batch).unwrap_or(BATCHES.len() - 1);
+                    // Every measured co-batch up to the planned one, rounded
+                    // up; every one for a single session (module doc).
+                    let top = match n.sessions.len() {
+                        1 => BATCHES.len() - 1,
+                        _ => BATCHES.iter().position(|&x| x >= s.batch).unwrap_or(BATCHES.len() - 1),
+                    };
                     for &ob in &BATCHES[..=top] {
                         f = f.max(self.data.factor(model, b, percent, other, ob));
                     }

@@ -20,6 +20,16 @@
 //!   r is at least its throughput, else as a residual node (Nexus: `b` the
 //!   largest with `l(b) + b/r <= SLO`, duty `b/r`).
 //!
+//! If that runs out of GPUs, elastic retries (ours, in the spirit of
+//! Algorithm 2's trial and error; the paper's SLOs are loose enough that it
+//! does not need them): with every residual load (one below what a
+//! `p_ideal` partition serves) sent to a whole GPU instead of a `p_ideal`
+//! split when it needs a fresh GPU (free partitions large enough still come
+//! first) — p_req of a small load is the smallest partition, and splitting
+//! every GPU for small loads leaves temporal sharing no room — and each of
+//! the two with the demands in the opposite order (loose SLOs first, so
+//! that they share whole GPUs before tight ones take partitions alone).
+//!
 //! Greedy best-fit (the paper's baseline, section 2.4): demands in scenario
 //! order, `p_req` only (the whole GPU when none covers r), the same best
 //! fit, one model per partition, no temporal sharing.
@@ -46,14 +56,31 @@ const EPS_RPS: f64 = 1e-6;
 
 /// Plans every demand on at most `gpus` GPUs; None if it cannot.
 pub fn plan_spatial(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Option<GletPlan> {
-    let parts = place_all(how, planning, gpus)?;
+    let tries: &[(bool, bool)] = match how {
+        Spatial::Elastic => &[(false, false), (true, false), (false, true), (true, true)],
+        Spatial::Greedy => &[(false, false)],
+    };
+    let parts =
+        tries.iter().find_map(|&(whole, reverse)| place_all(how, planning, gpus, Vec::new(), whole, reverse))?;
     for i in 0..parts.len() {
         assert!(planning.holds(&parts, i), "{how:?} planned partition {i} that breaks next to its sibling: {parts:?}");
     }
     Some(GletPlan { parts, rate_scale: 1.0 })
 }
 
-fn place_all(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Option<Vec<PlannedPart>> {
+/// Places every demand on the GPUs already split as `parts` (all free),
+/// then on fresh GPUs up to `gpus`; with `residuals_whole`, a residual
+/// load that needs a fresh GPU takes it whole; with `reverse`, demands go
+/// loose SLOs first (module doc).
+pub(crate) fn place_all(
+    how: Spatial,
+    planning: &Planning<'_>,
+    gpus: usize,
+    mut parts: Vec<PlannedPart>,
+    residuals_whole: bool,
+    reverse: bool,
+) -> Option<Vec<PlannedPart>> {
+    assert!(parts.iter().all(|p| p.node.is_none() && p.gpu < gpus));
     let demands = planning.demands;
     let mut order: Vec<usize> = (0..demands.len()).filter(|&d| demands[d].rate_rps > EPS_RPS).collect();
     if how == Spatial::Elastic {
@@ -62,11 +89,13 @@ fn place_all(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Option<Vec<P
             key(a).total_cmp(&key(b)).then(a.cmp(&b))
         });
     }
-    let mut parts: Vec<PlannedPart> = Vec::new();
+    if reverse {
+        order.reverse();
+    }
     for d in order {
         let mut left = demands[d].rate_rps;
         while left > EPS_RPS {
-            left = place_one(how, planning, gpus, &mut parts, d, left)?;
+            left = place_one(how, planning, gpus, &mut parts, d, left, residuals_whole)?;
         }
     }
     Some(parts)
@@ -81,6 +110,7 @@ fn place_one(
     parts: &mut Vec<PlannedPart>,
     d: usize,
     left: f64,
+    residuals_whole: bool,
 ) -> Option<f64> {
     let per_percent = |p: u32| planning.alone_rps(d, p) / p as f64;
     let p_req = PARTITIONS.iter().copied().find(|&p| planning.alone_rps(d, p) >= left);
@@ -94,10 +124,11 @@ fn place_one(
         }
         Spatial::Greedy => p_req.unwrap_or(100),
     };
-    if how == Spatial::Elastic && left < planning.alone_rps(d, ideal) && merge(planning, parts, d, left) {
+    let residual_load = left < planning.alone_rps(d, ideal);
+    if how == Spatial::Elastic && residual_load && merge(planning, parts, d, left) {
         return Some(0.0);
     }
-    let i = best_fit(planning, gpus, parts, d, ideal)?;
+    let i = best_fit(planning, gpus, parts, d, ideal, residuals_whole && residual_load)?;
     let mut node = planning.saturated(parts, i, d)?;
     let full = node.sessions[0].rate_rps;
     assert!(full > 0.0);
@@ -153,7 +184,14 @@ fn merge(planning: &Planning<'_>, parts: &mut [PlannedPart], d: usize, left: f64
 /// The partition demand `d` goes to: the smallest free one of at least
 /// `ideal`%, else a fresh GPU split at `ideal`, else the largest free one
 /// that runs it at all. Only partitions where the demand meets its SLO count.
-fn best_fit(planning: &Planning<'_>, gpus: usize, parts: &mut Vec<PlannedPart>, d: usize, ideal: u32) -> Option<usize> {
+fn best_fit(
+    planning: &Planning<'_>,
+    gpus: usize,
+    parts: &mut Vec<PlannedPart>,
+    d: usize,
+    ideal: u32,
+    fresh_whole: bool,
+) -> Option<usize> {
     let runs = |parts: &[PlannedPart], i: usize| planning.saturated(parts, i, d).is_some();
     let free: Vec<usize> = (0..parts.len()).filter(|&i| parts[i].node.is_none() && runs(parts, i)).collect();
     let key = |i: usize| (parts[i].percent, parts[i].gpu, i);
@@ -161,6 +199,7 @@ fn best_fit(planning: &Planning<'_>, gpus: usize, parts: &mut Vec<PlannedPart>, 
         return Some(i);
     }
     let used = parts.iter().map(|p| p.gpu + 1).max().unwrap_or(0);
+    let ideal = if fresh_whole { 100 } else { ideal };
     if used < gpus {
         let gpu = used;
         parts.push(PlannedPart { gpu, percent: ideal, node: None });

@@ -38,7 +38,14 @@ use crate::types::{
 struct Session {
     /// Index into `Nexus::sessions`.
     session: usize,
+    /// The planned batch: early drop's window.
     batch: u32,
+    /// The largest batch a run may take: the planned one, except on a
+    /// partition with a single session, where no other session waits for
+    /// the duty cycle and a burst may run as one batch up to the saturating
+    /// one (`2 l(B) <= SLO`, so a request that waits a whole batch still
+    /// makes it). The partition planners plan its sibling for any batch.
+    cap: u32,
     queue: BatchQueue,
     /// The session's profile on this backend, when it differs from its
     /// model's whole-GPU one (a partition).
@@ -226,11 +233,20 @@ impl Nexus {
                             r.targets.push((b, si));
                             r.weights.push(s.rate_rps.max(1e-9));
                         }
+                        let profile = self.partitions.as_ref().map(|p| p.1[b][si].clone());
+                        let slo = self.sessions.specs[s.model.index()].slo;
+                        let cap = match &profile {
+                            Some(p) if bp.sessions.len() == 1 => {
+                                p.max_batch_within(slo / 2, 0, p.max_batch()).max(s.batch)
+                            }
+                            _ => s.batch,
+                        };
                         Session {
                             session: s.model.index(),
                             batch: s.batch,
+                            cap,
                             queue: BatchQueue::new(self.capacity),
-                            profile: self.partitions.as_ref().map(|p| p.1[b][si].clone()),
+                            profile,
                         }
                     })
                     .collect(),
@@ -352,7 +368,7 @@ impl Nexus {
                 let skip = s.queue.early_drop_count(&at, s.batch);
                 s.queue.drop_front(skip, |id| out.push_back(Output::Dropped { request: id, reason: DropReason::Shed }));
             }
-            let bs = s.queue.feasible_batch(&at, s.batch);
+            let bs = s.queue.feasible_batch(&at, s.cap);
             if bs == 0 {
                 continue;
             }
