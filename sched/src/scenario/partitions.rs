@@ -75,3 +75,66 @@ pub(super) fn model_profile(
         .ok_or_else(|| err(key("profile"), format!("`{name}` is not measured on a whole GPU for batches 1 to 64")))?;
     Ok((index, whole))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    /// Reads files relative to the shipped scenarios' folder.
+    fn read(f: &str) -> Result<String, String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
+        std::fs::read_to_string(dir.join(f)).map_err(|e| e.to_string())
+    }
+
+    const GOOD: &str = r#"
+name = "p"
+[cluster]
+gpus = 2
+partition_profiles = "../data/partition-profiles"
+[[models]]
+name = "r"
+profile = "resnet50"
+slo_ms = 26.7
+[[models]]
+name = "v"
+profile = "vgg16"
+slo_ms = 38.1
+[policy]
+name = "glet"
+"#;
+
+    fn rejects(text: &str, key: &str) {
+        let e = Scenario::parse_with(text, &read).expect_err("must be rejected");
+        assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`");
+    }
+
+    #[test]
+    fn a_profile_gives_the_whole_gpu_latencies() {
+        let s = Scenario::parse_with(GOOD, &read).unwrap();
+        let data = s.partitions.as_deref().unwrap();
+        let row = s.models[0].partition_profile.unwrap();
+        assert_eq!(data.profiles.models[row], "resnet50");
+        let p = &s.models[0].spec.profile;
+        assert_eq!(p.max_batch(), 64);
+        for b in [1, 7, 32, 64] {
+            assert_eq!(Some(p.latency(b)), data.solo(row, b, 100));
+        }
+    }
+
+    #[test]
+    fn partition_keys_are_checked() {
+        rejects(&GOOD.replace("\"resnet50\"", "\"resnet5\""), "models[0].profile");
+        rejects(&GOOD.replace("../data/partition-profiles", "../data/nowhere"), "cluster.partition_profiles");
+        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 26.7\nalpha_ms = 1.0"), "models[0].alpha_ms");
+        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 26.7\nmax_batch = 8"), "models[0].max_batch");
+        rejects(&GOOD.replace("partition_profiles = \"../data/partition-profiles\"", ""), "models[0].profile");
+        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 4.0"), "models[0].slo_ms");
+        let no_profile = GOOD.replace("profile = \"vgg16\"", "alpha_ms = 1.0\nbeta_ms = 2.0");
+        rejects(&no_profile, "policy.name");
+        // Without --policy glet, a model without a profile is fine.
+        assert!(Scenario::parse_with(&no_profile.replace("\"glet\"", "\"nexus\""), &read).is_ok());
+        // Text parsed without a folder cannot name one.
+        let e = Scenario::parse(GOOD).expect_err("no folder to read from");
+        assert!(e.to_string().contains("cluster.partition_profiles"), "{e}");
+    }
+}
