@@ -72,6 +72,32 @@ pub fn goodputs(names: &[&str], policies: &[PolicyKind], duration_s: Option<f64>
         .collect()
 }
 
+/// Experiment 1 on a counterfactual GPU whose partitions never slow each
+/// other (same profiles, every co-run factor 1): what partitioning alone
+/// gains on these profiles and SLOs.
+pub fn goodputs_without_interference(
+    names: &[&str],
+    policies: &[PolicyKind],
+    duration_s: Option<f64>,
+    tolerance: f64,
+) -> Vec<GoodputRow> {
+    names
+        .iter()
+        .map(|name| {
+            let mut s = scenario(name, duration_s);
+            let data = s.partitions.as_deref().expect("glet scenario").without_interference();
+            s.partitions = Some(std::sync::Arc::new(data));
+            GoodputRow {
+                scenario: name.to_string(),
+                goodput_rps: policies
+                    .iter()
+                    .map(|&p| (p.as_str().to_string(), find_goodput(&s, p, tolerance).goodput_rps))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// The five-model set of experiment 2, with SLOs as in the scenarios
 /// (twice the batch-of-32 latency on a whole GPU).
 pub const IDEAL_MODELS: [(&str, f64); 5] =

@@ -3,7 +3,9 @@
 //! three experiments through the simulator (`glet_sim.rs`).
 
 use baton_perf::glet_bench::{interference_fit, versus_ideal as on_paper, MODELS};
-use baton_perf::glet_sim::{goodputs, noint_breaks, versus_ideal, IDEAL_MODELS, SCENARIOS};
+use baton_perf::glet_sim::{
+    goodputs, goodputs_without_interference, noint_breaks, versus_ideal, IDEAL_MODELS, SCENARIOS,
+};
 use baton_sched::PolicyKind;
 
 fn main() {
@@ -26,10 +28,14 @@ fn main() {
         );
         for gpus in [1, 2, 3, 4] {
             let c = on_paper(gpus);
+            let common = if c.ideal_max_rps > 0.0 {
+                format!("highest common rate elastic {:.1} r/s, ideal {:.1} r/s", c.glet_max_rps, c.ideal_max_rps)
+            } else {
+                "all five together do not fit (two partitions per GPU)".to_string()
+            };
             println!(
-                "  {gpus} GPU(s): elastic schedules {} of {} combinations, the exhaustive ideal {}; highest common \
-                 rate elastic {:.1} r/s, ideal {:.1} r/s",
-                c.glet_schedulable, c.combinations, c.ideal_schedulable, c.glet_max_rps, c.ideal_max_rps
+                "  {gpus} GPU(s): elastic schedules {} of {} combinations, the exhaustive ideal {}; {common}",
+                c.glet_schedulable, c.combinations, c.ideal_schedulable
             );
         }
     }
@@ -62,12 +68,26 @@ fn main() {
         mean(&vs_greedy),
         100.0 * (mean(&vs_greedy) - 1.0)
     );
+    println!("\n1b. the same on a counterfactual GPU whose partitions never slow each other:");
+    let free = goodputs_without_interference(names, &[PolicyKind::Glet, PolicyKind::Sbp], duration, tolerance);
+    let mut ratios = Vec::new();
+    for r in &free {
+        let ratio = r.of(PolicyKind::Glet) / r.of(PolicyKind::Sbp);
+        ratios.push(ratio);
+        println!(
+            "{:<14} glet {:>10.1}  sbp {:>10.1}  glet/sbp {ratio:.3}",
+            r.scenario,
+            r.of(PolicyKind::Glet),
+            r.of(PolicyKind::Sbp)
+        );
+    }
+    println!("mean glet/sbp without interference {:.3} ({:+.1}%)", mean(&ratios), 100.0 * (mean(&ratios) - 1.0));
     let models: Vec<&str> = IDEAL_MODELS.iter().map(|m| m.0).collect();
     println!(
         "\n2. glet versus the exhaustive ideal, every combination of {{0, 100, 200}} r/s over {models:?} (SLO twice the \
          batch-32 latency), simulated:"
     );
-    let gpu_counts: &[usize] = if quick { &[2] } else { &[1, 2, 3] };
+    let gpu_counts: &[usize] = if quick { &[2] } else { &[1, 2, 3, 4] };
     for &gpus in gpu_counts {
         let c = versus_ideal(gpus, if quick { 1.0 } else { 5.0 }, tolerance);
         println!(

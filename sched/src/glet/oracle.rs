@@ -82,6 +82,12 @@ impl PartitionData {
         Ok(Self { profiles, fit, co_run, solo })
     }
 
+    /// The same profiles on a GPU whose partitions never slow each other:
+    /// a counterfactual that measures what partitioning alone would gain.
+    pub fn without_interference(&self) -> Self {
+        Self { fit: InterferenceModel { c: [0.0, 0.0, 0.0, 0.0, 1.0] }, co_run: BTreeMap::new(), ..self.clone() }
+    }
+
     /// L(b, p) alone, non-decreasing in b; None if the model was not
     /// measured for every batch up to 64 on that partition size, or b is
     /// outside 1..=64.
@@ -167,6 +173,13 @@ mod tests {
         assert_eq!(d.solo(0, 65, 50), None);
         assert_eq!(d.solo(0, 1, 40), None);
         assert_eq!(d.solo(0, 64, 50), Some(170_000_000));
+    }
+
+    #[test]
+    fn the_counterfactual_gpu_has_no_interference() {
+        let d = data().without_interference();
+        assert_eq!(d.factor(0, 4, 50, 1, 4), 1.0);
+        assert_eq!(d.batch_time(0, 4, 50, Some((1, 4))), d.solo(0, 4, 50));
     }
 
     #[test]
