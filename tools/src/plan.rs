@@ -100,7 +100,10 @@ fn print_partitions(scenario: &Scenario, policy: PolicyKind, rate: f64, json: bo
                     .node
                     .iter()
                     .flat_map(|n| &n.sessions)
-                    .map(|s| serde_json::json!({"model": name(s.model.index()), "batch": s.batch, "rate_rps": s.rate_rps}))
+                    .map(|s| {
+                        let model = name(s.model.index());
+                        serde_json::json!({"model": model, "batch": s.batch, "rate_rps": s.rate_rps})
+                    })
                     .collect();
                 let duty_ms = p.node.as_ref().map(|n| n.duty_cycle as f64 / 1e6);
                 serde_json::json!({"gpu": p.gpu, "percent": p.percent, "duty_cycle_ms": duty_ms, "sessions": sessions})

@@ -84,8 +84,8 @@ fn main() {
     println!("mean glet/sbp without interference {:.3} ({:+.1}%)", mean(&ratios), 100.0 * (mean(&ratios) - 1.0));
     let models: Vec<&str> = IDEAL_MODELS.iter().map(|m| m.0).collect();
     println!(
-        "\n2. glet versus the exhaustive ideal, every combination of {{0, 100, 200}} r/s over {models:?} (SLO twice the \
-         batch-32 latency), simulated:"
+        "\n2. glet versus the exhaustive ideal, every combination of {{0, 100, 200}} r/s over {models:?} \
+         (SLO twice the batch-32 latency), simulated:"
     );
     let gpu_counts: &[usize] = if quick { &[2] } else { &[1, 2, 3, 4] };
     for &gpus in gpu_counts {

@@ -7,9 +7,10 @@
 //! shared prefix plus each member's suffix for a prefix batch, or
 //! `g(b, longest solo time)` for input-dependent models — times an optional
 //! jitter. On a partition of a GPU (`partitions.rs`) a batch runs the
-//! measured L(b, p), slowed by what the GPU's other partition runs. Query stages spawn their children as parents complete
-//! (`queries.rs`); backends fail at the scenario's fault times, losing what
-//! they hold. Virtual time jumps from event to event; at equal times faults
+//! measured L(b, p), slowed by what the GPU's other partition runs.
+//! Query stages spawn their children as parents complete (`queries.rs`);
+//! backends fail at the scenario's fault times, losing what they hold.
+//! Virtual time jumps from event to event; at equal times faults
 //! go first, then completions, arrivals and scheduler timers. All
 //! randomness comes from the scenario's seed, so one seed reproduces a run
 //! bit for bit.
@@ -187,30 +188,26 @@ impl Sim<'_> {
             r.state = State::Running;
             earliest_deadline = earliest_deadline.min(r.deadline);
         }
-        let start = plan.exec_at.max(self.backends[plan.backend.index()].busy_until);
-        let (l, real) = match self.partition_times(&plan, start, seed) {
-            Some(times) => times,
-            None => {
-                let l = match (plan.prefix, plan.subnet) {
-                    (Some(g), _) => self.prefix_batch_time(g, &plan.requests),
-                    (None, Some(s)) => model.subnets[s as usize].profile.latency(b),
-                    (None, None) => model.profile.latency(b),
-                };
-                // What the batch really takes: the profile, or for input-dependent
-                // models g(b, longest member).
-                let real = match &model.dynamic {
-                    Some(d) => d.batch_time(
-                        b,
-                        plan.requests.iter().map(|id| self.records[id.0 as usize].solo).max().unwrap_or(0),
-                    ),
-                    None => l,
-                };
-                (l, real)
-            }
+        let l = match (plan.prefix, plan.subnet) {
+            (Some(g), _) => self.prefix_batch_time(g, &plan.requests),
+            (None, Some(s)) => model.subnets[s as usize].profile.latency(b),
+            (None, None) => model.profile.latency(b),
         };
+        let start = plan.exec_at.max(self.backends[plan.backend.index()].busy_until);
+        let partition = self.partition_times(&plan, start, seed);
+        let l = partition.map_or(l, |t| t.0);
         if plan.exec_at + l > earliest_deadline {
             self.infeasible_plans += 1;
         }
+        // What the batch really takes: the profile, or for input-dependent
+        // models g(b, longest member).
+        let real = match &model.dynamic {
+            Some(d) => {
+                d.batch_time(b, plan.requests.iter().map(|id| self.records[id.0 as usize].solo).max().unwrap_or(0))
+            }
+            None => l,
+        };
+        let real = partition.map_or(real, |t| t.1);
         let j = self.scenario.knobs.exec_jitter;
         let run = if j > 0.0 { (real as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos } else { real };
         let be = &mut self.backends[plan.backend.index()];
