@@ -11,6 +11,7 @@ pub mod compare;
 pub mod engine_bench;
 pub mod flat_top;
 pub mod glet_bench;
+pub mod glet_sim;
 pub mod hull_bench;
 pub mod load;
 pub mod nexus_bench;

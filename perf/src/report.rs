@@ -10,14 +10,14 @@ pub const BUILTIN_SCENARIO: &str = include_str!("../scenarios/table4-resnet50.to
 /// What `baton serve` and `baton demo` serve when given no scenario.
 pub const SERVE_SCENARIO: &str = include_str!("../scenarios/serve-default.toml");
 
-/// Reads and parses a scenario file and the trace files it names (paths
+/// Reads and parses a scenario file and the trace and profile files it names (paths
 /// relative to the scenario's folder); every error names the file.
 pub fn load_scenario(path: &Path) -> Result<Scenario, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut s = Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let read =
         |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()));
+    let mut s = Scenario::parse_with(&text, &read).map_err(|e| format!("{}: {e}", path.display()))?;
     s.attach_traces(&read).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(s)
 }

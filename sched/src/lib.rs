@@ -45,5 +45,5 @@ pub use scenario::Scenario;
 pub use time::Nanos;
 pub use types::{
     AppId, AppSpec, BackendId, BatchDone, BatchPlan, ClusterSpec, Completed, DispatchDelay, DropReason, DynamicExec,
-    ModelId, ModelSpec, Output, PrefixGroup, PrefixId, Request, RequestId, Scheduler,
+    ModelId, ModelSpec, Output, Partition, PrefixGroup, PrefixId, Request, RequestId, Scheduler,
 };

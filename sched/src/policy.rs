@@ -4,6 +4,7 @@
 
 use crate::clipper::Clipper;
 use crate::clockwork::Clockwork;
+use crate::glet::{serve, Planner};
 use crate::nexus::{DropPolicy, Nexus};
 use crate::orloj::Orloj;
 use crate::scenario::Scenario;
@@ -41,6 +42,15 @@ pub enum PolicyKind {
     NexusLazy,
     /// The same plan, eight frontends routing independently.
     Nexus8Fe,
+    /// glet: elastic GPU partitioning with temporal sharing, interference
+    /// accounted, executed on partitions by Nexus's runtime.
+    Glet,
+    /// glet planning as if partitions never slowed each other.
+    GletNoint,
+    /// Squishy bin packing on whole GPUs of measured profiles (glet's baseline).
+    Sbp,
+    /// Greedy best-fit partitioning, one model per partition (glet's baseline).
+    GreedyPart,
 }
 
 impl PolicyKind {
@@ -62,7 +72,11 @@ impl PolicyKind {
         Self::MaxAcc,
         Self::MaxBatch,
     ];
-    /// Every policy: each comparison set, then the ablations they leave out.
+    /// glet's comparison (issue 6); these need measured partition profiles,
+    /// so they are not among `all()`.
+    pub const GLET_SET: [PolicyKind; 4] = [Self::Glet, Self::GletNoint, Self::Sbp, Self::GreedyPart];
+    /// Every policy that runs on any scenario: each comparison set, then the
+    /// ablations they leave out.
     pub fn all() -> impl Iterator<Item = PolicyKind> {
         let extra = [Self::Clipper, Self::NexusLazy];
         let sets = Self::SYMPHONY_SET.into_iter().chain(Self::ORLOJ_SET).chain(extra).chain(Self::SUPERSERVE_SET);
@@ -96,6 +110,42 @@ impl PolicyKind {
             Self::Nexus => "nexus",
             Self::NexusLazy => "nexus-lazy",
             Self::Nexus8Fe => "nexus-8fe",
+            Self::Glet => "glet",
+            Self::GletNoint => "glet-noint",
+            Self::Sbp => "sbp",
+            Self::GreedyPart => "greedy-part",
+        }
+    }
+
+    /// Whether the policy plans GPU partitions from measured profiles: the
+    /// scenario must name `cluster.partition_profiles` and give every model
+    /// a `profile`.
+    pub fn needs_partition_profiles(self) -> bool {
+        Self::GLET_SET.contains(&self)
+    }
+
+    /// The partition planner behind a glet-family policy.
+    pub fn planner(self) -> Option<Planner> {
+        match self {
+            Self::Glet => Some(Planner::Glet),
+            Self::GletNoint => Some(Planner::GletNoint),
+            Self::Sbp => Some(Planner::Sbp),
+            Self::GreedyPart => Some(Planner::GreedyPart),
+            _ => None,
+        }
+    }
+
+    /// Why `scenario` cannot run this policy, if it cannot.
+    pub fn check(self, scenario: &Scenario) -> Result<(), String> {
+        if !self.needs_partition_profiles() {
+            return Ok(());
+        }
+        if scenario.partitions.is_none() {
+            return Err(format!("policy {} needs `cluster.partition_profiles`", self.as_str()));
+        }
+        match scenario.models.iter().find(|m| m.partition_profile.is_none()) {
+            Some(m) => Err(format!("policy {} needs a `profile` for model {}", self.as_str(), m.spec.name)),
+            None => Ok(()),
         }
     }
 
@@ -112,8 +162,8 @@ impl PolicyKind {
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
-        Self::all().find(|p| p.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::all().map(|p| p.as_str()).collect();
+        Self::all().chain(Self::GLET_SET).find(|p| p.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::all().chain(Self::GLET_SET).map(|p| p.as_str()).collect();
             format!("unknown policy `{s}`; known: {}", names.join(", "))
         })
     }
@@ -145,6 +195,12 @@ impl PolicyKind {
                 let drops = if self == Self::NexusLazy { DropPolicy::Lazy } else { DropPolicy::Early };
                 let rates = scenario.model_rates(rate_rps);
                 Box::new(Nexus::new(spec, &rates, frontends, drops, true, scenario.policy_epoch, scenario.seed))
+            }
+            Self::Glet | Self::GletNoint | Self::Sbp | Self::GreedyPart => {
+                if let Err(e) = self.check(scenario) {
+                    panic!("{e} (check PolicyKind::check before building)");
+                }
+                Box::new(serve::build(self.planner().expect("glet family"), scenario, rate_rps))
             }
         }
     }

@@ -254,6 +254,16 @@ pub struct ClusterSpec {
     pub prefixes: Vec<PrefixGroup>,
 }
 
+/// Where a backend runs: a partition of `percent`% of GPU `gpu`'s SMs
+/// (glet; MPS active-thread percentage, green contexts or MIG), or the
+/// whole GPU at 100. Two partitions of one GPU run side by side and slow
+/// each other down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Partition {
+    pub gpu: u32,
+    pub percent: u32,
+}
+
 /// The sans-IO interface the simulator (and later the engine) drives. Time is
 /// always an argument; decisions are drained with `poll_output`; the
 /// scheduler says when it next needs to be woken.
@@ -273,4 +283,11 @@ pub trait Scheduler {
     fn next_timeout(&self) -> Option<Nanos>;
     /// The next decision, if any.
     fn poll_output(&mut self) -> Option<Output>;
+    /// The backends this scheduler dispatches to, if it splits GPUs into
+    /// partitions: `BackendId(i)` runs on the i-th. None (the default): one
+    /// backend per whole GPU of `ClusterSpec::backends`. Asked once, before
+    /// the first request.
+    fn partitions(&self) -> Option<Vec<Partition>> {
+        None
+    }
 }

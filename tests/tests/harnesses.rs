@@ -208,3 +208,19 @@ fn engine_bench_accounts_for_every_request() {
     let t = baton_perf::engine_bench::throughput(5_000.0, 0.5, 0);
     assert!(t.probes.iter().all(|p| p.2.unanswered == 0 && p.2.duplicates == 0));
 }
+
+/// glet's experiments in quick mode, through the simulator: on the
+/// game-like mix glet's partitions beat squishy bin packing on whole GPUs,
+/// and at the highest rate glet-noint plans, the simulated interference
+/// breaks its SLO while glet keeps it (or refuses the rate).
+#[test]
+fn glet_beats_sbp_and_noint_breaks_where_glet_holds() {
+    use baton_perf::glet_sim::{goodputs, noint_breaks};
+    let rows = goodputs(&["glet-game"], &[PolicyKind::Glet, PolicyKind::Sbp], Some(2.0), 0.03);
+    let (glet, sbp) = (rows[0].of(PolicyKind::Glet), rows[0].of(PolicyKind::Sbp));
+    assert!(sbp > 1_000.0, "sbp serves the game mix: {sbp}");
+    assert!(glet >= 1.1 * sbp, "glet {glet} r/s against sbp {sbp} r/s");
+    for r in noint_breaks(&["glet-game"], Some(2.0)) {
+        assert!(r.glet_filters(), "{r:?}");
+    }
+}

@@ -209,3 +209,24 @@ fn plan_prints_the_budgets_of_a_fork_join_query() {
     let face_due = line.split("face ").nth(1).and_then(|x| x.split("due +").nth(1)).expect("face's deadline");
     assert_eq!(car_due.split(',').next(), face_due.split(',').next(), "{line}");
 }
+
+#[test]
+fn partition_policies_plan_and_simulate_glet_scenarios() {
+    let out = baton(&["plan", &scenario("glet-scen3.toml"), "--policy", "glet", "--rate", "2000", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(v["rate_scale"].as_f64().expect("a plan") >= 1.0, "2000 r/s is schedulable on 4 GPUs");
+    let parts = v["partitions"].as_array().expect("partitions");
+    for gpu in 0..4 {
+        let sum: u64 = parts.iter().filter(|p| p["gpu"] == gpu).map(|p| p["percent"].as_u64().expect("size")).sum();
+        assert!(sum <= 100, "GPU {gpu} split into {sum}%");
+    }
+    let out = baton(&["sim", &scenario("glet-scen3.toml"), "--policy", "sbp", "--rate", "2000", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A partition policy on a scenario without partition profiles is refused before running.
+    let out = baton(&["sim", &scenario("table4-resnet50.toml"), "--policy", "glet", "--rate", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("partition_profiles"));
+    let out = baton(&["plan", &scenario("table4-resnet50.toml"), "--policy", "greedy-part", "--rate", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+}

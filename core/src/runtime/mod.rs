@@ -142,6 +142,15 @@ pub struct Engine {
     sched: glommio::ExecutorJoinHandle<sched_shard::Report>,
 }
 
+/// The model table of a scenario the engine can serve under `policy`.
+fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<ModelTable, EngineError> {
+    if PolicyKind::GLET_SET.contains(&policy) {
+        let why = format!("{} plans GPU partitions, which the engine does not emulate", policy.as_str());
+        return Err(EngineError::Unsupported(Unsupported(why)));
+    }
+    ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)
+}
+
 /// The cores to pin shards to: the first two the process may run on (one
 /// core serves both shards on a single-core machine).
 fn cores() -> Vec<usize> {
@@ -169,7 +178,7 @@ fn raise_memlock() {
 /// Starts serving `scenario`'s models under `policy` on its
 /// `[cluster] gpus` emulated GPUs.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
-    let table = ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)?;
+    let table = servable(scenario, policy, cfg)?;
     raise_memlock();
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));

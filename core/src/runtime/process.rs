@@ -27,7 +27,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use super::conn::Conn;
 use super::link::Link;
 use super::router::{connect, role_addr, Router};
-use super::{frontend_shard, raise_memlock, sched_shard, EngineConfig, EngineError, EngineReport};
+use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -78,7 +78,7 @@ pub fn start_role(
     cfg: &EngineConfig,
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
-    let table = ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)?;
+    let table = servable(scenario, policy, cfg)?;
     if let RoleSpec::Backends { first, count, .. } = &spec {
         if first.checked_add(*count).is_none_or(|end| end > scenario.cluster.backends || *count == 0) {
             let n = scenario.cluster.backends;

@@ -9,12 +9,31 @@
 //!   `factor = c1*L2_m1 + c2*L2_m2 + c3*mem_m1 + c4*mem_m2 + c5`, fitted by
 //!   least squares on measured pairs, with its error on held-out pairs;
 //! - `planner.rs`: elastic partitioning (Algorithm 1), scaling (Algorithm 2)
-//!   and an exhaustive ideal for small instances, on paper.
+//!   and an exhaustive ideal for small instances, on paper, one model per
+//!   partition;
+//! - `oracle.rs`: what a batch takes on a partition next to a sibling (the
+//!   simulator and the interference-aware planners share it);
+//! - `parts.rs`: partitioned plans whose partitions run Nexus nodes
+//!   (temporal sharing inside a partition), and their validity checks;
+//! - `spatial.rs`: elastic partitioning with temporal sharing, and greedy
+//!   best-fit partitioning;
+//! - `cluster.rs`: the policies glet, glet-noint, greedy-part, sbp and the
+//!   exhaustive ideal, planned to fill a fixed cluster;
+//! - `serve.rs`: such a plan executed by Nexus's runtime on partitions.
 
+mod cluster;
 mod interference;
+mod oracle;
+mod parts;
 mod planner;
 mod profiles;
+pub mod serve;
+mod spatial;
 
+pub use cluster::{plan_for_gpus, plan_once, runtime_profiles, Planner};
 pub use interference::{fit_interference, predicted_latency, FitReport, InterferenceModel};
+pub use oracle::{PartitionData, PartitionDataError, MAX_PARTITION_BATCH};
+pub use parts::{GletPlan, PlannedPart, Planning};
 pub use planner::{elastic, ideal, scale, throughput, Demand, GpuPlan, Interference, PartitionPlan};
 pub use profiles::{CoRun, PartitionProfiles, ProfileError, BATCHES, PARTITIONS};
+pub use spatial::{plan_spatial, Spatial};

@@ -1,5 +1,8 @@
-//! Partition planners on measured profiles (glet section 4; planning only:
-//! one model per partition, no temporal sharing inside a partition yet).
+//! Partition planners on measured profiles (glet section 4), on paper
+//! only, one model per partition: the first version, kept for the
+//! on-paper comparison in `perf`. The planners the policies run, with
+//! temporal sharing inside partitions and executed in the simulator, are
+//! in `spatial.rs` and `cluster.rs`.
 //!
 //! A GPU is whole (100%) or split into two partitions whose sizes sum to
 //! 100 (20+80, 40+60, 50+50). A model on a partition of size p next to a

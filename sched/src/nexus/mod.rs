@@ -4,6 +4,9 @@
 //! over the plan independently (`runtime.rs`), and backends cycling their
 //! sessions round-robin, each batch capped at its planned size.
 //!
+//! The same runtime executes glet's partition plans (`glet/serve.rs`):
+//! each backend is then a GPU partition with its own per-session profiles.
+//!
 //! Epochs: the planner runs once per simulated run, on the offered rates —
 //! what an epoch planner measures when arrivals are stationary, as in every
 //! shipped scenario. Re-planning on measured rates mid-run (and moving
@@ -22,3 +25,4 @@ pub use sessions::{sessions, Sessions};
 pub use squishy::{
     batch_oblivious_gpus, lower_bound_gpus, plan_for_cluster, squishy_bin_packing, BackendPlan, Plan, PlannedSession,
 };
+pub(crate) use squishy::{merged, residual};

@@ -15,25 +15,41 @@
 //!
 //! Backends decide locally, so their batches pay no dispatch delay: the
 //! benefit of the doubt goes to the baseline.
+//!
+//! The same runtime executes partitioned plans (glet, `Nexus::partitioned`):
+//! each backend is then a GPU partition, and each session on it batches by
+//! its own profile there (L(b, p), with the planned slowdown) instead of
+//! its model's whole-GPU profile.
 
 use std::collections::VecDeque;
 
 use super::incremental::replan;
 use super::sessions::{sessions, Sessions};
 use super::squishy::{plan_for_cluster, Plan};
+use crate::profile::Profile;
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
 use crate::time::Nanos;
 use crate::types::{
-    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, Output, Request, Scheduler,
+    BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, Output, Partition, Request, Scheduler,
 };
 
 #[derive(Debug)]
 struct Session {
     /// Index into `Nexus::sessions`.
     session: usize,
+    /// The planned batch: early drop's window.
     batch: u32,
+    /// The largest batch a run may take: the planned one, except on a
+    /// partition with a single session, where no other session waits for
+    /// the duty cycle and a burst may run as one batch up to the saturating
+    /// one (`2 l(B) <= SLO`, so a request that waits a whole batch still
+    /// makes it). The partition planners plan its sibling for any batch.
+    cap: u32,
     queue: BatchQueue,
+    /// The session's profile on this backend, when it differs from its
+    /// model's whole-GPU one (a partition).
+    profile: Option<Profile>,
 }
 
 #[derive(Debug)]
@@ -87,6 +103,9 @@ pub struct Nexus {
     last_arrival: Nanos,
     rng: Rng,
     out: VecDeque<Output>,
+    /// A partitioned plan: the partition of each backend and each
+    /// session's profile on it (`[backend][session on it]`).
+    partitions: Option<(Vec<Partition>, Vec<Vec<Profile>>)>,
 }
 
 /// Attempts to shrink the rate scale until a re-plan fits the cluster.
@@ -115,7 +134,55 @@ impl Nexus {
         assert!(epoch.is_none_or(|e| e > 0));
         let sessions = sessions(spec, offered_rps, prefix_batching);
         let plan = plan_for_cluster(&sessions.specs, &sessions.rates_rps, spec.backends, spec.gpu_memory_mb);
+        Self::with_plan(spec, sessions, plan, frontends, drop_policy, epoch, seed, None)
+    }
+
+    /// Executes a partitioned plan: backend i runs on `slots[i]`, its j-th
+    /// session batching by `profiles[i][j]`; one frontend, no re-planning.
+    /// Sessions are the scenario's models (no prefix batching).
+    pub fn partitioned(
+        spec: &ClusterSpec,
+        plan: Plan,
+        slots: Vec<Partition>,
+        profiles: Vec<Vec<Profile>>,
+        drop_policy: DropPolicy,
+        seed: u64,
+    ) -> Self {
+        assert_eq!(plan.backends.len(), slots.len(), "one partition per planned backend");
+        assert_eq!(plan.backends.len(), profiles.len(), "profiles for every planned backend");
+        for (b, p) in plan.backends.iter().zip(&profiles) {
+            assert_eq!(b.sessions.len(), p.len(), "a profile for every session");
+            for (s, prof) in b.sessions.iter().zip(p) {
+                assert!(s.batch >= 1 && s.batch <= prof.max_batch(), "planned batch beyond the profile");
+            }
+        }
+        let rates: Vec<f64> = (0..spec.models.len())
+            .map(|m| {
+                plan.backends
+                    .iter()
+                    .flat_map(|b| &b.sessions)
+                    .filter(|s| s.model.index() == m)
+                    .map(|s| s.rate_rps)
+                    .sum()
+            })
+            .collect();
+        let sessions = sessions(spec, &rates, false);
+        Self::with_plan(spec, sessions, plan, 1, drop_policy, None, seed, Some((slots, profiles)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_plan(
+        spec: &ClusterSpec,
+        sessions: Sessions,
+        plan: Plan,
+        frontends: usize,
+        drop_policy: DropPolicy,
+        epoch: Option<Nanos>,
+        seed: u64,
+        partitions: Option<(Vec<Partition>, Vec<Vec<Profile>>)>,
+    ) -> Self {
         let n = sessions.specs.len();
+        let backends = partitions.as_ref().map_or(spec.backends as usize, |p| p.0.len());
         let mut nexus = Self {
             sessions,
             plan: Plan::default(),
@@ -125,7 +192,7 @@ impl Nexus {
             drop_policy,
             capacity: spec.queue_capacity,
             cluster_backends: spec.backends,
-            dead: vec![false; spec.backends as usize],
+            dead: vec![false; backends],
             gpu_memory_mb: spec.gpu_memory_mb,
             epoch,
             epoch_start: 0,
@@ -134,6 +201,7 @@ impl Nexus {
             last_arrival: 0,
             rng: Rng::stream(seed, 0x4E58),
             out: VecDeque::new(),
+            partitions,
         };
         nexus.install(plan);
         nexus
@@ -165,7 +233,21 @@ impl Nexus {
                             r.targets.push((b, si));
                             r.weights.push(s.rate_rps.max(1e-9));
                         }
-                        Session { session: s.model.index(), batch: s.batch, queue: BatchQueue::new(self.capacity) }
+                        let profile = self.partitions.as_ref().map(|p| p.1[b][si].clone());
+                        let slo = self.sessions.specs[s.model.index()].slo;
+                        let cap = match &profile {
+                            Some(p) if bp.sessions.len() == 1 => {
+                                p.max_batch_within(slo / 2, 0, p.max_batch()).max(s.batch)
+                            }
+                            _ => s.batch,
+                        };
+                        Session {
+                            session: s.model.index(),
+                            batch: s.batch,
+                            cap,
+                            queue: BatchQueue::new(self.capacity),
+                            profile,
+                        }
                     })
                     .collect(),
                 next: 0,
@@ -276,7 +358,7 @@ impl Nexus {
         for k in 0..n {
             let si = (be.next + k) % n;
             let s = &mut be.sessions[si];
-            let profile = &self.sessions.specs[s.session].profile;
+            let profile = s.profile.as_ref().unwrap_or(&self.sessions.specs[s.session].profile);
             let out = &mut self.out;
             let at = Start { now, not_before: now, profile, delay: &no_delay };
             s.queue.drop_unreachable(&at, |id| {
@@ -286,7 +368,7 @@ impl Nexus {
                 let skip = s.queue.early_drop_count(&at, s.batch);
                 s.queue.drop_front(skip, |id| out.push_back(Output::Dropped { request: id, reason: DropReason::Shed }));
             }
-            let bs = s.queue.feasible_batch(&at, s.batch);
+            let bs = s.queue.feasible_batch(&at, s.cap);
             if bs == 0 {
                 continue;
             }
@@ -373,5 +455,9 @@ impl Scheduler for Nexus {
 
     fn poll_output(&mut self) -> Option<Output> {
         self.out.pop_front()
+    }
+
+    fn partitions(&self) -> Option<Vec<Partition>> {
+        self.partitions.as_ref().map(|p| p.0.clone())
     }
 }

@@ -4,13 +4,18 @@
 //! errors that name the key, and nothing runs half-configured. This module
 //! parses text; reading the file is the caller's business.
 
+mod partitions;
 mod raw;
 mod sections;
 
+use std::sync::Arc;
+
+use partitions::Read;
 use raw::RawScenario;
 use sections::{parse_apps, parse_queries, parse_subnets};
 
 use crate::dist::{mixture_quantile, ExecDist};
+use crate::glet::PartitionData;
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::query::QuerySpec;
@@ -26,6 +31,8 @@ pub struct ScenarioModel {
     /// Share of the aggregate offered rate (relative to the sum of weights).
     pub weight: f64,
     pub arrival: Arrival,
+    /// The model's row in `Scenario::partitions`, if it has `profile = "..."`.
+    pub partition_profile: Option<usize>,
 }
 
 /// Knobs of the simulated cluster beyond `ClusterSpec`.
@@ -58,6 +65,8 @@ pub struct Scenario {
     /// Re-planning epoch of planning policies (`[policy] epoch_s`).
     pub policy_epoch: Option<Nanos>,
     pub policy: PolicyKind,
+    /// Measured GPU-partition profiles (`[cluster] partition_profiles`).
+    pub partitions: Option<Arc<PartitionData>>,
 }
 
 /// A scenario that cannot run, with the key at fault.
@@ -108,14 +117,22 @@ fn positive(key: &str, v: f64) -> Result<f64, ScenarioError> {
 }
 
 impl Scenario {
+    /// Parses a scenario that names no other file (`partition_profiles`
+    /// needs `parse_with`).
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Self::parse_with(text, &|f| Err(format!("no folder to read `{f}` from: the scenario was parsed from text")))
+    }
+
+    /// Parses a scenario; `read` returns the text of a file named relative
+    /// to the scenario's folder (the caller does the I/O).
+    pub fn parse_with(text: &str, read: Read<'_>) -> Result<Scenario, ScenarioError> {
         // toml names the offending key (and its line) in its message.
         let raw: RawScenario =
             toml::from_str(text).map_err(|e| err("", format!("invalid scenario: {}", e.to_string().trim_end())))?;
-        Self::from_raw(raw)
+        Self::from_raw(raw, read)
     }
 
-    fn from_raw(raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    fn from_raw(raw: RawScenario, read: Read<'_>) -> Result<Scenario, ScenarioError> {
         if raw.name.trim().is_empty() {
             return Err(err("name", "must not be empty"));
         }
@@ -150,6 +167,10 @@ impl Scenario {
         if raw.models.is_empty() {
             return Err(err("models", "at least one model is required"));
         }
+        let partition_data = match &c.partition_profiles {
+            Some(dir) => Some(partitions::load(dir, read)?),
+            None => None,
+        };
         let mut prefixes: Vec<PrefixGroup> = Vec::new();
         for (i, p) in raw.prefixes.unwrap_or_default().into_iter().enumerate() {
             let key = |k: &str| format!("prefixes[{i}].{k}");
@@ -172,6 +193,10 @@ impl Scenario {
             if models.iter().any(|x: &ScenarioModel| x.spec.name == m.name) {
                 return Err(err(key("name"), format!("duplicate model name `{}`", m.name)));
             }
+            let partition_profile = match &m.profile {
+                Some(name) => Some(partitions::model_profile(&key, partition_data.as_deref(), name, &m)?),
+                None => None,
+            };
             let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
             if !(1..=65_536).contains(&max_batch) {
                 return Err(err(key("max_batch"), format!("must be between 1 and 65536, got {max_batch}")));
@@ -201,6 +226,7 @@ impl Scenario {
                 return Err(err(key("subnets"), "a supernet model has no apps and shares no prefix"));
             }
             let profile = match (&dynamic, m.alpha_ms, m.beta_ms, m.latency_ms) {
+                _ if partition_profile.is_some() => partition_profile.as_ref().expect("checked").1.clone(),
                 (None, None, None, None) if !subnets.is_empty() => {
                     // Policies that know no subnets run the most accurate one.
                     subnets.last().expect("non-empty").profile.clone()
@@ -310,6 +336,7 @@ impl Scenario {
                 spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb, prefix, subnets },
                 weight,
                 arrival,
+                partition_profile: partition_profile.map(|p| p.0),
             });
         }
         let queries = parse_queries(raw_queries, &mut models, &delay)?;
@@ -338,7 +365,7 @@ impl Scenario {
             }
             None => (PolicyKind::Symphony, None),
         };
-        Ok(Scenario {
+        let scenario = Scenario {
             name: raw.name,
             seed: raw.seed.unwrap_or(1),
             duration: ms_to_nanos(duration_s * 1e3),
@@ -362,7 +389,10 @@ impl Scenario {
             faults,
             policy_epoch,
             policy,
-        })
+            partitions: partition_data,
+        };
+        scenario.policy.check(&scenario).map_err(|e| err("policy.name", e))?;
+        Ok(scenario)
     }
 
     /// Per-model offered rates for an aggregate rate, split by weight.

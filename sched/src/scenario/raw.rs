@@ -30,12 +30,16 @@ pub(super) struct RawCluster {
     pub(super) msg_delay_us: Option<f64>,
     pub(super) queue_capacity: Option<i64>,
     pub(super) gpu_memory_mb: Option<f64>,
+    /// Folder of measured partition profiles (glet), relative to the scenario file.
+    pub(super) partition_profiles: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawModel {
     pub(super) name: String,
+    /// A model of `cluster.partition_profiles`: its latencies are L(b, p).
+    pub(super) profile: Option<String>,
     pub(super) alpha_ms: Option<f64>,
     pub(super) beta_ms: Option<f64>,
     pub(super) latency_ms: Option<Vec<f64>>,

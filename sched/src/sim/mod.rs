@@ -6,9 +6,11 @@
 //! really takes: `l(b)` of its profile, of the subnet the plan names, the
 //! shared prefix plus each member's suffix for a prefix batch, or
 //! `g(b, longest solo time)` for input-dependent models — times an optional
-//! jitter. Query stages spawn their children as parents complete
-//! (`queries.rs`); backends fail at the scenario's fault times, losing what
-//! they hold. Virtual time jumps from event to event; at equal times faults
+//! jitter. On a partition of a GPU (`partitions.rs`) a batch runs the
+//! measured L(b, p), slowed by what the GPU's other partition runs.
+//! Query stages spawn their children as parents complete (`queries.rs`);
+//! backends fail at the scenario's fault times, losing what they hold.
+//! Virtual time jumps from event to event; at equal times faults
 //! go first, then completions, arrivals and scheduler timers. All
 //! randomness comes from the scenario's seed, so one seed reproduces a run
 //! bit for bit.
@@ -22,6 +24,7 @@
 
 mod arrivals;
 mod goodput;
+mod partitions;
 mod queries;
 mod report;
 
@@ -33,6 +36,7 @@ pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
+use partitions::Layout;
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 
@@ -96,6 +100,7 @@ struct Sim<'a> {
     records: Vec<Record>,
     tallies: Vec<ModelTally>,
     backends: Vec<EmulatedBackend>,
+    layout: Layout,
     completions: BinaryHeap<Reverse<(Nanos, u32)>>,
     jitter: Rng,
     busy: Nanos,
@@ -188,6 +193,9 @@ impl Sim<'_> {
             (None, Some(s)) => model.subnets[s as usize].profile.latency(b),
             (None, None) => model.profile.latency(b),
         };
+        let start = plan.exec_at.max(self.backends[plan.backend.index()].busy_until);
+        let partition = self.partition_times(&plan, start, seed);
+        let l = partition.map_or(l, |t| t.0);
         if plan.exec_at + l > earliest_deadline {
             self.infeasible_plans += 1;
         }
@@ -199,14 +207,14 @@ impl Sim<'_> {
             }
             None => l,
         };
+        let real = partition.map_or(real, |t| t.1);
         let j = self.scenario.knobs.exec_jitter;
         let run = if j > 0.0 { (real as f64 * (1.0 + j * (2.0 * self.jitter.unit() - 1.0))) as Nanos } else { real };
         let be = &mut self.backends[plan.backend.index()];
-        let start = plan.exec_at.max(be.busy_until);
         let finish = start + run.max(1);
         be.busy_until = finish;
         let (w0, w1) = self.window;
-        self.busy += finish.min(w1).saturating_sub(start.max(w0));
+        self.busy += self.layout.gpu_time(plan.backend.index(), finish.min(w1).saturating_sub(start.max(w0)));
         if self.measured(start) {
             *self.batch_sizes.entry(b).or_default() += 1;
             let t = &mut self.tallies[plan.model.index()];
@@ -215,6 +223,28 @@ impl Sim<'_> {
         }
         self.completions.push(Reverse((finish, plan.backend.0)));
         self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
+    }
+
+    /// (planned, real) time of a batch on a partition below a whole GPU,
+    /// from the measured profiles and what the sibling partition runs at
+    /// `start`; None on a whole GPU.
+    fn partition_times(&self, plan: &BatchPlan, start: Nanos, seed: u64) -> Option<(Nanos, Nanos)> {
+        let backend = plan.backend.index();
+        let percent = self.layout.percent(backend);
+        if percent == 100 {
+            return None;
+        }
+        let m = &self.scenario.models[plan.model.index()];
+        let (Some(data), Some(row)) = (&self.scenario.partitions, m.partition_profile) else {
+            panic!("{} runs on a {percent}% partition without a measured profile (seed {seed})", m.spec.name);
+        };
+        assert!(plan.prefix.is_none() && plan.subnet.is_none(), "partitions run plain batches (seed {seed})");
+        let sibling = self.layout.sibling(backend).and_then(|s| {
+            let r = self.backends[s].running.iter().find(|r| r.start <= start && start < r.finish)?;
+            let row = self.scenario.models[r.plan.model.index()].partition_profile?;
+            Some((row, r.plan.requests.len() as u32))
+        });
+        Some(partitions::batch_times(data, row, plan.requests.len() as u32, percent, sibling))
     }
 
     /// A prefix-batched batch: the shared prefix once over all b requests,
@@ -298,12 +328,22 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
     let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
+    let layout = match sched.partitions() {
+        Some(slots) => Layout::new(slots, scenario.cluster.backends),
+        None => Layout::whole(scenario.cluster.backends),
+    };
+    assert!(
+        scenario.faults.iter().all(|f| f.1.index() < layout.len()),
+        "a fault names a backend beyond the {} the scheduler runs (seed {seed})",
+        layout.len()
+    );
     let mut sim = Sim {
         scenario,
         window: (scenario.warmup, end),
         records: Vec::new(),
         tallies: vec![ModelTally::default(); scenario.models.len()],
-        backends: (0..scenario.cluster.backends).map(|_| EmulatedBackend::default()).collect(),
+        backends: (0..layout.len()).map(|_| EmulatedBackend::default()).collect(),
+        layout,
         completions: BinaryHeap::new(),
         jitter: Rng::stream(seed, u64::MAX),
         busy: 0,

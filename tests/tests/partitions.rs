@@ -1,0 +1,144 @@
+//! Emulated GPU partitions as a scheduler meets them: a batch runs L(b, p)
+//! alone and the measured co-run latency when it starts while the other
+//! partition of its GPU runs; a partition plan is executed, not only
+//! checked on paper.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::rc::Rc;
+
+use baton_sched::glet::{plan_once, serve};
+use baton_sched::sim::run_with;
+use baton_sched::time::Nanos;
+use baton_sched::{
+    BackendId, BatchDone, BatchPlan, ModelId, Output, Partition, PolicyKind, Request, RequestId, Scenario, Scheduler,
+};
+
+fn scenario(text: &str) -> Scenario {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).map_err(|e| e.to_string());
+    Scenario::parse_with(text, &read).expect("valid scenario")
+}
+
+const TWO: &str = r#"
+name = "two-partitions"
+seed = 3
+duration_s = 2
+warmup_s = 0
+[cluster]
+gpus = 1
+partition_profiles = "../data/partition-profiles"
+[[models]]
+name = "r"
+profile = "resnet50"
+slo_ms = 1000
+[[models]]
+name = "v"
+profile = "vgg19"
+slo_ms = 1000
+"#;
+
+/// Every 100 ms, sends model 0's queue to backend 0 and then model 1's to
+/// backend 1, both starting now; records each batch's (backend, size, time).
+struct Lockstep {
+    queues: [VecDeque<RequestId>; 2],
+    next: Nanos,
+    out: VecDeque<Output>,
+    done: Rc<RefCell<Vec<(u32, u32, Nanos)>>>,
+}
+
+const PERIOD: Nanos = 100_000_000;
+
+impl Scheduler for Lockstep {
+    fn on_request(&mut self, _now: Nanos, req: Request) {
+        self.queues[req.model.index()].push_back(req.id);
+    }
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        self.done.borrow_mut().push((done.backend.0, done.members.len() as u32, now - done.started));
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.next = now + PERIOD;
+        for m in 0..2 {
+            let n = self.queues[m].len().min(64);
+            if n > 0 {
+                self.out.push_back(Output::Dispatch(BatchPlan {
+                    model: ModelId(m as u32),
+                    backend: BackendId(m as u32),
+                    exec_at: now,
+                    requests: self.queues[m].drain(..n).collect(),
+                    prefix: None,
+                    subnet: None,
+                }));
+            }
+        }
+    }
+    fn next_timeout(&self) -> Option<Nanos> {
+        self.queues.iter().any(|q| !q.is_empty()).then_some(self.next)
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+    fn partitions(&self) -> Option<Vec<Partition>> {
+        Some(vec![Partition { gpu: 0, percent: 40 }, Partition { gpu: 0, percent: 60 }])
+    }
+}
+
+#[test]
+fn a_batch_started_next_to_a_running_sibling_takes_the_co_run_latency() {
+    let s = scenario(TWO);
+    let data = s.partitions.as_deref().expect("profiles");
+    let (r, v) = (s.models[0].partition_profile.unwrap(), s.models[1].partition_profile.unwrap());
+    let done = Rc::new(RefCell::new(Vec::new()));
+    let mut sched = Lockstep { queues: Default::default(), next: PERIOD, out: VecDeque::new(), done: done.clone() };
+    let report = run_with(&s, "lockstep", &mut sched, 400.0);
+    assert_eq!(report.checks.unanswered, 0);
+    let done = done.borrow();
+    let mut co_runs = 0;
+    // Batches pair up per period: backend 0's went first (its sibling idle),
+    // backend 1's second (backend 0 running).
+    for pair in done.chunks(2).filter(|p| p.len() == 2) {
+        let (first, second) = if pair[0].0 == 0 { (pair[0], pair[1]) } else { (pair[1], pair[0]) };
+        assert_eq!((first.0, second.0), (0, 1));
+        assert_eq!(Some(first.2), data.solo(r, first.1, 40), "resnet50 alone on 40%");
+        let co = data.batch_time(v, second.1, 60, Some((r, first.1))).unwrap();
+        assert_eq!(second.2, co, "vgg19 next to resnet50 at b={}", first.1);
+        assert!(co > data.solo(v, second.1, 60).unwrap(), "the measured pair slows vgg19 down");
+        co_runs += 1;
+    }
+    assert!(co_runs > 10, "{co_runs} co-runs");
+}
+
+#[test]
+fn partition_plans_run_on_their_partitions() {
+    let text = TWO.replace("gpus = 1", "gpus = 2").replace("slo_ms = 1000", "slo_ms = 40");
+    let s = scenario(&text);
+    for policy in PolicyKind::GLET_SET {
+        let planner = policy.planner().expect("glet family");
+        let plan = serve::plan(planner, &s, 1500.0).expect("1500 r/s fits two GPUs");
+        assert!(plan.rate_scale >= 1.0, "{}: schedulable", policy.as_str());
+        let data = s.partitions.as_deref().unwrap();
+        assert!(plan_once(planner, data, &serve::demands(&s, 1500.0), 2).is_some());
+        let sched = serve::runtime(planner, &s, 1500.0, &plan);
+        assert_eq!(sched.partitions(), Some(plan.slots()));
+        let r = baton_sched::sim::run(&s, policy, 1500.0);
+        assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());
+        assert_eq!(r.checks.infeasible_plans, 0, "{}", policy.as_str());
+        assert!(r.meets_slos(), "{}: {:?}", policy.as_str(), r.models);
+    }
+}
+
+#[test]
+fn partition_policies_replay_from_their_seed() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-scen5.toml");
+    let s = baton_perf::quick(baton_perf::load_scenario(&path).expect("shipped scenario parses"));
+    for policy in PolicyKind::GLET_SET {
+        let a = serde_json::to_string(&baton_sched::sim::run(&s, policy, 3_000.0)).expect("serializes");
+        let b = serde_json::to_string(&baton_sched::sim::run(&s, policy, 3_000.0)).expect("serializes");
+        assert_eq!(a, b, "{} is not deterministic", policy.as_str());
+        let mut other = s.clone();
+        other.seed += 1;
+        let c = serde_json::to_string(&baton_sched::sim::run(&other, policy, 3_000.0)).expect("serializes");
+        assert_ne!(a, c, "{}: the seed does not reach the run", policy.as_str());
+    }
+}
