@@ -49,24 +49,23 @@ use crate::roles::Envelope;
 
 /// How long an idle shard sleeps before looking at its ring again.
 pub const IDLE: Duration = Duration::from_micros(50);
-/// After a busy round, the pause before the next: long enough to enter the
-/// kernel (reaping socket completions and letting other threads run).
-const BUSY_PAUSE: Duration = Duration::from_micros(1);
+/// The shortest sleep of an idle round.
+const MIN_SLEEP: Duration = Duration::from_micros(1);
 
-/// Waits between two rounds of a shard's pump: a token sleep after a busy
-/// round, else until the shard's next timer, at most `IDLE`. The pump
-/// never spins: on a machine with fewer cores than threads (the load
-/// generator beside the server), a spinning shard holds its core for a
-/// whole scheduler time slice and everyone else's latency grows by
-/// milliseconds — measured: spinning when busy took the Table 4 run from
-/// 0.97 to 0.72 of the simulator's goodput.
+/// Waits between two rounds of a shard's pump. After a busy round it only
+/// yields its task queue: the reactor reaps socket completions without
+/// blocking and the connection tasks run, with no timer armed (arming and
+/// cancelling an io_uring timeout per round was the largest single cost in
+/// the profile). An idle round sleeps until the shard's next timer, at
+/// most `IDLE`: the pump never spins idle, because on a machine with fewer
+/// cores than threads (the load generator beside the server) a spinning
+/// shard holds its core for whole scheduler time slices and everyone
+/// else's latency grows by milliseconds.
 async fn pause(busy: bool, next_timer: Option<Duration>) {
-    let d = match (busy, next_timer) {
-        (true, _) => BUSY_PAUSE,
-        (false, Some(d)) => d.clamp(BUSY_PAUSE, IDLE),
-        (false, None) => IDLE,
-    };
-    glommio::timer::sleep(d).await;
+    if busy {
+        return glommio::executor().yield_task_queue_now().await;
+    }
+    glommio::timer::sleep(next_timer.map_or(IDLE, |d| d.clamp(MIN_SLEEP, IDLE))).await;
 }
 
 const FRONTEND_SHARD: usize = 0;
