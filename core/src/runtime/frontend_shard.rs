@@ -13,7 +13,9 @@
 //! everything pending in one write. While a client leaves more than
 //! `MAX_UNSENT` bytes of answers unread, its reader stops reading
 //! (backpressure). When a client goes, its requests still finish; their
-//! answers are counted as orphaned.
+//! answers are counted as orphaned. In a frontend process, a connection
+//! that opens with a backend's `Hello` is a peer, not a client: the router
+//! takes it over (`router.rs`).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

@@ -10,9 +10,13 @@
 //! pair of bounded SPSC rings (`baton_net::mesh`); a full ring keeps the
 //! sender's messages in its own queue (backpressure) rather than dropping
 //! them. The model table is read through crossbeam-epoch (`Published`).
-//! Each shard runs one pump task that drains its ring, fires due timers and
-//! flushes what it produced, sleeping on the reactor when idle (`IDLE`) so
-//! sockets are served between rounds.
+//! Each shard runs one pump task that drains its link, fires due timers
+//! and flushes what it produced, yielding to the reactor between rounds
+//! (`pause`) so sockets are served.
+//!
+//! The same two shard programs run the roles as separate processes
+//! (`process.rs`): there the link is a `Router` of TCP peers (`router.rs`)
+//! instead of a ring (`link.rs`).
 //!
 //! Reduced, and said so: one frontend shard and one scheduler shard (the
 //! policy's model shards run inside the scheduler shard); emulated GPUs
@@ -255,19 +259,5 @@ impl Engine {
             bad_frames: fe.bad_frames,
             held_at_stop: fe.held_at_stop,
         }
-    }
-
-    /// Blocks until the process is told to stop from elsewhere (`baton serve`).
-    pub fn wait(self) -> EngineReport {
-        loop {
-            std::thread::sleep(Duration::from_millis(100));
-            if self.stop.load(Ordering::Acquire) {
-                return self.shutdown();
-            }
-        }
-    }
-
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.stop)
     }
 }
