@@ -90,13 +90,15 @@ impl Frontend {
     ) -> Result<fb::RequestMeta, fb::InferResponse> {
         self.stats.received += 1;
         let checked = self.check(&req, table);
-        let (model, input) = match checked {
-            Ok(ok) => ok,
+        let model = match checked {
+            Ok(model) => model,
             Err((code, why)) => {
                 self.stats.errors += 1;
                 return Err(error(req.id, code, why));
             }
         };
+        // Checked: exactly one tensor; its bytes move, uncopied, into the store.
+        let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
         let deadline = now.saturating_add(req.slo_ns);
@@ -104,7 +106,7 @@ impl Frontend {
         Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: deadline })
     }
 
-    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, Vec<u8>), (fb::ErrorCode, String)> {
+    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<u32, (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = req.model.as_deref().unwrap_or("");
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{name}`")))?;
@@ -132,18 +134,20 @@ impl Frontend {
         if self.held.len() >= self.capacity {
             return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
         }
-        Ok((model, data.to_vec()))
+        Ok(model)
     }
 
     /// A backend asks for the inputs of its batch: those still held, in
     /// order (a request no longer held is left out), addressed back to it.
-    pub fn inputs(&self, fetch: &fb::FetchInputs) -> Envelope {
+    /// A request's input is fetched once (its plan runs once), so its bytes
+    /// move out of the store rather than being copied.
+    pub fn inputs(&mut self, fetch: &fb::FetchInputs) -> Envelope {
         let ids = fetch.requests.as_deref().unwrap_or(&[]);
         let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &id in ids {
-            if let Some(h) = self.held.get(&id) {
+            if let Some(h) = self.held.get_mut(&id) {
                 requests.push(id);
-                tensors.push(f32_tensor(h.input.clone()));
+                tensors.push(f32_tensor(std::mem::take(&mut h.input)));
             }
         }
         let inputs = fb::Inputs {
