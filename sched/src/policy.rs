@@ -156,6 +156,17 @@ impl PolicyKind {
         !matches!(self, Self::Orloj | Self::Clipper)
     }
 
+    /// The candidate rule of Symphony's model shards, for the Symphony
+    /// policies (whose shards the engine can run on cores of their own).
+    pub fn candidate_rule(self) -> Option<CandidateRule> {
+        match self {
+            Self::Symphony => Some(CandidateRule::NonWorkConserving),
+            Self::SymphonyWc => Some(CandidateRule::WorkConserving),
+            Self::SymphonyFrontrun => Some(CandidateRule::FrontrunOnly),
+            _ => None,
+        }
+    }
+
     /// Whether the policy picks among a supernet's subnets.
     pub fn uses_subnets(self) -> bool {
         matches!(self, Self::SlackFit | Self::Fixed(_) | Self::MinAcc | Self::MaxAcc | Self::MaxBatch)
@@ -175,11 +186,7 @@ impl PolicyKind {
         let knobs = &scenario.knobs;
         match self {
             Self::Symphony | Self::SymphonyWc | Self::SymphonyFrontrun => {
-                let rule = match self {
-                    Self::SymphonyWc => CandidateRule::WorkConserving,
-                    Self::SymphonyFrontrun => CandidateRule::FrontrunOnly,
-                    _ => CandidateRule::NonWorkConserving,
-                };
+                let rule = self.candidate_rule().expect("a Symphony policy");
                 Box::new(Symphony::new(spec, rule, knobs.model_shards, knobs.msg_delay))
             }
             Self::Clockwork => Box::new(Clockwork::new(spec)),

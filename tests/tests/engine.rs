@@ -211,9 +211,15 @@ fn a_client_that_leaves_mid_request_harms_no_one() {
 /// Load for `secs` at `rate` through the load generator; the engine's and
 /// the generator's accounts must agree, every request answered once.
 fn exactly_once(policy: PolicyKind, rate: f64) {
+    exactly_once_sharded(policy, rate, 0);
+}
+
+fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
     let mut s = scenario();
     s.policy = policy;
-    let e = engine_at(&s, rate);
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, model_shards, ..Default::default() };
+    let e = start(&s, s.policy, &cfg).expect("engine starts");
     let cfg = LoadConfig {
         target: e.addr,
         rate_rps: rate,
@@ -239,6 +245,14 @@ fn every_request_is_answered_exactly_once_at_twice_goodput() {
     // `baton sim --find-goodput` on the built-in scenario: about 1,235 r/s.
     exactly_once(PolicyKind::Symphony, 2_500.0);
     exactly_once(PolicyKind::Clockwork, 2_500.0);
+}
+
+#[test]
+fn symphony_split_over_model_shards_answers_exactly_once() {
+    // Three models on two model shards plus the rank shard: requests,
+    // grants and batches cross shards.
+    exactly_once_sharded(PolicyKind::Symphony, 800.0, 2);
+    exactly_once_sharded(PolicyKind::Symphony, 2_500.0, 2);
 }
 
 #[test]

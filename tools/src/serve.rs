@@ -33,6 +33,10 @@ pub struct EngineArgs {
     /// Relative jitter of the emulated GPUs' batch times.
     #[arg(long, default_value_t = 0.0)]
     jitter: f64,
+    /// Run Symphony's model shards on shards (cores) of their own, this
+    /// many; 0 runs the policy whole on the scheduler shard.
+    #[arg(long, default_value_t = 0)]
+    model_shards: usize,
 }
 
 #[derive(clap::Args)]

@@ -14,8 +14,10 @@
 //! connection.
 
 pub mod backend;
+pub mod decisions;
 pub mod frontend;
 pub mod scheduler;
+pub mod symphony;
 
 use baton_wire::Message;
 

@@ -13,22 +13,11 @@
 use std::collections::HashMap;
 
 use baton_sched::time::Nanos;
-use baton_sched::types::{
-    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Request, RequestId, Scheduler,
-};
-use baton_wire::{fb, Limits, Message};
+use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, ModelId, Request, RequestId, Scheduler};
+use baton_wire::{fb, Message};
 
-use super::{frontend_of, Addr, Envelope};
-
-pub fn wire_reason(r: DropReason) -> fb::DropReason {
-    match r {
-        DropReason::DeadlineUnreachable => fb::DropReason::CannotMeetDeadline,
-        DropReason::Shed => fb::DropReason::Shed,
-        DropReason::QueueFull => fb::DropReason::QueueFull,
-        DropReason::NoBackend => fb::DropReason::NoBackend,
-        DropReason::BackendFailed => fb::DropReason::BackendFailed,
-    }
-}
+use super::decisions::Decisions;
+use super::Envelope;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerStats {
@@ -40,28 +29,34 @@ pub struct SchedulerStats {
     pub rejected: u64,
 }
 
+impl SchedulerStats {
+    /// Adds another shard's counts (Symphony's model shards each count theirs).
+    pub fn add(&mut self, o: &SchedulerStats) {
+        self.requests += o.requests;
+        self.batches += o.batches;
+        self.dropped += o.dropped;
+        self.rejected += o.rejected;
+    }
+}
+
 pub struct SchedulerRole {
     policy: Box<dyn Scheduler>,
     models: u32,
     backends: u32,
-    /// l(b) of each model, b = 1..: l(1) is a static model's solo time.
-    latency: Vec<Vec<Nanos>>,
+    decisions: Decisions,
     inflight: HashMap<u64, BatchPlan>,
-    next_batch: u64,
     completed: Vec<Completed>,
     pub stats: SchedulerStats,
 }
 
 impl SchedulerRole {
     pub fn new(policy: Box<dyn Scheduler>, latency: Vec<Vec<Nanos>>, backends: u32) -> Self {
-        assert!(latency.iter().all(|l| !l.is_empty()), "every model has l(1)");
         Self {
             policy,
             models: latency.len() as u32,
             backends,
-            latency,
+            decisions: Decisions::new(latency, 0),
             inflight: HashMap::new(),
-            next_batch: 0,
             completed: Vec::new(),
             stats: SchedulerStats::default(),
         }
@@ -84,7 +79,7 @@ impl SchedulerRole {
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {
                 Some(plan) => {
                     self.completed.clear();
-                    let solo = self.latency[plan.model.index()][0];
+                    let solo = self.decisions.solo(plan.model.index());
                     self.completed.extend(plan.requests.iter().map(|&request| Completed {
                         request,
                         app: AppId(0),
@@ -115,25 +110,12 @@ impl SchedulerRole {
     fn backend_failed(&mut self, now: Nanos, backend: BackendId, out: &mut Vec<Envelope>) {
         self.policy.on_backend_failed(now, backend);
         let lost: Vec<u64> = self.inflight.iter().filter(|(_, p)| p.backend == backend).map(|(&id, _)| id).collect();
-        let mut drops: Vec<(u32, Vec<u64>)> = Vec::new();
         for id in lost {
-            let plan = self.inflight.remove(&id).expect("listed");
-            for r in plan.requests {
-                let fe = frontend_of(r.0);
-                match drops.iter_mut().find(|d| d.0 == fe) {
-                    Some(d) => d.1.push(r.0),
-                    None => drops.push((fe, vec![r.0])),
-                }
+            for r in self.inflight.remove(&id).expect("listed").requests {
+                self.decisions.drop(r.0, fb::DropReason::BackendFailed);
             }
         }
-        for (fe, ids) in drops {
-            self.stats.dropped += ids.len() as u64;
-            let reason = fb::DropReason::BackendFailed;
-            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
-                to: Addr::Frontend(fe),
-                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
-            }));
-        }
+        self.decisions.flush(out);
     }
 
     /// Fires the policy's timers due at `now`.
@@ -151,46 +133,13 @@ impl SchedulerRole {
     }
 
     fn drain(&mut self, out: &mut Vec<Envelope>) {
-        // Drops are grouped per (frontend, reason) within one drain.
-        let mut drops: Vec<(u32, fb::DropReason, Vec<u64>)> = Vec::new();
         while let Some(o) = self.policy.poll_output() {
-            match o {
-                Output::Dispatch(plan) => {
-                    let batch_id = self.next_batch;
-                    self.next_batch += 1;
-                    self.stats.batches += 1;
-                    let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
-                    let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
-                    let msg = fb::BatchPlan {
-                        batch_id,
-                        model: plan.model.0,
-                        backend: plan.backend.0,
-                        exec_at_ns: plan.exec_at,
-                        expected_finish_ns: plan.exec_at
-                            + self.latency[plan.model.index()].get(requests.len() - 1).copied().unwrap_or(0),
-                        subnet: plan.subnet.map_or(0, u32::from),
-                        requests: Some(requests),
-                        frontends: Some(frontends),
-                    };
-                    out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
-                    self.inflight.insert(batch_id, plan);
-                }
-                Output::Dropped { request, reason } => {
-                    self.stats.dropped += 1;
-                    let (fe, why) = (frontend_of(request.0), wire_reason(reason));
-                    match drops.iter_mut().find(|d| d.0 == fe && d.1 == why) {
-                        Some(d) => d.2.push(request.0),
-                        None => drops.push((fe, why, vec![request.0])),
-                    }
-                }
+            if let Some((batch_id, plan)) = self.decisions.push(o, out) {
+                self.inflight.insert(batch_id, plan);
             }
         }
-        for (fe, reason, ids) in drops {
-            // Within the decoder's id limit, so the list also crosses TCP.
-            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
-                to: Addr::Frontend(fe),
-                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
-            }));
-        }
+        self.decisions.flush(out);
+        self.stats.batches = self.decisions.batches;
+        self.stats.dropped = self.decisions.dropped;
     }
 }

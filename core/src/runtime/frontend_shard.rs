@@ -31,7 +31,7 @@ use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
 use super::conn::Conn;
-use super::link::Link;
+use super::link::{Link, ShardMsg};
 use super::router::{role_addr, Router};
 use super::{pause, IDLE};
 use crate::clock::Clock;
@@ -55,7 +55,7 @@ struct Shard {
     table: Arc<Published<ModelTable>>,
     clock: Clock,
     conns: HashMap<ConnId, Rc<Conn>>,
-    outbound: VecDeque<Envelope>,
+    outbound: VecDeque<ShardMsg>,
     /// Roles in other processes (None in `baton serve`).
     router: Option<Rc<Router>>,
     connections: u64,
@@ -80,7 +80,8 @@ impl Shard {
                 let admitted = self.table.read(|t| self.fe.admit(now, id, req, t));
                 match admitted {
                     Ok(meta) => {
-                        self.outbound.push_back(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) })
+                        let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
+                        self.outbound.push_back(ShardMsg::Env(meta))
                     }
                     Err(e) => conn.send(&Message::InferResponse(e)),
                 }
@@ -99,7 +100,7 @@ impl Shard {
             Message::Dropped(d) => self.fe.on_dropped(d, answers),
             Message::FetchInputs(f) => {
                 let inputs = self.fe.inputs(&f);
-                self.outbound.push_back(inputs);
+                self.outbound.push_back(ShardMsg::Env(inputs));
             }
             // The router only hands a frontend the three kinds above.
             _ => self.bad_frames += 1,
@@ -158,8 +159,12 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         let mut busy = !incoming.is_empty();
         {
             let mut s = shard.borrow_mut();
-            for e in incoming.drain(..) {
-                s.on_envelope(e, &mut answers);
+            for m in incoming.drain(..) {
+                match m {
+                    ShardMsg::Env(e) => s.on_envelope(e, &mut answers),
+                    // Symphony's own messages stay on scheduler shards.
+                    ShardMsg::Rank(_) | ShardMsg::Model(_) => s.bad_frames += 1,
+                }
             }
             s.answer(&mut answers);
             if !s.outbound.is_empty() {

@@ -1,41 +1,106 @@
-//! How a shard's pump exchanges envelopes with the rest of the cluster:
-//! through an SPSC ring to the other shard of the same process (`baton
+//! How a shard's pump exchanges messages with the rest of the cluster:
+//! through SPSC rings to the other shards of the same process (`baton
 //! serve`), or through TCP connections to roles in other processes (the
 //! `Router`). The pump does not know which.
+//!
+//! Within a process, shards also carry Symphony's own messages between its
+//! model shards and its rank shard (`ShardMsg::Rank`, `ShardMsg::Model`);
+//! those never leave the process.
 
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use baton_net::mesh::ShardLinks;
+use baton_net::mesh::{SendError, ShardLinks};
+use baton_sched::symphony::{shard_of, ToModel, ToRank};
+use baton_wire::Message;
 
 use super::router::Router;
-use crate::roles::Envelope;
+use crate::roles::symphony::model_of;
+use crate::roles::{Addr, Envelope};
+
+#[derive(Debug)]
+pub enum ShardMsg {
+    Env(Envelope),
+    Rank(ToRank),
+    Model(ToModel),
+}
+
+/// Which shard of a `baton serve` process runs what: 0 the frontend, 1 the
+/// scheduler (or Symphony's rank shard) with every backend, then
+/// `model_shards` Symphony model shards (none: the policy runs whole on
+/// shard 1).
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub model_shards: usize,
+}
+
+pub const FRONTEND_SHARD: usize = 0;
+pub const SCHED_SHARD: usize = 1;
+
+impl Layout {
+    pub fn shards(&self) -> usize {
+        2 + self.model_shards
+    }
+
+    fn model_shard(&self, model: u32) -> usize {
+        2 + shard_of(baton_sched::types::ModelId(model), self.model_shards)
+    }
+
+    /// The shard a message goes to.
+    pub fn shard_for(&self, m: &ShardMsg) -> usize {
+        match m {
+            ShardMsg::Env(e) => match (&e.to, &e.msg) {
+                (Addr::Frontend(_), _) => FRONTEND_SHARD,
+                (Addr::Scheduler, Message::RequestMeta(r)) if self.model_shards > 0 => self.model_shard(r.model),
+                _ => SCHED_SHARD,
+            },
+            ShardMsg::Rank(_) => SCHED_SHARD,
+            ShardMsg::Model(m) => self.model_shard(model_of(m).0),
+        }
+    }
+}
 
 pub enum Link {
-    Ring { links: ShardLinks<Envelope>, peer: usize },
+    Ring { links: ShardLinks<ShardMsg>, layout: Layout },
     Tcp(Rc<Router>),
 }
 
 impl Link {
-    /// Envelopes that arrived since the last call.
-    pub fn poll(&mut self, out: &mut Vec<Envelope>) {
+    /// Messages that arrived since the last call.
+    pub fn poll(&mut self, out: &mut Vec<ShardMsg>) {
         match self {
             Link::Ring { links, .. } => {
-                links.poll(4096, |_, e| out.push(e));
+                links.poll(4096, |_, m| out.push(m));
             }
-            Link::Tcp(r) => out.append(&mut r.inbox.borrow_mut()),
+            Link::Tcp(r) => out.extend(r.inbox.borrow_mut().drain(..).map(ShardMsg::Env)),
         }
     }
 
-    /// Sends what it can of `q`; a full ring leaves the rest queued.
-    pub fn flush(&mut self, q: &mut VecDeque<Envelope>) {
+    /// Sends what it can of `q`, in order; a full ring leaves the rest queued.
+    pub fn flush(&mut self, q: &mut VecDeque<ShardMsg>) {
         match self {
-            Link::Ring { links, peer } => {
-                let _ = links.send_batch(*peer, q);
+            Link::Ring { links, layout } => {
+                while let Some(m) = q.pop_front() {
+                    match links.send(layout.shard_for(&m), m) {
+                        Ok(()) => {}
+                        Err(SendError::Full(m)) => {
+                            q.push_front(m);
+                            return;
+                        }
+                        Err(SendError::NoRoute { to, shards }) => {
+                            panic!("layout routes to shard {to} of {shards}")
+                        }
+                    }
+                }
             }
             Link::Tcp(r) => {
-                for e in q.drain(..) {
-                    r.send(e);
+                for m in q.drain(..) {
+                    match m {
+                        ShardMsg::Env(e) => r.send(e),
+                        // Symphony is split across shards only within one
+                        // process; its own messages never reach a router.
+                        other => unreachable!("{other:?} routed to another process"),
+                    }
                 }
             }
         }

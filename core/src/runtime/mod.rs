@@ -1,5 +1,5 @@
 //! The thread-per-core runtime of `baton serve`: every role in one
-//! process, on two shards, each a glommio executor pinned to its own core.
+//! process, on shards that are glommio executors pinned to cores.
 //!
 //! - The *frontend shard* owns the TCP listener and every client
 //!   connection (io_uring through glommio) and the frontend role.
@@ -18,10 +18,16 @@
 //! (`process.rs`): there the link is a `Router` of TCP peers (`router.rs`)
 //! instead of a ring (`link.rs`).
 //!
-//! Reduced, and said so: one frontend shard and one scheduler shard (the
-//! policy's model shards run inside the scheduler shard); emulated GPUs
-//! only; pinning uses core_affinity's list of cores (hwloc needs a system
-//! library this build does not assume).
+//! With `model_shards = K > 0` and a Symphony policy, Symphony runs split
+//! as it was designed: the rank shard with the backends on the scheduler
+//! shard, and each of K model shards (model m on shard m mod K) on a shard
+//! of its own, pinned round-robin over the cores; Symphony's own messages
+//! (`ToRank`, `ToModel`) cross the rings like any other. Other policies
+//! run whole on the scheduler shard.
+//!
+//! Reduced, and said so: one frontend shard; emulated GPUs only; pinning
+//! uses core_affinity's list of cores (hwloc needs a system library this
+//! build does not assume).
 
 mod alarms;
 mod conn;
@@ -49,7 +55,8 @@ use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
-use crate::roles::Envelope;
+use link::{Layout, Link, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
+use sched_shard::SchedulerPart;
 
 /// How long an idle shard sleeps before looking at its ring again.
 pub const IDLE: Duration = Duration::from_micros(50);
@@ -72,9 +79,6 @@ async fn pause(busy: bool, next_timer: Option<Duration>) {
     glommio::timer::sleep(next_timer.map_or(IDLE, |d| d.clamp(MIN_SLEEP, IDLE))).await;
 }
 
-const FRONTEND_SHARD: usize = 0;
-const SCHED_SHARD: usize = 1;
-
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub listen: SocketAddr,
@@ -89,6 +93,9 @@ pub struct EngineConfig {
     /// The aggregate rate static planners (Nexus) plan for; 0: the
     /// scenario's `rate_rps`.
     pub plan_rate_rps: f64,
+    /// Symphony's model shards on shards of their own (0: the policy runs
+    /// whole on the scheduler shard). Other policies run whole regardless.
+    pub model_shards: usize,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +107,7 @@ impl Default for EngineConfig {
             jitter: 0.0,
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
+            model_shards: 0,
         }
     }
 }
@@ -142,7 +150,7 @@ pub struct Engine {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
     frontend: glommio::ExecutorJoinHandle<frontend_shard::Report>,
-    sched: glommio::ExecutorJoinHandle<sched_shard::Report>,
+    sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
 }
 
 /// The model table of a scenario the engine can serve under `policy`.
@@ -185,28 +193,40 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     raise_memlock();
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
-    let mut links = mesh::<Envelope>(2, cfg.ring_capacity).into_iter();
-    let (fe_links, sched_links) = (links.next().expect("two shards"), links.next().expect("two shards"));
+    // Symphony's model shards get shards of their own when asked for.
+    let rule = policy.candidate_rule().filter(|_| cfg.model_shards > 0);
+    let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
+    let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
+    let fe_links = links.next().expect("a frontend shard");
     let cores = cores();
+    let core = |shard: usize| cores[shard % cores.len()];
     let cfg = &EngineConfig {
         plan_rate_rps: if cfg.plan_rate_rps > 0.0 { cfg.plan_rate_rps } else { scenario.rate_rps.unwrap_or(0.0) },
         ..cfg.clone()
     };
-
-    // The policy and the executors are built on the shard that owns them.
-    let sched = {
+    // The scheduler side: shard 1 holds the policy (or Symphony's rank
+    // shard) and every backend; shards 2.. hold Symphony's model shards.
+    // Each part's state is built on the shard that owns it.
+    let mut sched = Vec::with_capacity(layout.shards() - 1);
+    for (i, shard_links) in links.enumerate() {
+        let shard = SCHED_SHARD + i;
+        let (part, backends) = match (shard, rule) {
+            (SCHED_SHARD, None) => (SchedulerPart::Whole(policy), 0..scenario.cluster.backends),
+            (SCHED_SHARD, Some(_)) => (SchedulerPart::Rank, 0..scenario.cluster.backends),
+            (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
+            (_, None) => unreachable!("model shards only with a candidate rule"),
+        };
         let (clock, stop) = (clock.clone(), Arc::clone(&stop));
         let (scenario, table, cfg) = (scenario.clone(), table.clone(), cfg.clone());
-        LocalExecutorBuilder::new(Placement::Fixed(cores[SCHED_SHARD]))
-            .name("baton-sched")
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
+            .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
-                let all = 0..scenario.cluster.backends;
-                let state = sched_shard::State::new(&scenario, Some(policy), all, &table, &cfg, clock.now());
-                let link = link::Link::Ring { links: sched_links, peer: FRONTEND_SHARD };
-                sched_shard::run(state, link, clock, stop).await
+                let state = sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now());
+                sched_shard::run(state, Link::Ring { links: shard_links, layout }, clock, stop).await
             })
-            .map_err(|e| EngineError::Shard(e.to_string()))?
-    };
+            .map_err(|e| EngineError::Shard(e.to_string()))?;
+        sched.push(handle);
+    }
 
     let table = Arc::new(Published::new(table));
     let (addr_tx, addr_rx) = mpsc::channel();
@@ -220,44 +240,43 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             clock,
             stop: Arc::clone(&stop),
         };
-        LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
+        LocalExecutorBuilder::new(Placement::Fixed(core(FRONTEND_SHARD)))
             .name("baton-frontend")
-            .spawn(move || {
-                let link = link::Link::Ring { links: fe_links, peer: SCHED_SHARD };
-                frontend_shard::run(setup, link, None)
-            })
+            .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout }, None))
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
-    let addr = match addr_rx.recv() {
-        Ok(Ok(addr)) => addr,
+    let engine = Engine { addr: cfg.listen, stop, frontend, sched };
+    match addr_rx.recv() {
+        Ok(Ok(addr)) => Ok(Engine { addr, ..engine }),
         Ok(Err(e)) => {
-            stop.store(true, Ordering::Release);
-            let _ = (frontend.join(), sched.join());
-            return Err(EngineError::Listen(e));
+            engine.shutdown();
+            Err(EngineError::Listen(e))
         }
         Err(_) => {
-            stop.store(true, Ordering::Release);
-            let _ = sched.join();
-            return Err(EngineError::Shard("the frontend shard exited while starting".into()));
+            engine.shutdown();
+            Err(EngineError::Shard("the frontend shard exited while starting".into()))
         }
-    };
-    Ok(Engine { addr, stop, frontend, sched })
+    }
 }
 
 impl Engine {
-    /// Stops both shards and reports. Requests still held are answered
+    /// Stops every shard and reports. Requests still held are answered
     /// `dropped` before the connections close.
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
         let fe = self.frontend.join().expect("the frontend shard does not panic");
-        let sc = self.sched.join().expect("the scheduler shard does not panic");
-        EngineReport {
+        let mut report = EngineReport {
             frontend: fe.stats,
-            scheduler: sc.scheduler,
-            backends: sc.backends,
             connections: fe.connections,
             bad_frames: fe.bad_frames,
             held_at_stop: fe.held_at_stop,
+            ..Default::default()
+        };
+        for h in self.sched {
+            let r = h.join().expect("a scheduler shard does not panic");
+            report.scheduler.add(&r.scheduler);
+            report.backends.extend(r.backends);
         }
+        report
     }
 }

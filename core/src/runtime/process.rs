@@ -27,6 +27,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 use super::conn::Conn;
 use super::link::Link;
 use super::router::{connect, role_addr, Router};
+use super::sched_shard::SchedulerPart;
 use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport};
 use crate::clock::Clock;
 use crate::models::ModelTable;
@@ -163,7 +164,7 @@ async fn scheduler(
         }
     })
     .detach();
-    let state = sched_shard::State::new(&scenario, Some(policy), 0..0, &table, &cfg, clock.now());
+    let state = sched_shard::State::new(&scenario, SchedulerPart::Whole(policy), 0..0, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
@@ -256,7 +257,7 @@ async fn backends(
         }
     }
     let _ = ready.send(Ok(None));
-    let state = sched_shard::State::new(&scenario, None, local, &table, &cfg, clock.now());
+    let state = sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
     router.close_all().await;
     EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }

@@ -1,29 +1,51 @@
-//! The scheduler shard: the scheduler role and emulated backends on one
-//! core — both in `baton serve`, only the scheduler in `baton scheduler`,
-//! only backends in `baton backend`. Messages between local roles are
+//! The scheduler-side shard. What it hosts (`Hosts`): the whole scheduler
+//! (the policy inside one `SchedulerRole`), or Symphony's rank shard, or
+//! one of Symphony's model shards — and a range of emulated backends. In
+//! `baton serve` with the policy inline: the scheduler and every backend;
+//! with Symphony split: the rank shard and every backend on one shard, each
+//! model shard on its own; `baton scheduler` hosts only the scheduler,
+//! `baton backend` only backends. Messages between local roles are
 //! delivered at once, in order; the rest queue for the link. Timers (the
-//! policy's next timeout, each backend's next start or finish) live on one
-//! wheel (`Alarms`).
+//! policy's or shard's next timeout, each backend's next start or finish)
+//! live on one wheel (`Alarms`).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_sched::scenario::Scenario;
+use baton_sched::symphony::{models_of, CandidateRule, ToModel, ToRank};
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
+use baton_wire::Message;
 
 use super::alarms::Alarms;
-use super::link::Link;
+use super::link::{Link, ShardMsg};
 use super::{pause, EngineConfig};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
 use crate::roles::scheduler::{SchedulerRole, SchedulerStats};
+use crate::roles::symphony::{model_of, ModelShardRole, RankRole};
 use crate::roles::{Addr, Envelope};
 
-/// Alarm target of the scheduler; backend b is target `b + 1`.
+/// The scheduler's part on a shard.
+#[derive(Clone, Copy, Debug)]
+pub enum SchedulerPart {
+    None,
+    Whole(PolicyKind),
+    Rank,
+    /// Model shard `index` of `of`.
+    Models {
+        index: usize,
+        of: usize,
+        rule: CandidateRule,
+    },
+}
+
+/// Alarm target of the scheduler part; backend i (local) is `i + 1`.
 const SCHED: usize = 0;
 
 pub struct Report {
@@ -31,23 +53,29 @@ pub struct Report {
     pub backends: Vec<BackendStats>,
 }
 
+enum Part {
+    None,
+    Whole(SchedulerRole),
+    Rank(RankRole),
+    Models(ModelShardRole),
+}
+
 pub struct State {
-    sched: Option<SchedulerRole>,
+    part: Part,
     /// Local backends: `first_backend`, `first_backend + 1`, ...
     backends: Vec<BackendRole>,
     first_backend: u32,
     alarms: Alarms,
-    outbound: VecDeque<Envelope>,
+    outbound: VecDeque<ShardMsg>,
     /// Targets whose deadline may have moved since they were last armed.
     touched: Vec<bool>,
 }
 
 impl State {
-    /// The scheduler (if `policy` is given) and the backends `local`.
     pub fn new(
         scenario: &Scenario,
-        policy: Option<PolicyKind>,
-        local: std::ops::Range<u32>,
+        part: SchedulerPart,
+        local: Range<u32>,
         table: &ModelTable,
         cfg: &EngineConfig,
         now: Nanos,
@@ -55,7 +83,18 @@ impl State {
         let n = scenario.cluster.backends;
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
         let latency: Vec<Vec<Nanos>> = table.models.iter().map(|m| m.latency.clone()).collect();
-        let sched = policy.map(|p| SchedulerRole::new(p.build(scenario, cfg.plan_rate_rps), latency, n));
+        let spec = &scenario.cluster;
+        let part = match part {
+            SchedulerPart::None => Part::None,
+            SchedulerPart::Whole(p) => {
+                Part::Whole(SchedulerRole::new(p.build(scenario, cfg.plan_rate_rps), latency, n))
+            }
+            SchedulerPart::Rank => Part::Rank(RankRole::new(spec)),
+            SchedulerPart::Models { index, of, rule } => {
+                let owned = models_of(index, of, spec.models.len());
+                Part::Models(ModelShardRole::new(spec, &owned, rule, index, latency))
+            }
+        };
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {
@@ -65,7 +104,7 @@ impl State {
             .collect();
         let targets = backends.len() + 1;
         Self {
-            sched,
+            part,
             backends,
             first_backend: local.start,
             alarms: Alarms::new(targets, now),
@@ -74,51 +113,97 @@ impl State {
         }
     }
 
-    /// Delivers `env` and everything it causes on this shard, at `now`.
-    fn deliver(&mut self, now: Nanos, env: Envelope) {
-        let mut queue = vec![env];
-        let mut out = Vec::new();
-        while let Some(e) = queue.pop() {
-            let local = match e.to {
-                Addr::Backend(b) => self.local(b),
-                _ => None,
-            };
-            match (e.to, &mut self.sched, local) {
-                (Addr::Scheduler, Some(sched), _) => {
-                    sched.on_message(now, e.msg, &mut out);
-                    self.touched[SCHED] = true;
-                }
-                (_, _, Some(i)) => {
-                    self.backends[i].on_message(now, e.msg, &mut out);
-                    self.touched[i + 1] = true;
-                }
-                _ => self.outbound.push_back(e),
-            }
-            // Keep causal order: what a message caused goes before later ones.
-            queue.extend(out.drain(..).rev());
-        }
-    }
-
     fn local(&self, b: u32) -> Option<usize> {
         let i = b.checked_sub(self.first_backend)? as usize;
         (i < self.backends.len()).then_some(i)
+    }
+
+    /// Delivers `msg` and everything it causes on this shard, at `now`.
+    fn deliver(&mut self, now: Nanos, msg: ShardMsg) {
+        let mut queue = vec![msg];
+        let (mut out, mut to_rank, mut to_model) = (Vec::new(), Vec::new(), Vec::new());
+        while let Some(m) = queue.pop() {
+            match m {
+                ShardMsg::Env(e) => self.envelope(now, e, &mut out, &mut to_rank, &mut to_model),
+                ShardMsg::Rank(m) => match &mut self.part {
+                    Part::Rank(r) => {
+                        r.on_message(m, &mut to_model);
+                        self.touched[SCHED] = true;
+                    }
+                    _ => self.outbound.push_back(ShardMsg::Rank(m)),
+                },
+                ShardMsg::Model(m) => match &mut self.part {
+                    Part::Models(s) if s.owns(model_of(&m).0) => {
+                        s.on_message(now, m, &mut out, &mut to_rank);
+                        self.touched[SCHED] = true;
+                    }
+                    _ => self.outbound.push_back(ShardMsg::Model(m)),
+                },
+            }
+            // Keep causal order: what a message caused goes before later ones.
+            let caused = out.drain(..).map(ShardMsg::Env);
+            let caused =
+                caused.chain(to_rank.drain(..).map(ShardMsg::Rank)).chain(to_model.drain(..).map(ShardMsg::Model));
+            let caused: Vec<ShardMsg> = caused.collect();
+            queue.extend(caused.into_iter().rev());
+        }
+    }
+
+    fn envelope(
+        &mut self,
+        now: Nanos,
+        e: Envelope,
+        out: &mut Vec<Envelope>,
+        to_rank: &mut Vec<ToRank>,
+        to_model: &mut Vec<ToModel>,
+    ) {
+        let local = match e.to {
+            Addr::Backend(b) => self.local(b),
+            _ => None,
+        };
+        match (e.to, &mut self.part, local) {
+            (_, _, Some(i)) => {
+                self.backends[i].on_message(now, e.msg, out);
+                self.touched[i + 1] = true;
+            }
+            (Addr::Scheduler, Part::Whole(s), _) => {
+                s.on_message(now, e.msg, out);
+                self.touched[SCHED] = true;
+            }
+            (Addr::Scheduler, Part::Models(s), _) if matches!(&e.msg, Message::RequestMeta(r) if s.owns(r.model)) => {
+                let Message::RequestMeta(r) = e.msg else { unreachable!("matched") };
+                s.on_request(now, r, out, to_rank);
+                self.touched[SCHED] = true;
+            }
+            (Addr::Scheduler, Part::Rank(r), _) if matches!(e.msg, Message::BatchDone(_)) => {
+                let Message::BatchDone(d) = &e.msg else { unreachable!("matched") };
+                r.on_batch_done(now, d, to_model);
+                self.touched[SCHED] = true;
+            }
+            _ => self.outbound.push_back(ShardMsg::Env(e)),
+        }
     }
 
     /// Fires every alarm due at `now`.
     fn fire(&mut self, now: Nanos) -> bool {
         let mut due = Vec::new();
         self.alarms.due(now, &mut due);
-        let mut out = Vec::new();
+        let (mut out, mut to_rank, mut to_model) = (Vec::new(), Vec::new(), Vec::new());
         for &t in &due {
             self.touched[t] = true;
-            if t == SCHED {
-                self.sched.as_mut().expect("armed only with a scheduler").on_timeout(now, &mut out);
-            } else {
-                self.backends[t - 1].poll(now, &mut out);
+            match (t, &mut self.part) {
+                (SCHED, Part::Whole(s)) => s.on_timeout(now, &mut out),
+                (SCHED, Part::Rank(r)) => r.on_timeout(now, &mut to_model),
+                (SCHED, Part::Models(s)) => s.on_timeout(now, &mut out, &mut to_rank),
+                (SCHED, Part::None) => {}
+                _ => self.backends[t - 1].poll(now, &mut out),
             }
         }
-        for e in out {
-            self.deliver(now, e);
+        let caused = out.into_iter().map(ShardMsg::Env);
+        let caused =
+            caused.chain(to_rank.into_iter().map(ShardMsg::Rank)).chain(to_model.into_iter().map(ShardMsg::Model));
+        for m in caused.collect::<Vec<_>>() {
+            self.deliver(now, m);
         }
         !due.is_empty()
     }
@@ -126,13 +211,25 @@ impl State {
     fn rearm(&mut self) {
         for t in 0..self.touched.len() {
             if std::mem::take(&mut self.touched[t]) {
-                let at = match t {
-                    SCHED => self.sched.as_ref().and_then(|s| s.next_timeout()),
+                let at = match (t, &self.part) {
+                    (SCHED, Part::Whole(s)) => s.next_timeout(),
+                    (SCHED, Part::Rank(r)) => r.next_timeout(),
+                    (SCHED, Part::Models(s)) => s.next_timeout(),
+                    (SCHED, Part::None) => None,
                     _ => self.backends[t - 1].next_wake(),
                 };
                 self.alarms.arm(t, at);
             }
         }
+    }
+
+    fn report(&self) -> Report {
+        let scheduler = match &self.part {
+            Part::Whole(s) => s.stats,
+            Part::Models(s) => s.stats,
+            Part::None | Part::Rank(_) => SchedulerStats::default(),
+        };
+        Report { scheduler, backends: self.backends.iter().map(|b| b.stats).collect() }
     }
 }
 
@@ -142,8 +239,8 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
         let now = clock.now();
         link.poll(&mut incoming);
         let mut busy = !incoming.is_empty();
-        for e in incoming.drain(..) {
-            s.deliver(now, e);
+        for m in incoming.drain(..) {
+            s.deliver(now, m);
         }
         busy |= s.fire(now);
         s.rearm();
@@ -154,8 +251,5 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
         let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
         pause(busy, next).await;
     }
-    Report {
-        scheduler: s.sched.map(|x| x.stats).unwrap_or_default(),
-        backends: s.backends.iter().map(|b| b.stats).collect(),
-    }
+    s.report()
 }

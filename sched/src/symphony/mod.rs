@@ -20,6 +20,16 @@ pub use wiring::Symphony;
 use crate::time::Nanos;
 use crate::types::{BackendId, ModelId};
 
+/// The model shard that owns `model` among `shards`.
+pub fn shard_of(model: ModelId, shards: usize) -> usize {
+    model.index() % shards
+}
+
+/// The models shard `s` of `shards` owns, of `models`.
+pub fn models_of(s: usize, shards: usize, models: usize) -> Vec<ModelId> {
+    (s..models).step_by(shards).map(|m| ModelId(m as u32)).collect()
+}
+
 /// Model shard → rank shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToRank {

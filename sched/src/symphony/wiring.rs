@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::{CandidateRule, ModelShard, RankShard, ShardOutput, ToModel, ToRank};
+use super::{models_of, shard_of, CandidateRule, ModelShard, RankShard, ShardOutput, ToModel, ToRank};
 use crate::time::Nanos;
 use crate::types::{BatchDone, ClusterSpec, ModelId, Output, Request, Scheduler};
 
@@ -29,12 +29,7 @@ impl Symphony {
     pub fn new(spec: &ClusterSpec, rule: CandidateRule, shards: usize, msg_delay: Nanos) -> Self {
         assert!(shards >= 1);
         let n = spec.models.len();
-        let shards = (0..shards)
-            .map(|s| {
-                let owned: Vec<ModelId> = (s..n).step_by(shards).map(|m| ModelId(m as u32)).collect();
-                ModelShard::new(spec, &owned, rule)
-            })
-            .collect();
+        let shards = (0..shards).map(|s| ModelShard::new(spec, &models_of(s, shards, n), rule)).collect();
         Self {
             shards,
             rank: RankShard::new(n, spec.backends, spec.delay),
@@ -45,7 +40,7 @@ impl Symphony {
     }
 
     fn shard_of(&self, model: ModelId) -> usize {
-        model.index() % self.shards.len()
+        shard_of(model, self.shards.len())
     }
 
     fn collect_shard(&mut self, now: Nanos, s: usize) {

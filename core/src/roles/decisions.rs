@@ -1,0 +1,93 @@
+//! A policy's decisions as messages: each dispatch becomes a `BatchPlan`
+//! for its backend (numbered; batch ids are unique across the scheduler's
+//! shards because each numbers from its own base), and drops become
+//! `Dropped` lists grouped per frontend and reason, chunked within the wire
+//! decoder's id limit so they also cross TCP.
+
+use baton_sched::time::Nanos;
+use baton_sched::types::{BatchPlan, DropReason, Output};
+use baton_wire::{fb, Limits, Message};
+
+use super::{frontend_of, Addr, Envelope};
+
+pub fn wire_reason(r: DropReason) -> fb::DropReason {
+    match r {
+        DropReason::DeadlineUnreachable => fb::DropReason::CannotMeetDeadline,
+        DropReason::Shed => fb::DropReason::Shed,
+        DropReason::QueueFull => fb::DropReason::QueueFull,
+        DropReason::NoBackend => fb::DropReason::NoBackend,
+        DropReason::BackendFailed => fb::DropReason::BackendFailed,
+    }
+}
+
+pub struct Decisions {
+    /// l(b) of each model, b = 1.., for a plan's expected finish.
+    latency: Vec<Vec<Nanos>>,
+    next_batch: u64,
+    drops: Vec<(u32, fb::DropReason, Vec<u64>)>,
+    pub batches: u64,
+    pub dropped: u64,
+}
+
+impl Decisions {
+    /// Batch ids start at `first_batch`.
+    pub fn new(latency: Vec<Vec<Nanos>>, first_batch: u64) -> Self {
+        assert!(latency.iter().all(|l| !l.is_empty()), "every model has l(1)");
+        Self { latency, next_batch: first_batch, drops: Vec::new(), batches: 0, dropped: 0 }
+    }
+
+    /// l(1) of `model`.
+    pub fn solo(&self, model: usize) -> Nanos {
+        self.latency[model][0]
+    }
+
+    /// Turns one decision into messages; a dispatch's plan comes back with
+    /// its batch id. Drops wait in groups until `flush`.
+    pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Option<(u64, BatchPlan)> {
+        match o {
+            Output::Dispatch(plan) => {
+                let batch_id = self.next_batch;
+                self.next_batch += 1;
+                self.batches += 1;
+                let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
+                let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
+                let l = self.latency[plan.model.index()].get(requests.len() - 1).copied().unwrap_or(0);
+                let msg = fb::BatchPlan {
+                    batch_id,
+                    model: plan.model.0,
+                    backend: plan.backend.0,
+                    exec_at_ns: plan.exec_at,
+                    expected_finish_ns: plan.exec_at + l,
+                    subnet: plan.subnet.map_or(0, u32::from),
+                    requests: Some(requests),
+                    frontends: Some(frontends),
+                };
+                out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
+                Some((batch_id, plan))
+            }
+            Output::Dropped { request, reason } => {
+                self.drop(request.0, wire_reason(reason));
+                None
+            }
+        }
+    }
+
+    pub fn drop(&mut self, request: u64, reason: fb::DropReason) {
+        self.dropped += 1;
+        let fe = frontend_of(request);
+        match self.drops.iter_mut().find(|d| d.0 == fe && d.1 == reason) {
+            Some(d) => d.2.push(request),
+            None => self.drops.push((fe, reason, vec![request])),
+        }
+    }
+
+    /// Sends the grouped drops.
+    pub fn flush(&mut self, out: &mut Vec<Envelope>) {
+        for (fe, reason, ids) in self.drops.drain(..) {
+            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
+                to: Addr::Frontend(fe),
+                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
+            }));
+        }
+    }
+}
