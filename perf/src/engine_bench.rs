@@ -46,8 +46,13 @@ fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: u
 /// One engine, one load run at `rate` for `secs`: what the generator saw
 /// and what the engine counted.
 pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, EngineReport) {
+    serve_sharded_and_load(s, rate, secs, 0)
+}
+
+/// The same, with Symphony's model shards on `model_shards` shards of their own.
+pub fn serve_sharded_and_load(s: &Scenario, rate: f64, secs: f64, model_shards: usize) -> (LoadReport, EngineReport) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let cfg = EngineConfig { listen, plan_rate_rps: rate, ..Default::default() };
+    let cfg = EngineConfig { listen, plan_rate_rps: rate, model_shards, ..Default::default() };
     let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
     let r = drive(s, engine.addr, rate, secs, cfg.input_floats);
     (r, engine.shutdown())
@@ -89,6 +94,9 @@ pub struct EndToEnd {
     pub ratio: f64,
     /// The same load on the roles as separate executors over TCP.
     pub roles_over_tcp: LoadReport,
+    /// The same load with Symphony's model shard on a shard of its own
+    /// (three shards on the machine's cores).
+    pub split_symphony: LoadReport,
 }
 
 pub fn table4(secs: f64) -> EndToEnd {
@@ -105,6 +113,7 @@ pub fn table4(secs: f64) -> EndToEnd {
         server_late: report.frontend.late,
         engine,
         roles_over_tcp: roles_and_load(&s, rate, secs),
+        split_symphony: serve_sharded_and_load(&s, rate, secs, 1).0,
     }
 }
 

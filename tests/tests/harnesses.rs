@@ -201,7 +201,7 @@ fn glet_elastic_plans_are_valid_and_never_beat_the_exhaustive_ideal() {
 fn engine_bench_accounts_for_every_request() {
     // Timings here mean nothing (a shared machine); the accounting must hold.
     let e = baton_perf::engine_bench::table4(1.0);
-    for r in [&e.engine, &e.roles_over_tcp] {
+    for r in [&e.engine, &e.roles_over_tcp, &e.split_symphony] {
         assert_eq!((r.unanswered, r.duplicates, r.errors), (0, 0, 0), "{r:?}");
         assert!(r.ok > 0, "{r:?}");
     }

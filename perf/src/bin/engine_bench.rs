@@ -34,6 +34,17 @@ fn main() {
         r.dropped,
         r.unanswered
     );
+    let r = &e.split_symphony;
+    println!(
+        "  the same load with Symphony's model shard on its own shard: goodput {:.1} r/s (ratio to serve {:.3}), \
+         ok {} late {} dropped {} unanswered {}",
+        r.goodput_rps,
+        r.goodput_rps / e.engine.goodput_rps,
+        r.ok,
+        r.late,
+        r.dropped,
+        r.unanswered
+    );
     let t =
         throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
     println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
