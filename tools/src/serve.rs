@@ -37,6 +37,9 @@ pub struct EngineArgs {
     /// many; 0 runs the policy whole on the scheduler shard.
     #[arg(long, default_value_t = 0)]
     model_shards: usize,
+    /// Pin the engine's shards to the cores of this NUMA node.
+    #[arg(long)]
+    numa_node: Option<usize>,
 }
 
 #[derive(clap::Args)]

@@ -25,9 +25,10 @@
 //! (`ToRank`, `ToModel`) cross the rings like any other. Other policies
 //! run whole on the scheduler shard.
 //!
-//! Reduced, and said so: one frontend shard; emulated GPUs only; pinning
-//! uses core_affinity's list of cores (hwloc needs a system library this
-//! build does not assume).
+//! Shards are pinned round-robin over the cores `topology.rs` lists (one
+//! NUMA node's, when the operator names one).
+//!
+//! Reduced, and said so: one frontend shard; emulated GPUs only.
 
 mod alarms;
 mod conn;
@@ -36,6 +37,7 @@ mod link;
 mod process;
 mod router;
 mod sched_shard;
+mod topology;
 
 pub use process::{start_role, RoleProcess, RoleSpec};
 
@@ -96,6 +98,8 @@ pub struct EngineConfig {
     /// Symphony's model shards on shards of their own (0: the policy runs
     /// whole on the scheduler shard). Other policies run whole regardless.
     pub model_shards: usize,
+    /// Pin every shard to cores of this NUMA node (None: any core).
+    pub numa_node: Option<usize>,
 }
 
 impl Default for EngineConfig {
@@ -108,6 +112,7 @@ impl Default for EngineConfig {
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
             model_shards: 0,
+            numa_node: None,
         }
     }
 }
@@ -162,17 +167,6 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
     ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)
 }
 
-/// The cores to pin shards to: the first two the process may run on (one
-/// core serves both shards on a single-core machine).
-fn cores() -> Vec<usize> {
-    let ids: Vec<usize> = core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
-    match ids.len() {
-        0 => vec![0, 0],
-        1 => vec![ids[0], ids[0]],
-        _ => ids[..2].to_vec(),
-    }
-}
-
 /// Raises the locked-memory soft limit to the hard one: io_uring needs
 /// some, and defaults can be below glommio's 512 KiB minimum.
 fn raise_memlock() {
@@ -198,7 +192,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let fe_links = links.next().expect("a frontend shard");
-    let cores = cores();
+    let cores = topology::cores(cfg.numa_node).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
     let cfg = &EngineConfig {
         plan_rate_rps: if cfg.plan_rate_rps > 0.0 { cfg.plan_rate_rps } else { scenario.rate_rps.unwrap_or(0.0) },
