@@ -188,6 +188,8 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         input_floats: a.input_floats,
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
+        model_shards: a.model_shards,
+        numa_node: a.numa_node,
         ..Default::default()
     }
 }
