@@ -59,6 +59,8 @@ pub struct LoadReport {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub mean_batch: f64,
+    /// Requests answered ok, by the size of the batch that served them.
+    pub batch_sizes: std::collections::BTreeMap<u32, u64>,
     /// The dataplane's share, as the frontend measures it: arrival at the
     /// frontend to the answer leaving it, minus execution (queueing,
     /// dispatch, input fetch and result delivery), p50 / p99.
@@ -115,6 +117,8 @@ struct Tally {
     latency_us: Vec<u32>,
     overhead_us: Vec<u32>,
     batch_sum: u64,
+    /// Answers ok by the size of the batch that served them.
+    batch_sizes: std::collections::BTreeMap<u32, u64>,
     drop_reasons: Vec<(fb::DropReason, u64)>,
     error_codes: Vec<(fb::ErrorCode, u64)>,
 }
@@ -178,6 +182,7 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
                     t.latency_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
                     if let Some(tm) = r.timing {
                         t.batch_sum += u64::from(tm.batch_size);
+                        *t.batch_sizes.entry(tm.batch_size).or_default() += 1;
                         t.overhead_us.push((tm.queue_ns / 1_000).min(u32::MAX as u64) as u32);
                     }
                 }
@@ -298,6 +303,9 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         t.latency_us.extend(x.latency_us);
         t.overhead_us.extend(x.overhead_us);
         t.batch_sum += x.batch_sum;
+        for (b, c) in x.batch_sizes {
+            *t.batch_sizes.entry(b).or_default() += c;
+        }
         for (k, c) in x.drop_reasons {
             (0..c).for_each(|_| bump(&mut t.drop_reasons, k));
         }
@@ -325,6 +333,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         p99_ms: percentile_ms(&mut t.latency_us, 0.99),
         p999_ms: percentile_ms(&mut t.latency_us, 0.999),
         mean_batch: if answered_ok == 0 { 0.0 } else { t.batch_sum as f64 / answered_ok as f64 },
+        batch_sizes: t.batch_sizes,
         overhead_p50_ms: percentile_ms(&mut t.overhead_us, 0.5),
         overhead_p99_ms: percentile_ms(&mut t.overhead_us, 0.99),
         max_send_lag_ms: max_lag as f64 / 1e6,
@@ -345,6 +354,8 @@ pub fn print(r: &LoadReport) {
         "mean batch {:.2}  dataplane overhead p50 {:.3} ms  p99 {:.3} ms  max send lag {:.3} ms",
         r.mean_batch, r.overhead_p50_ms, r.overhead_p99_ms, r.max_send_lag_ms
     );
+    let sizes: Vec<String> = r.batch_sizes.iter().map(|(b, c)| format!("{b}:{c}")).collect();
+    println!("requests by batch size: {}", sizes.join(" "));
     if !r.drop_reasons.is_empty() {
         println!("drops: {:?}", r.drop_reasons);
     }
