@@ -45,7 +45,8 @@ pub enum ExecError {
         got: usize,
         want: usize,
     },
-    /// No device to run on (for example, no CUDA driver).
+    /// No device to run on, and why (the text names the device kind, e.g.
+    /// "no CUDA device: ...").
     NoDevice(String),
 }
 
@@ -57,7 +58,7 @@ impl std::fmt::Display for ExecError {
             Self::EmptyBatch => write!(f, "empty batch"),
             Self::BatchTooLarge { batch, max } => write!(f, "batch of {batch} exceeds the maximum {max}"),
             Self::InputSize { request, got, want } => write!(f, "request {request}: {got} floats, want {want}"),
-            Self::NoDevice(why) => write!(f, "no device: {why}"),
+            Self::NoDevice(why) => write!(f, "{why}"),
         }
     }
 }

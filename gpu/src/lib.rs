@@ -11,6 +11,7 @@
 //! because they are part of the deterministic simulation, not of a server.
 
 pub mod conformance;
+pub mod cuda;
 pub mod emulated;
 pub mod executor;
 pub mod supernet;

@@ -40,6 +40,17 @@ pub struct EngineArgs {
     /// Pin the engine's shards to the cores of this NUMA node.
     #[arg(long)]
     numa_node: Option<usize>,
+    /// What runs the batches.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
+    executor: ExecutorKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorKind {
+    /// Each batch takes its profile's l(b), waited out on the engine's clock.
+    Emulated,
+    /// The GPU (CUDA driver loaded at run time).
+    Cuda,
 }
 
 #[derive(clap::Args)]
@@ -154,7 +165,23 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Release);
 }
 
+/// Checks the executor can run here before anything starts.
+fn check_executor(a: &EngineArgs) -> Result<(), String> {
+    match a.executor {
+        ExecutorKind::Emulated => Ok(()),
+        ExecutorKind::Cuda => {
+            let d = baton_gpu::cuda::open(0).map_err(|e| format!("--executor cuda: {e}"))?;
+            Err(format!(
+                "--executor cuda: found {} ({} MiB), but the CUDA executor's models are not built yet",
+                d.name,
+                d.total_mem_bytes >> 20
+            ))
+        }
+    }
+}
+
 fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
+    check_executor(a)?;
     let s = match &a.scenario {
         Some(f) => load_scenario(f)?,
         None => Scenario::parse(SERVE_SCENARIO).map_err(|e| format!("built-in scenario: {e}"))?,

@@ -234,3 +234,14 @@ fn partition_policies_plan_and_simulate_glet_scenarios() {
     let out = baton(&["plan", &scenario("table4-resnet50.toml"), "--policy", "greedy-part", "--rate", "100"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
+    let out = baton(&["serve", "--listen", "127.0.0.1:0", "--executor", "cuda", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Without a driver: "no CUDA device"; on a GPU machine: the device is
+    // found but the models are not built yet.
+    assert!(err.contains("no CUDA device") || err.contains("not built yet"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
