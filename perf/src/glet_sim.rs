@@ -61,15 +61,15 @@ pub fn goodputs(names: &[&str], policies: &[PolicyKind], duration_s: Option<f64>
         .iter()
         .map(|name| {
             let s = scenario(name, duration_s);
-            GoodputRow {
-                scenario: name.to_string(),
-                goodput_rps: policies
-                    .iter()
-                    .map(|&p| (p.as_str().to_string(), find_goodput(&s, p, tolerance).goodput_rps))
-                    .collect(),
-            }
+            goodput_row(name, &s, policies, tolerance)
         })
         .collect()
+}
+
+/// Each policy's goodput on one scenario.
+fn goodput_row(name: &str, s: &Scenario, policies: &[PolicyKind], tolerance: f64) -> GoodputRow {
+    let goodput_rps = policies.iter().map(|&p| (p.as_str().to_string(), find_goodput(s, p, tolerance).goodput_rps));
+    GoodputRow { scenario: name.to_string(), goodput_rps: goodput_rps.collect() }
 }
 
 /// Experiment 1 on a counterfactual GPU whose partitions never slow each
@@ -87,13 +87,7 @@ pub fn goodputs_without_interference(
             let mut s = scenario(name, duration_s);
             let data = s.partitions.as_deref().expect("glet scenario").without_interference();
             s.partitions = Some(std::sync::Arc::new(data));
-            GoodputRow {
-                scenario: name.to_string(),
-                goodput_rps: policies
-                    .iter()
-                    .map(|&p| (p.as_str().to_string(), find_goodput(&s, p, tolerance).goodput_rps))
-                    .collect(),
-            }
+            goodput_row(name, &s, policies, tolerance)
         })
         .collect()
 }

@@ -43,5 +43,18 @@ pub fn frontend_of(request: u64) -> u32 {
     (request >> FRONTEND_SHIFT) as u32
 }
 
+/// A request as `baton-sched` knows it. App 0: the engine refuses models
+/// with input-dependent times, the only ones apps matter to.
+pub fn request_of(m: &baton_wire::fb::RequestMeta) -> baton_sched::types::Request {
+    use baton_sched::types::{AppId, ModelId, Request, RequestId};
+    Request {
+        id: RequestId(m.id),
+        model: ModelId(m.model),
+        app: AppId(0),
+        arrival: m.arrival_ns,
+        deadline: m.deadline_ns,
+    }
+}
+
 #[cfg(test)]
 mod tests;

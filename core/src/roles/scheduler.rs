@@ -13,11 +13,11 @@
 use std::collections::HashMap;
 
 use baton_sched::time::Nanos;
-use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, ModelId, Request, RequestId, Scheduler};
+use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Scheduler};
 use baton_wire::{fb, Message};
 
 use super::decisions::Decisions;
-use super::Envelope;
+use super::{request_of, Envelope};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerStats {
@@ -67,14 +67,7 @@ impl SchedulerRole {
         match msg {
             Message::RequestMeta(m) if m.model < self.models => {
                 self.stats.requests += 1;
-                let req = Request {
-                    id: RequestId(m.id),
-                    model: ModelId(m.model),
-                    app: AppId(0),
-                    arrival: m.arrival_ns,
-                    deadline: m.deadline_ns,
-                };
-                self.policy.on_request(now, req);
+                self.policy.on_request(now, request_of(&m));
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {
                 Some(plan) => {

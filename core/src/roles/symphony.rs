@@ -11,12 +11,12 @@
 
 use baton_sched::symphony::{ModelShard, RankShard, ShardOutput, ToModel, ToRank};
 use baton_sched::time::Nanos;
-use baton_sched::types::{AppId, BackendId, ClusterSpec, ModelId, Request, RequestId};
+use baton_sched::types::{BackendId, ClusterSpec, ModelId};
 use baton_wire::fb;
 
 use super::decisions::Decisions;
 use super::scheduler::SchedulerStats;
-use super::Envelope;
+use super::{request_of, Envelope};
 
 /// Batch ids of model shard k start at k << BATCH_ID_SHIFT.
 const BATCH_ID_SHIFT: u32 = 48;
@@ -48,14 +48,7 @@ impl ModelShardRole {
 
     pub fn on_request(&mut self, now: Nanos, m: fb::RequestMeta, out: &mut Vec<Envelope>, rank: &mut Vec<ToRank>) {
         self.stats.requests += 1;
-        let req = Request {
-            id: RequestId(m.id),
-            model: ModelId(m.model),
-            app: AppId(0),
-            arrival: m.arrival_ns,
-            deadline: m.deadline_ns,
-        };
-        self.shard.on_request(now, req);
+        self.shard.on_request(now, request_of(&m));
         self.drain(out, rank);
     }
 

@@ -2,6 +2,19 @@
 
 use baton_perf::engine_bench::{table4, throughput};
 
+/// One more run of the same load, next to `serve`'s goodput.
+fn side_by_side(what: &str, r: &baton_perf::load::LoadReport, serve_rps: f64) {
+    println!(
+        "  the same load with {what}: goodput {:.1} r/s (ratio to serve {:.3}), ok {} late {} dropped {} unanswered {}",
+        r.goodput_rps,
+        r.goodput_rps / serve_rps,
+        r.ok,
+        r.late,
+        r.dropped,
+        r.unanswered
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let secs = if quick { 1.0 } else { 10.0 };
@@ -23,28 +36,8 @@ fn main() {
         e.engine.overhead_p50_ms,
         e.engine.overhead_p99_ms
     );
-    let r = &e.roles_over_tcp;
-    println!(
-        "  the same load on frontend, scheduler and backends over TCP: goodput {:.1} r/s (ratio to serve {:.3}), \
-         ok {} late {} dropped {} unanswered {}",
-        r.goodput_rps,
-        r.goodput_rps / e.engine.goodput_rps,
-        r.ok,
-        r.late,
-        r.dropped,
-        r.unanswered
-    );
-    let r = &e.split_symphony;
-    println!(
-        "  the same load with Symphony's model shard on its own shard: goodput {:.1} r/s (ratio to serve {:.3}), \
-         ok {} late {} dropped {} unanswered {}",
-        r.goodput_rps,
-        r.goodput_rps / e.engine.goodput_rps,
-        r.ok,
-        r.late,
-        r.dropped,
-        r.unanswered
-    );
+    side_by_side("frontend, scheduler and backends over TCP", &e.roles_over_tcp, e.engine.goodput_rps);
+    side_by_side("Symphony's model shard on its own shard", &e.split_symphony, e.engine.goodput_rps);
     let t =
         throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
     println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
