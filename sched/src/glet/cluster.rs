@@ -179,7 +179,7 @@ fn splits_with_sharing(planning: &Planning<'_>, gpus: usize) -> Option<GletPlan>
                 .enumerate()
                 .flat_map(|(gpu, &k)| SPLITS[k].iter().map(move |&percent| PlannedPart { gpu, percent, node: None }))
                 .collect();
-            let placed = place_all(Spatial::Elastic, planning, gpus, parts, false, false)?;
+            let placed = place_all(Spatial::Elastic, planning, gpus, parts, gpus, false)?;
             assert!(planning.valid(&placed));
             return Some(GletPlan { parts: placed, rate_scale: 1.0 });
         }

@@ -26,9 +26,11 @@
 //! `p_ideal` partition serves) sent to a whole GPU instead of a `p_ideal`
 //! split when it needs a fresh GPU (free partitions large enough still come
 //! first) — p_req of a small load is the smallest partition, and splitting
-//! every GPU for small loads leaves temporal sharing no room — and each of
-//! the two with the demands in the opposite order (loose SLOs first, so
-//! that they share whole GPUs before tight ones take partitions alone).
+//! every GPU for small loads leaves temporal sharing no room — then with
+//! only the last 1, 2, ... fresh GPUs kept whole for residual loads (the
+//! first ones split for the tight models, the rest shared in time), and
+//! each of those with the demands in the opposite order (loose SLOs first,
+//! so that they share whole GPUs before tight ones take partitions alone).
 //!
 //! Greedy best-fit (the paper's baseline, section 2.4): demands in scenario
 //! order, `p_req` only (the whole GPU when none covers r), the same best
@@ -56,12 +58,17 @@ const EPS_RPS: f64 = 1e-6;
 
 /// Plans every demand on at most `gpus` GPUs; None if it cannot.
 pub fn plan_spatial(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Option<GletPlan> {
-    let tries: &[(bool, bool)] = match how {
-        Spatial::Elastic => &[(false, false), (true, false), (false, true), (true, true)],
-        Spatial::Greedy => &[(false, false)],
+    // (whole_from, reverse): first as Algorithm 1 has it, then residuals
+    // on whole GPUs everywhere, then only on the last 1, 2, ... GPUs.
+    let tries: Vec<(usize, bool)> = match how {
+        Spatial::Elastic => [false, true]
+            .into_iter()
+            .flat_map(|rev| [gpus, 0].into_iter().chain((1..gpus).rev()).map(move |w| (w, rev)))
+            .collect(),
+        Spatial::Greedy => vec![(gpus, false)],
     };
     let parts =
-        tries.iter().find_map(|&(whole, reverse)| place_all(how, planning, gpus, Vec::new(), whole, reverse))?;
+        tries.iter().find_map(|&(whole_from, rev)| place_all(how, planning, gpus, Vec::new(), whole_from, rev))?;
     for i in 0..parts.len() {
         assert!(planning.holds(&parts, i), "{how:?} planned partition {i} that breaks next to its sibling: {parts:?}");
     }
@@ -69,15 +76,15 @@ pub fn plan_spatial(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Optio
 }
 
 /// Places every demand on the GPUs already split as `parts` (all free),
-/// then on fresh GPUs up to `gpus`; with `residuals_whole`, a residual
-/// load that needs a fresh GPU takes it whole; with `reverse`, demands go
-/// loose SLOs first (module doc).
+/// then on fresh GPUs up to `gpus`; a residual load that needs a fresh GPU
+/// numbered `whole_from` or above takes it whole; with `reverse`, demands
+/// go loose SLOs first (module doc).
 pub(crate) fn place_all(
     how: Spatial,
     planning: &Planning<'_>,
     gpus: usize,
     mut parts: Vec<PlannedPart>,
-    residuals_whole: bool,
+    whole_from: usize,
     reverse: bool,
 ) -> Option<Vec<PlannedPart>> {
     assert!(parts.iter().all(|p| p.node.is_none() && p.gpu < gpus));
@@ -95,7 +102,7 @@ pub(crate) fn place_all(
     for d in order {
         let mut left = demands[d].rate_rps;
         while left > EPS_RPS {
-            left = place_one(how, planning, gpus, &mut parts, d, left, residuals_whole)?;
+            left = place_one(how, planning, gpus, &mut parts, d, left, whole_from)?;
         }
     }
     Some(parts)
@@ -110,7 +117,7 @@ fn place_one(
     parts: &mut Vec<PlannedPart>,
     d: usize,
     left: f64,
-    residuals_whole: bool,
+    whole_from: usize,
 ) -> Option<f64> {
     let per_percent = |p: u32| planning.alone_rps(d, p) / p as f64;
     let p_req = PARTITIONS.iter().copied().find(|&p| planning.alone_rps(d, p) >= left);
@@ -128,7 +135,7 @@ fn place_one(
     if how == Spatial::Elastic && residual_load && merge(planning, parts, d, left) {
         return Some(0.0);
     }
-    let i = best_fit(planning, gpus, parts, d, ideal, residuals_whole && residual_load)?;
+    let i = best_fit(planning, gpus, parts, d, ideal, if residual_load { whole_from } else { gpus })?;
     let mut node = planning.saturated(parts, i, d)?;
     let full = node.sessions[0].rate_rps;
     assert!(full > 0.0);
@@ -182,15 +189,15 @@ fn merge(planning: &Planning<'_>, parts: &mut [PlannedPart], d: usize, left: f64
 }
 
 /// The partition demand `d` goes to: the smallest free one of at least
-/// `ideal`%, else a fresh GPU split at `ideal`, else the largest free one
-/// that runs it at all. Only partitions where the demand meets its SLO count.
+/// `ideal`%, else a fresh GPU split at `ideal` (whole from GPU
+/// `whole_from` on), else the largest free one that runs it at all. Only partitions where the demand meets its SLO count.
 fn best_fit(
     planning: &Planning<'_>,
     gpus: usize,
     parts: &mut Vec<PlannedPart>,
     d: usize,
     ideal: u32,
-    fresh_whole: bool,
+    whole_from: usize,
 ) -> Option<usize> {
     let runs = |parts: &[PlannedPart], i: usize| planning.saturated(parts, i, d).is_some();
     let free: Vec<usize> = (0..parts.len()).filter(|&i| parts[i].node.is_none() && runs(parts, i)).collect();
@@ -199,7 +206,7 @@ fn best_fit(
         return Some(i);
     }
     let used = parts.iter().map(|p| p.gpu + 1).max().unwrap_or(0);
-    let ideal = if fresh_whole { 100 } else { ideal };
+    let ideal = if used >= whole_from { 100 } else { ideal };
     if used < gpus {
         let gpu = used;
         parts.push(PlannedPart { gpu, percent: ideal, node: None });
