@@ -10,7 +10,7 @@
 
 use baton_wire::frame::{split, FrameError, HEADER_LEN};
 use baton_wire::message::decode_payload;
-use baton_wire::{encode, DecodeError, Limits, Message};
+use baton_wire::{encode_into, DecodeError, Limits, Message};
 
 /// Bytes asked of the socket per read.
 pub const READ_CHUNK: usize = 64 << 10;
@@ -77,18 +77,20 @@ impl FrameBuf {
     }
 }
 
-/// Encoded frames waiting to be written.
+/// Encoded frames waiting to be written, and the flatbuffers builder
+/// they are encoded with (kept, so encoding does not allocate).
 #[derive(Default)]
 pub struct Outbox {
     buf: Vec<u8>,
     frames: usize,
+    builder: baton_wire::Builder,
 }
 
 impl Outbox {
     /// Appends `m` as one frame. A message too large for a frame is an error
     /// and nothing is appended.
     pub fn push(&mut self, m: &Message) -> Result<(), FrameError> {
-        self.buf.extend_from_slice(&encode(m)?);
+        encode_into(m, &mut self.builder, &mut self.buf)?;
         self.frames += 1;
         Ok(())
     }
@@ -123,8 +125,8 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_wire::fb;
     use baton_wire::frame::{FrameHeader, Kind};
+    use baton_wire::{encode, fb};
 
     fn msg(i: u64) -> Message {
         Message::Dropped(fb::Dropped { requests: Some(vec![i; (i % 7) as usize]), reason: fb::DropReason::Shed })

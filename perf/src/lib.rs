@@ -21,6 +21,7 @@ pub mod report;
 pub mod sched_speed;
 pub mod subnetact_bench;
 pub mod superserve_bench;
+pub mod wire_bench;
 
 pub use compare::{compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO, SERVE_SCENARIO};

@@ -224,3 +224,9 @@ fn glet_beats_sbp_and_noint_breaks_where_glet_holds() {
         assert!(r.glet_filters(), "{r:?}");
     }
 }
+
+#[test]
+fn wire_bench_runs_and_round_trips() {
+    let r = baton_perf::wire_bench::run(500);
+    assert!(r.encode_fresh_ns > 0.0 && r.encode_reused_ns > 0.0 && r.decode_ns > 0.0);
+}

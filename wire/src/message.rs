@@ -140,9 +140,10 @@ macro_rules! messages {
                 }
             }
 
-            fn payload(&self, b: &mut planus::Builder) -> Vec<u8> {
+            fn payload<'b>(&self, b: &'b mut planus::Builder) -> &'b [u8] {
+                b.clear();
                 match self {
-                    $(Message::$kind(m) => b.finish(m, None).to_vec(),)*
+                    $(Message::$kind(m) => b.finish(m, None),)*
                 }
             }
         }
@@ -180,10 +181,19 @@ messages!(
 
 /// Encodes a message as one frame (header + payload).
 pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
-    let payload = m.payload(&mut planus::Builder::new());
-    let mut out = FrameHeader::new(m.kind(), payload.len())?.to_bytes().to_vec();
-    out.extend_from_slice(&payload);
+    let mut out = Vec::new();
+    encode_into(m, &mut planus::Builder::new(), &mut out)?;
     Ok(out)
+}
+
+/// Appends `m` as one frame to `out`, building it in `builder` (reused
+/// across calls, a sender encodes without allocating once both have grown
+/// to its largest message). On error nothing is appended.
+pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>) -> Result<(), FrameError> {
+    let payload = m.payload(builder);
+    out.extend_from_slice(&FrameHeader::new(m.kind(), payload.len())?.to_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
 }
 
 /// Decodes exactly one frame from `bytes` (header, payload, nothing after).

@@ -1,0 +1,63 @@
+//! The wire codec's cost per message, side by side in one run: encoding an
+//! answer with a fresh builder and buffers per message (`encode`) versus
+//! into a reused builder and buffer (`Outbox::push`, what connections do),
+//! and decoding it back (verification and owned copy).
+
+use std::time::Instant;
+
+use baton_net::framing::Outbox;
+use baton_wire::{decode, encode, fb, Limits, Message};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct WireCosts {
+    pub messages: usize,
+    pub encode_fresh_ns: f64,
+    pub encode_reused_ns: f64,
+    pub decode_ns: f64,
+}
+
+/// An ok answer with one 4-float output, as the engine sends them.
+pub fn answer(id: u64) -> Message {
+    let data: Vec<u8> = (0..4).flat_map(|i| (i as f32 + id as f32).to_le_bytes()).collect();
+    Message::InferResponse(fb::InferResponse {
+        id,
+        status: fb::Status::Ok,
+        timing: Some(fb::Timing { queue_ns: 1_000, exec_ns: 20_000, batch_size: 32 }),
+        outputs: Some(vec![fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![4]), data: Some(data) }]),
+        ..Default::default()
+    })
+}
+
+pub fn run(messages: usize) -> WireCosts {
+    let msgs: Vec<Message> = (0..messages as u64).map(answer).collect();
+    let per = |t: Instant| t.elapsed().as_nanos() as f64 / messages as f64;
+
+    let t = Instant::now();
+    let mut fresh = 0usize;
+    for m in &msgs {
+        fresh += encode(m).expect("fits a frame").len();
+    }
+    let encode_fresh_ns = per(t);
+
+    let mut out = Outbox::default();
+    let t = Instant::now();
+    for chunk in msgs.chunks(256) {
+        for m in chunk {
+            out.push(m).expect("fits a frame");
+        }
+        let bytes = out.take();
+        assert!(!bytes.is_empty());
+        out.recycle(bytes);
+    }
+    let encode_reused_ns = per(t);
+    assert!(fresh > 0);
+
+    let frames: Vec<Vec<u8>> = msgs.iter().map(|m| encode(m).expect("fits")).collect();
+    let t = Instant::now();
+    for (f, m) in frames.iter().zip(&msgs) {
+        assert_eq!(&decode(f, &Limits::default()).expect("valid"), m);
+    }
+    let decode_ns = per(t);
+    WireCosts { messages, encode_fresh_ns, encode_reused_ns, decode_ns }
+}
