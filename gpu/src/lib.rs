@@ -2,9 +2,12 @@
 //!
 //! **Owns:** one `Executor` trait (`executor.rs`) and its implementations:
 //! the emulated executor (runs for the profile's l(b)), the SubNetAct
-//! supernet on the CPU (`supernet/`, real arithmetic), and later CUDA
-//! (cudarc, one CUDA graph per model and batch size, partitions); plus the
-//! conformance suite every executor runs (`conformance.rs`).
+//! supernet on the CPU (`supernet/`, real arithmetic), the reference models
+//! on the CPU (`reference/`: a ResNet-style CNN and a transformer encoder
+//! block, as GEMMs and elementwise kernels — the correctness reference of
+//! the CUDA executor), CUDA device discovery (`cuda.rs`; the CUDA models,
+//! one CUDA graph per model and batch size, and partitions are not built
+//! yet); plus the conformance suite every executor runs (`conformance.rs`).
 //!
 //! **Is not:** a scheduler: an executor runs the batch it is given, when it
 //! is told. The simulator's emulated backends live in `baton-sched::sim`,
@@ -14,6 +17,8 @@ pub mod conformance;
 pub mod cuda;
 pub mod emulated;
 pub mod executor;
+pub mod reference;
 pub mod supernet;
+mod weights;
 
 pub use executor::{Batch, ExecError, Executor, ModelInfo};

@@ -1,6 +1,8 @@
 //! The supernet's arithmetic: weights, per-subnet statistics, forward pass,
 //! and extraction of a subnet as a standalone network.
 
+use crate::weights::Gen;
+
 /// Shape of the supernet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SupernetConfig {
@@ -48,20 +50,6 @@ pub struct Supernet {
 pub struct Mlp {
     blocks: Vec<(Block, Norm)>,
     head: Block,
-}
-
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> f32 {
-        // splitmix64 to a uniform in [-1, 1).
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
 }
 
 fn random_block(g: &mut Gen, rows: usize, cols: usize) -> Block {

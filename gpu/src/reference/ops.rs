@@ -1,0 +1,97 @@
+//! The operators of the reference models, row-major f32 throughout.
+
+/// `c[m x n] = a[m x k] · b[k x n] (+ bias[n] on every row)`.
+pub fn gemm(a: &[f32], b: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usize, c: &mut [f32]) {
+    assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "gemm shapes");
+    for i in 0..m {
+        let row = &mut c[i * n..(i + 1) * n];
+        match bias {
+            Some(bias) => row.copy_from_slice(bias),
+            None => row.fill(0.0),
+        }
+        for p in 0..k {
+            let x = a[i * k + p];
+            for (r, &w) in row.iter_mut().zip(&b[p * n..(p + 1) * n]) {
+                *r += x * w;
+            }
+        }
+    }
+}
+
+/// The patches of a 3x3, stride-1, zero-padded convolution over one image
+/// `x[c][h][w]`: row `y*w + x` holds the `c*9` inputs its output sees, so
+/// the convolution is one GEMM with weights `[c*9 x out]` ("im2col").
+pub fn im2col3(x: &[f32], c: usize, h: usize, w: usize, cols: &mut Vec<f32>) {
+    assert_eq!(x.len(), c * h * w);
+    cols.clear();
+    cols.resize(h * w * c * 9, 0.0);
+    for yy in 0..h {
+        for xx in 0..w {
+            let row = (yy * w + xx) * c * 9;
+            for ch in 0..c {
+                for (t, (dy, dx)) in (0..3).flat_map(|dy| (0..3).map(move |dx| (dy, dx))).enumerate() {
+                    let (sy, sx) = (yy + dy, xx + dx);
+                    if sy >= 1 && sx >= 1 && sy - 1 < h && sx - 1 < w {
+                        cols[row + ch * 9 + t] = x[ch * h * w + (sy - 1) * w + (sx - 1)];
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn relu(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = v.max(0.0));
+}
+
+/// GELU, tanh form.
+pub fn gelu(x: &mut [f32]) {
+    const K: f32 = 0.797_884_6; // sqrt(2/pi)
+    x.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + (K * (*v + 0.044_715 * *v * *v * *v)).tanh()));
+}
+
+/// Layer normalisation of each row of `x[rows x d]` (no learned scale).
+pub fn layernorm(x: &mut [f32], d: usize) {
+    for row in x.chunks_exact_mut(d) {
+        let mean = row.iter().sum::<f32>() / d as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+        let inv = 1.0 / (var + 1e-5).sqrt();
+        row.iter_mut().for_each(|v| *v = (*v - mean) * inv);
+    }
+}
+
+/// Softmax of each row of `x[rows x n]`, stabilised by the row maximum.
+pub fn softmax(x: &mut [f32], n: usize) {
+    for row in x.chunks_exact_mut(n) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        row.iter_mut().for_each(|v| {
+            *v = (*v - max).exp();
+            sum += *v;
+        });
+        row.iter_mut().for_each(|v| *v /= sum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn norms_and_softmax_have_their_defining_properties() {
+        let mut x: Vec<f32> = (0..64).map(|i| (i as f32 * 0.7).sin() * 3.0 + 1.0).collect();
+        layernorm(&mut x, 16);
+        for row in x.chunks(16) {
+            let mean: f32 = row.iter().sum::<f32>() / 16.0;
+            let var: f32 = row.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / 16.0;
+            assert!(mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-3, "{mean} {var}");
+        }
+        softmax(&mut x, 8);
+        for row in x.chunks(8) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5 && row.iter().all(|&p| p > 0.0));
+        }
+        let mut g = vec![-3.0, 0.0, 3.0];
+        gelu(&mut g);
+        assert!(g[0].abs() < 0.01 && g[1] == 0.0 && (g[2] - 3.0).abs() < 0.01, "{g:?}");
+    }
+}
