@@ -38,7 +38,8 @@ impl ReferenceModels {
             max_batch,
             variants: 1,
         };
-        let infos = vec![info("resnet-block", c.input_len(), cnn.classes), info("encoder-block", e.io_len(), e.io_len())];
+        let infos =
+            vec![info("resnet-block", c.input_len(), cnn.classes), info("encoder-block", e.io_len(), e.io_len())];
         Self { models: vec![Model::Cnn(c), Model::Encoder(e)], infos }
     }
 
