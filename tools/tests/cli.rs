@@ -194,6 +194,9 @@ fn serve_refuses_what_the_engine_cannot_run() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("input-dependent"), "{err}");
+    let out = baton(&["frontend", "--listen", "127.0.0.1:0", "--index", "70000", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("frontend index 70000"));
     let out = baton(&["serve", "--listen", "127.0.0.1:0", "--numa-node", "4096", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
-use super::{frontend_of, Addr, Envelope, FRONTEND_SHIFT};
+use super::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::models::ModelTable;
 
 /// A client connection, as the runtime numbers them.
@@ -109,7 +109,7 @@ impl Frontend {
     fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<u32, (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = req.model.as_deref().unwrap_or("");
-        let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{name}`")))?;
+        let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
         if req.slo_ns == 0 {
             return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
         }
@@ -159,8 +159,10 @@ impl Frontend {
         Envelope { to: Addr::Backend(fetch.backend), msg: Message::Inputs(inputs) }
     }
 
+    /// The request `id`, once: a second answer, or one for a request this
+    /// frontend never held (a misrouted or forged id from a peer), is
+    /// refused and counted.
     fn take(&mut self, id: u64) -> Option<Held> {
-        debug_assert_eq!(frontend_of(id), self.index, "request {id:#x} routed to the wrong frontend");
         let h = self.held.remove(&id);
         if h.is_none() {
             self.stats.duplicates += 1;
@@ -218,6 +220,12 @@ impl Frontend {
     pub fn orphan(&mut self) {
         self.stats.orphaned += 1;
     }
+}
+
+/// A client's string as quoted back in an error: at most 64 characters, so
+/// an answer stays small whatever the request carried.
+fn clip(s: &str) -> &str {
+    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
 
 /// A one-dimensional f32 tensor over little-endian bytes.

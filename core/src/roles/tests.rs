@@ -183,4 +183,10 @@ fn bad_requests_get_typed_errors_and_nothing_else() {
     assert_eq!(five.status, fb::Status::Ok);
     assert_eq!(c.answers.len(), 7);
     assert_eq!(c.fe.stats.errors, 6);
+    // A client's model name is quoted back clipped: answers stay small.
+    let huge = "é".repeat(100_000);
+    let mut d = Cluster::new(PolicyKind::Symphony, 1);
+    d.run(vec![(0, request(9, &huge, 25.0, &[0.0; FLOATS]))].into());
+    let why = d.answers[0].1.message.as_deref().unwrap();
+    assert!(why.starts_with("no model named") && why.len() < 200, "{} bytes", why.len());
 }

@@ -4,9 +4,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
 use baton_net::framing::Outbox;
-use baton_wire::Message;
+use baton_wire::{FrameError, Message};
 use futures_lite::io::WriteHalf;
 use futures_lite::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalSender};
@@ -50,11 +51,12 @@ impl Conn {
         (conn, task)
     }
 
-    pub fn send(&self, m: &Message) {
-        // Messages are bounded by the decoder's limits; one that could not
-        // be framed would be a bug in a role.
-        self.out.borrow_mut().push(m).expect("messages fit a frame");
+    /// Queues `m` for the writer; a message too large for one frame is
+    /// refused (nothing queued) for the caller to answer otherwise.
+    pub fn send(&self, m: &Message) -> Result<(), FrameError> {
+        self.out.borrow_mut().push(m)?;
         let _ = self.wake.try_send(());
+        Ok(())
     }
 
     /// Flushes what is pending, then closes.
@@ -62,4 +64,20 @@ impl Conn {
         self.closed.set(true);
         let _ = self.wake.try_send(());
     }
+}
+
+/// Closes `conns`, each after flushing what it holds, and waits (at most
+/// about 100 ms) for their writers to send it and shut their sockets.
+pub async fn close_all(conns: &[Rc<Conn>]) {
+    for c in conns {
+        c.close();
+    }
+    for _ in 0..100 {
+        if conns.iter().all(|c| c.out.borrow().is_empty()) {
+            break;
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    // One more turn for the writers to shut their sockets.
+    glommio::timer::sleep(Duration::from_millis(2)).await;
 }

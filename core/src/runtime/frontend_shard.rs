@@ -23,14 +23,13 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
 use baton_wire::{fb, Message};
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
-use super::conn::Conn;
+use super::conn::{self, Conn};
 use super::link::{Link, ShardMsg};
 use super::router::{role_addr, Router};
 use super::{pause, IDLE};
@@ -66,7 +65,18 @@ impl Shard {
     fn answer(&mut self, answers: &mut Vec<Answer>) {
         for (conn, a) in answers.drain(..) {
             match self.conns.get(&conn) {
-                Some(c) if !c.closed.get() => c.send(&Message::InferResponse(a)),
+                Some(c) if !c.closed.get() => {
+                    let id = a.id;
+                    if let Err(e) = c.send(&Message::InferResponse(a)) {
+                        // The outputs do not fit a frame: the answer becomes an error.
+                        let why = format!("the answer does not fit a frame: {e}");
+                        let mut err = error_answer(fb::ErrorCode::Internal, why);
+                        if let Message::InferResponse(r) = &mut err {
+                            r.id = id;
+                        }
+                        send_small(c, &err);
+                    }
+                }
                 _ => self.fe.orphan(),
             }
         }
@@ -83,12 +93,12 @@ impl Shard {
                         let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
                         self.outbound.push_back(ShardMsg::Env(meta))
                     }
-                    Err(e) => conn.send(&Message::InferResponse(e)),
+                    Err(e) => send_small(conn, &Message::InferResponse(e)),
                 }
             }
             other => {
                 let why = format!("{:?} is not a message clients send", other.kind());
-                conn.send(&error_answer(fb::ErrorCode::UnexpectedKind, why));
+                send_small(conn, &error_answer(fb::ErrorCode::UnexpectedKind, why));
             }
         }
     }
@@ -106,6 +116,11 @@ impl Shard {
             _ => self.bad_frames += 1,
         }
     }
+}
+
+/// Sends an answer without outputs: a few dozen bytes always fit a frame.
+fn send_small(conn: &Conn, m: &Message) {
+    conn.send(m).expect("an answer without outputs fits a frame");
 }
 
 fn error_answer(code: fb::ErrorCode, message: String) -> Message {
@@ -183,13 +198,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
         (Report { stats: s.fe.stats, connections: s.connections, bad_frames: s.bad_frames, held_at_stop: held }, conns)
     };
-    // Give the writers a moment to flush the last answers.
-    for _ in 0..100 {
-        if conns.iter().all(|c| c.out.borrow().is_empty() || c.closed.get()) {
-            break;
-        }
-        glommio::timer::sleep(Duration::from_millis(1)).await;
-    }
+    // The last answers go out before the connections close.
+    conn::close_all(&conns).await;
     report
 }
 
@@ -226,7 +236,7 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
                     shard.borrow_mut().conns.remove(&id);
                     let router = shard.borrow().router.clone();
                     let Some(router) = router else {
-                        conn.send(&error_answer(fb::ErrorCode::UnexpectedKind, "no peers here".into()));
+                        send_small(&conn, &error_answer(fb::ErrorCode::UnexpectedKind, "no peers here".into()));
                         break 'read;
                     };
                     router.register(role_addr(&h), Rc::clone(&conn));
@@ -237,11 +247,11 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
                 Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;
-                    conn.send(&error_answer(fb::ErrorCode::Malformed, e.to_string()));
+                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                 }
                 Err(e) => {
                     shard.borrow_mut().bad_frames += 1;
-                    conn.send(&error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
+                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
                     break 'read;
                 }
             }

@@ -32,7 +32,7 @@ use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, 
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
-use crate::roles::Addr;
+use crate::roles::{Addr, FRONTEND_SHIFT};
 
 /// How long a role waits for the peers it connects to.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -80,6 +80,11 @@ pub fn start_role(
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
     let table = servable(scenario, policy, cfg)?;
+    if let RoleSpec::Frontend { index, .. } = &spec {
+        if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
+            return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));
+        }
+    }
     if let RoleSpec::Backends { first, count, .. } = &spec {
         if first.checked_add(*count).is_none_or(|end| end > scenario.cluster.backends || *count == 0) {
             let n = scenario.cluster.backends;
@@ -158,7 +163,7 @@ async fn scheduler(
             let (conn, _) = Conn::spawn(writer);
             let greet = move |r: &Router, h: &fb::Hello, c: &Rc<Conn>| {
                 r.register(role_addr(h), Rc::clone(c));
-                c.send(&Message::Hello(hello(fb::Role::Scheduler, 0, origin)));
+                c.send(&Message::Hello(hello(fb::Role::Scheduler, 0, origin))).expect("a Hello fits a frame");
             };
             glommio::spawn_local(Rc::clone(&r).read_peer(reader, FrameBuf::default(), conn, false, greet)).detach();
         }

@@ -26,7 +26,7 @@ use futures_lite::io::ReadHalf;
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 
-use super::conn::Conn;
+use super::conn::{self, Conn};
 use crate::roles::{frontend_of, Addr, Envelope};
 
 #[derive(Default)]
@@ -77,7 +77,11 @@ impl Router {
     pub fn send(&self, e: Envelope) {
         let peer = self.peers.borrow().get(&e.to).filter(|c| !c.closed.get()).cloned();
         match (peer, e.msg) {
-            (Some(c), msg) => c.send(&msg),
+            (Some(c), msg) => {
+                if c.send(&msg).is_err() {
+                    self.undeliverable.set(self.undeliverable.get() + 1);
+                }
+            }
             (None, Message::BatchPlan(p)) => {
                 // The batch cannot run: its requests end here, dropped.
                 let ids = p.requests.unwrap_or_default();
@@ -136,17 +140,7 @@ impl Router {
     /// writers a moment to flush, so peers see the close at once.
     pub async fn close_all(&self) {
         let conns: Vec<Rc<Conn>> = self.peers.borrow_mut().drain().map(|(_, c)| c).collect();
-        for c in &conns {
-            c.close();
-        }
-        for _ in 0..100 {
-            if conns.iter().all(|c| c.out.borrow().is_empty()) {
-                break;
-            }
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
-        // One more turn for the writers to shut their sockets.
-        glommio::timer::sleep(Duration::from_millis(2)).await;
+        conn::close_all(&conns).await;
     }
 
     /// A peer connection closed: forget its roles, and tell a local
@@ -185,7 +179,7 @@ pub async fn connect(
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, _) = Conn::spawn(writer);
     for h in hellos {
-        conn.send(&Message::Hello(h.clone()));
+        conn.send(&Message::Hello(h.clone())).expect("a Hello fits a frame");
     }
     let mut buf = FrameBuf::default();
     let mut reply = None;

@@ -140,12 +140,11 @@ impl State {
                     _ => self.outbound.push_back(ShardMsg::Model(m)),
                 },
             }
-            // Keep causal order: what a message caused goes before later ones.
-            let caused = out.drain(..).map(ShardMsg::Env);
-            let caused =
-                caused.chain(to_rank.drain(..).map(ShardMsg::Rank)).chain(to_model.drain(..).map(ShardMsg::Model));
-            let caused: Vec<ShardMsg> = caused.collect();
-            queue.extend(caused.into_iter().rev());
+            // Keep causal order: what a message caused goes before later
+            // ones (the queue is a stack: push in reverse).
+            queue.extend(to_model.drain(..).rev().map(ShardMsg::Model));
+            queue.extend(to_rank.drain(..).rev().map(ShardMsg::Rank));
+            queue.extend(out.drain(..).rev().map(ShardMsg::Env));
         }
     }
 

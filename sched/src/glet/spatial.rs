@@ -190,7 +190,8 @@ fn merge(planning: &Planning<'_>, parts: &mut [PlannedPart], d: usize, left: f64
 
 /// The partition demand `d` goes to: the smallest free one of at least
 /// `ideal`%, else a fresh GPU split at `ideal` (whole from GPU
-/// `whole_from` on), else the largest free one that runs it at all. Only partitions where the demand meets its SLO count.
+/// `whole_from` on), else the largest free one that runs it at all. Only
+/// partitions where the demand meets its SLO count.
 fn best_fit(
     planning: &Planning<'_>,
     gpus: usize,
