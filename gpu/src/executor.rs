@@ -48,6 +48,9 @@ pub enum ExecError {
     /// No device to run on, and why (the text names the device kind, e.g.
     /// "no CUDA device: ...").
     NoDevice(String),
+    /// The device failed while running a batch (a driver or library
+    /// error, or too little device memory for the configured models).
+    Device(String),
 }
 
 impl std::fmt::Display for ExecError {
@@ -59,17 +62,41 @@ impl std::fmt::Display for ExecError {
             Self::BatchTooLarge { batch, max } => write!(f, "batch of {batch} exceeds the maximum {max}"),
             Self::InputSize { request, got, want } => write!(f, "request {request}: {got} floats, want {want}"),
             Self::NoDevice(why) => write!(f, "{why}"),
+            Self::Device(why) => write!(f, "device error: {why}"),
         }
     }
 }
 
 impl std::error::Error for ExecError {}
 
+/// How `launch` left a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launched {
+    /// Finished (or its device time is known): outputs are written.
+    Done(Duration),
+    /// Running on the device: `poll` says when it is done.
+    InFlight,
+}
+
 pub trait Executor {
     fn models(&self) -> &[ModelInfo];
 
-    /// Runs `batch`, replacing `outputs` with one output per request.
+    /// Runs `batch`, replacing `outputs` with one output per request, and
+    /// returns its device time.
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError>;
+
+    /// Starts `batch` without waiting for it, as a GPU launch does. An
+    /// executor that cannot returns `Done` from `run`. One batch at a time:
+    /// a batch in flight is polled to completion before the next launch.
+    fn launch(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
+        self.run(batch, outputs).map(Launched::Done)
+    }
+
+    /// For a batch `launch` left in flight: `None` while it runs; once it
+    /// is done, its outputs in `outputs` and its device time.
+    fn poll(&mut self, _outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
+        None
+    }
 }
 
 /// The checks every executor makes before running, in one place so that

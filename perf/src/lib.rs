@@ -8,6 +8,7 @@
 //! on the same scenario and seed.
 
 pub mod compare;
+pub mod cuda_bench;
 pub mod engine_bench;
 pub mod flat_top;
 pub mod glet_bench;

@@ -2,6 +2,7 @@
 
 mod compare;
 mod plan;
+mod profile;
 mod serve;
 mod sim;
 mod trace;
@@ -25,6 +26,8 @@ enum Command {
     Compare(compare::Args),
     /// Nexus's epoch plan for a scenario at a rate: backends, sessions, routing, GPU counts.
     Plan(plan::Args),
+    /// Measure the CUDA executor's models on the GPU: l(b), alpha and beta, as a scenario file.
+    Profile(profile::Args),
     /// Write a synthetic day of invocations in the Azure Functions 2019 schema.
     Trace(trace::Args),
     /// Serve a scenario's models on emulated GPUs: every role in one process, over TCP.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Plan(a) => plan::run(a),
+        Command::Profile(a) => profile::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Serve(a) => serve::serve(a),
         Command::Frontend(a) => serve::frontend(a),

@@ -170,7 +170,7 @@ fn check_executor(a: &EngineArgs) -> Result<(), String> {
     match a.executor {
         ExecutorKind::Emulated => Ok(()),
         ExecutorKind::Cuda => {
-            let d = baton_gpu::cuda::open(0).map_err(|e| format!("--executor cuda: {e}"))?;
+            let (_, d) = baton_gpu::cuda::open_context(0).map_err(|e| format!("--executor cuda: {e}"))?;
             Err(format!(
                 "--executor cuda: found {} ({} MiB), but the CUDA executor's models are not built yet",
                 d.name,

@@ -46,11 +46,11 @@ impl Conv3 {
 
 pub struct Cnn {
     pub shape: CnnShape,
-    stem: Conv3,
-    conv1: Conv3,
-    conv2: Conv3,
-    fc: Vec<f32>,
-    fc_b: Vec<f32>,
+    pub(crate) stem: Conv3,
+    pub(crate) conv1: Conv3,
+    pub(crate) conv2: Conv3,
+    pub(crate) fc: Vec<f32>,
+    pub(crate) fc_b: Vec<f32>,
 }
 
 impl Cnn {

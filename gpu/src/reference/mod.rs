@@ -30,7 +30,7 @@ pub struct ReferenceModels {
 impl ReferenceModels {
     pub fn new(cnn: CnnShape, encoder: EncoderShape, max_batch: u32, seed: u64) -> Self {
         let c = Cnn::new(cnn, seed);
-        let e = Encoder::new(encoder, seed ^ 0x5eed);
+        let e = Encoder::new(encoder, Self::encoder_seed(seed));
         let info = |name: &str, input_len, output_len| ModelInfo {
             name: name.into(),
             input_len,
@@ -43,10 +43,19 @@ impl ReferenceModels {
         Self { models: vec![Model::Cnn(c), Model::Encoder(e)], infos }
     }
 
+    /// The encoder's weights seed, given the models' seed.
+    pub fn encoder_seed(seed: u64) -> u64 {
+        seed ^ 0x5eed
+    }
+
     /// Small shapes, for tests and the CPU.
-    pub fn small(seed: u64) -> Self {
+    pub fn small_shapes() -> (CnnShape, EncoderShape) {
         let cnn = CnnShape { in_channels: 3, channels: 8, height: 8, width: 8, classes: 10 };
-        let enc = EncoderShape { seq: 8, dim: 32, heads: 4, ffn: 64 };
+        (cnn, EncoderShape { seq: 8, dim: 32, heads: 4, ffn: 64 })
+    }
+
+    pub fn small(seed: u64) -> Self {
+        let (cnn, enc) = Self::small_shapes();
         Self::new(cnn, enc, 8, seed)
     }
 }

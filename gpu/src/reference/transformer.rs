@@ -18,14 +18,14 @@ pub struct EncoderShape {
 
 pub struct Encoder {
     pub shape: EncoderShape,
-    wqkv: Vec<f32>,
-    bqkv: Vec<f32>,
-    wo: Vec<f32>,
-    bo: Vec<f32>,
-    w1: Vec<f32>,
-    b1: Vec<f32>,
-    w2: Vec<f32>,
-    b2: Vec<f32>,
+    pub(crate) wqkv: Vec<f32>,
+    pub(crate) bqkv: Vec<f32>,
+    pub(crate) wo: Vec<f32>,
+    pub(crate) bo: Vec<f32>,
+    pub(crate) w1: Vec<f32>,
+    pub(crate) b1: Vec<f32>,
+    pub(crate) w2: Vec<f32>,
+    pub(crate) b2: Vec<f32>,
 }
 
 impl Encoder {

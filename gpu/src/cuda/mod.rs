@@ -1,0 +1,301 @@
+//! The CUDA executor: the reference models (a ResNet-style CNN and a
+//! transformer encoder block) on one NVIDIA GPU, with cuBLAS GEMMs and
+//! NVRTC-compiled elementwise kernels (`kernels.rs`), weights uploaded from
+//! the very CPU reference objects the outputs are checked against
+//! (`check.rs`).
+//!
+//! At start-up everything is allocated from the configured limits: device
+//! buffers for each model's largest batch, pinned host buffers for inputs
+//! and outputs, and one CUDA graph captured per (model, batch size). A batch
+//! is then one host-to-device copy, one graph launch and one device-to-host
+//! copy on the one stream, bracketed by two events whose difference is the
+//! batch's device time. `LaunchMode::Eager` enqueues the same kernels one
+//! by one instead (the comparison the benchmark makes).
+
+pub mod blas;
+pub mod check;
+pub mod cnn;
+pub mod device;
+pub mod encoder;
+pub mod kernels;
+pub mod profile;
+
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaEvent, CudaGraph, PinnedHostSlice};
+
+use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo};
+use crate::reference::cnn::{Cnn, CnnShape};
+use crate::reference::transformer::{Encoder, EncoderShape};
+use crate::reference::ReferenceModels;
+use cnn::GpuCnn;
+pub use device::{open_context, CudaError, DevPtr, DeviceInfo, Gpu};
+use encoder::GpuEncoder;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchMode {
+    /// One captured graph per (model, batch size).
+    Graph,
+    /// The kernels and GEMMs enqueued one by one for every batch.
+    Eager,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CudaConfig {
+    pub ordinal: usize,
+    pub max_batch: u32,
+    /// Device memory the executor may take, in MiB.
+    pub memory_limit_mib: usize,
+    pub launch: LaunchMode,
+    pub cnn: CnnShape,
+    pub encoder: EncoderShape,
+    /// Seed of the deterministic weights (the CPU reference uses the same).
+    pub seed: u64,
+}
+
+impl CudaConfig {
+    /// The models `baton serve --executor cuda` and `baton profile` run: a
+    /// 128-channel residual stage on 56x56 images (ResNet's second stage)
+    /// and a BERT-base encoder layer (d 768, 12 heads, FFN 3072) on 64
+    /// tokens.
+    pub fn serving() -> Self {
+        Self {
+            ordinal: 0,
+            max_batch: 32,
+            memory_limit_mib: 8 << 10,
+            launch: LaunchMode::Graph,
+            cnn: CnnShape { in_channels: 3, channels: 128, height: 56, width: 56, classes: 1000 },
+            encoder: EncoderShape { seq: 64, dim: 768, heads: 12, ffn: 3072 },
+            seed: 1,
+        }
+    }
+
+    /// Shapes small enough for the CPU reference to check every batch size.
+    pub fn small() -> Self {
+        let r = ReferenceModels::small_shapes();
+        Self { max_batch: 8, memory_limit_mib: 512, cnn: r.0, encoder: r.1, ..Self::serving() }
+    }
+
+    /// The CPU reference with the same shapes and weights.
+    pub fn reference(&self) -> ReferenceModels {
+        ReferenceModels::new(self.cnn, self.encoder, self.max_batch, self.seed)
+    }
+}
+
+enum GpuModel {
+    Cnn(GpuCnn),
+    Encoder(GpuEncoder),
+}
+
+impl GpuModel {
+    fn input(&self) -> DevPtr {
+        match self {
+            Self::Cnn(m) => m.input,
+            Self::Encoder(m) => m.input,
+        }
+    }
+
+    fn output(&self) -> DevPtr {
+        match self {
+            Self::Cnn(m) => m.output,
+            Self::Encoder(m) => m.output,
+        }
+    }
+
+    fn enqueue(&self, gpu: &Gpu, b: usize) -> Result<(), CudaError> {
+        match self {
+            Self::Cnn(m) => m.enqueue(gpu, b),
+            Self::Encoder(m) => m.enqueue(gpu, b),
+        }
+    }
+}
+
+/// The batch on the device: its model, size, and where its outputs go.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    model: usize,
+    batch: usize,
+}
+
+pub struct CudaExecutor {
+    models: Vec<GpuModel>,
+    infos: Vec<ModelInfo>,
+    /// `graphs[model][b - 1]`; empty in eager mode.
+    graphs: Vec<Vec<CudaGraph>>,
+    mode: LaunchMode,
+    pinned_in: PinnedHostSlice<f32>,
+    pinned_out: PinnedHostSlice<f32>,
+    start: CudaEvent,
+    end: CudaEvent,
+    in_flight: Option<InFlight>,
+    /// Declared last: the buffers the models and graphs address are freed
+    /// after them.
+    gpu: Gpu,
+}
+
+fn timing_event(gpu: &Gpu) -> Result<CudaEvent, CudaError> {
+    Ok(gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+impl CudaExecutor {
+    /// Opens the device, uploads the models, allocates every buffer and
+    /// captures the graphs. No device: `ExecError::NoDevice`.
+    pub fn new(cfg: &CudaConfig) -> Result<Self, ExecError> {
+        Ok(Self::build(cfg)?)
+    }
+
+    fn build(cfg: &CudaConfig) -> Result<Self, CudaError> {
+        let mut gpu = Gpu::open(cfg.ordinal, cfg.memory_limit_mib << 20)?;
+        let max = cfg.max_batch as usize;
+        let reference = cfg.reference();
+        let cpu_cnn = Cnn::new(cfg.cnn, cfg.seed);
+        let cpu_enc = Encoder::new(cfg.encoder, ReferenceModels::encoder_seed(cfg.seed));
+        let models = vec![
+            GpuModel::Cnn(GpuCnn::new(&mut gpu, &cpu_cnn, max)?),
+            GpuModel::Encoder(GpuEncoder::new(&mut gpu, &cpu_enc, max)?),
+        ];
+        let infos = crate::executor::Executor::models(&reference).to_vec();
+        let most = |f: fn(&ModelInfo) -> usize| infos.iter().map(f).max().unwrap_or(0) * max;
+        // SAFETY: page-locked host memory of the given length; the copies
+        // that read or write it are waited for (`poll`) before it is reused.
+        let pinned_in = unsafe { gpu.ctx.alloc_pinned::<f32>(most(|m| m.input_len).max(1)) }?;
+        // Outputs are read by the host: plain (not write-combined) pinned memory.
+        let pinned_out = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(most(|m| m.output_len).max(1), 0) }?;
+        let mut graphs = Vec::new();
+        if cfg.launch == LaunchMode::Graph {
+            for m in &models {
+                graphs.push((1..=max).map(|b| capture(&gpu, m, b)).collect::<Result<Vec<_>, _>>()?);
+            }
+        }
+        let (start, end) = (timing_event(&gpu)?, timing_event(&gpu)?);
+        Ok(Self { models, infos, graphs, mode: cfg.launch, pinned_in, pinned_out, start, end, in_flight: None, gpu })
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.gpu.info
+    }
+
+    /// Device memory taken by buffers, in bytes.
+    pub fn device_bytes(&self) -> usize {
+        self.gpu.used_bytes()
+    }
+
+    fn enqueue_compute(&self, model: usize, b: usize) -> Result<(), CudaError> {
+        match self.mode {
+            LaunchMode::Graph => Ok(self.graphs[model][b - 1].launch()?),
+            LaunchMode::Eager => self.models[model].enqueue(&self.gpu, b),
+        }
+    }
+
+    /// The compute of one batch of `b` alone (inputs as they are on the
+    /// device): the host time spent enqueueing it and the device time it
+    /// took. What the launch-overhead benchmark compares across modes.
+    pub fn time_compute(&mut self, model: usize, b: usize) -> Result<(Duration, Duration), ExecError> {
+        let max = self.infos.get(model).ok_or(ExecError::UnknownModel { model: model as u32 })?.max_batch;
+        if b == 0 || b > max as usize {
+            return Err(ExecError::BatchTooLarge { batch: b, max });
+        }
+        let step = || -> Result<(Duration, Duration), CudaError> {
+            self.start.record(&self.gpu.stream)?;
+            let host = Instant::now();
+            self.enqueue_compute(model, b)?;
+            let host = host.elapsed();
+            self.end.record(&self.gpu.stream)?;
+            self.end.synchronize()?;
+            Ok((host, ms(self.start.elapsed_ms(&self.end)?)))
+        };
+        Ok(step()?)
+    }
+
+    fn start_batch(&mut self, batch: &Batch<'_>) -> Result<(), CudaError> {
+        let (m, b) = (batch.model as usize, batch.inputs.len());
+        let len = self.infos[m].input_len;
+        let host = self.pinned_in.as_mut_slice()?;
+        for (row, x) in host.chunks_exact_mut(len).zip(batch.inputs) {
+            row.copy_from_slice(x);
+        }
+        let out_len = self.infos[m].output_len * b;
+        let model = &self.models[m];
+        let cu = self.gpu.stream.cu_stream();
+        self.start.record(&self.gpu.stream)?;
+        // SAFETY: the pinned buffers outlive the copies (they are reused
+        // only after `poll` has seen the end event); the device buffers hold
+        // the model's largest batch, which `validate` bounds `b` by.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(model.input().0, &self.pinned_in.as_slice()?[..len * b], cu)
+        }?;
+        self.enqueue_compute(m, b)?;
+        let out = &mut self.pinned_out.as_mut_slice()?[..out_len];
+        // SAFETY: as above.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(out, model.output().0, cu) }?;
+        self.end.record(&self.gpu.stream)?;
+        Ok(())
+    }
+
+    fn collect(&mut self, f: InFlight, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, CudaError> {
+        let len = self.infos[f.model].output_len;
+        let host = self.pinned_out.as_slice()?;
+        outputs.clear();
+        outputs.extend(host[..len * f.batch].chunks_exact(len).map(<[f32]>::to_vec));
+        Ok(ms(self.start.elapsed_ms(&self.end)?))
+    }
+}
+
+fn ms(v: f32) -> Duration {
+    Duration::from_secs_f64(f64::from(v.max(0.0)) / 1e3)
+}
+
+/// Captures model `m`'s forward pass at batch `b` into a graph, uploaded to
+/// the device so that its first launch costs no more than the next.
+fn capture(gpu: &Gpu, m: &GpuModel, b: usize) -> Result<CudaGraph, CudaError> {
+    gpu.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let enqueued = m.enqueue(gpu, b);
+    let graph = gpu.stream.end_capture(CUgraphInstantiate_flags(0));
+    enqueued?;
+    let graph = graph?.ok_or_else(|| CudaError::Driver(format!("capturing batch {b} gave an empty graph")))?;
+    graph.upload()?;
+    Ok(graph)
+}
+
+impl Executor for CudaExecutor {
+    fn models(&self) -> &[ModelInfo] {
+        &self.infos
+    }
+
+    fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+        if let Launched::Done(d) = self.launch(batch, outputs)? {
+            return Ok(d);
+        }
+        self.end.synchronize().map_err(CudaError::from)?;
+        self.poll(outputs).expect("the batch's end event has completed")
+    }
+
+    fn launch(&mut self, batch: &Batch<'_>, _outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
+        validate(&self.infos, batch)?;
+        if self.in_flight.is_some() {
+            return Err(ExecError::Device("a batch is already in flight on this device".into()));
+        }
+        self.start_batch(batch)?;
+        self.in_flight = Some(InFlight { model: batch.model as usize, batch: batch.inputs.len() });
+        Ok(Launched::InFlight)
+    }
+
+    fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
+        let f = self.in_flight?;
+        match self.end.try_is_complete() {
+            Ok(false) => None,
+            Ok(true) => {
+                self.in_flight = None;
+                Some(self.collect(f, outputs).map_err(ExecError::from))
+            }
+            Err(e) => {
+                self.in_flight = None;
+                Some(Err(CudaError::from(e).into()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

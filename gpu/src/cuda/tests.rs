@@ -1,0 +1,84 @@
+//! On a machine without CUDA these check the typed refusal; on a GPU
+//! machine they check the models against the CPU reference at every batch
+//! size, graphs against eager launches, and the executor's conformance.
+
+use super::check::{compare, inputs};
+use super::*;
+
+/// The executor on device 0, or None (after checking the refusal is the
+/// typed "no CUDA device") where there is none.
+fn executor(cfg: &CudaConfig) -> Option<CudaExecutor> {
+    match CudaExecutor::new(cfg) {
+        Ok(e) => Some(e),
+        Err(ExecError::NoDevice(why)) => {
+            assert!(why.contains("CUDA"), "{why}");
+            eprintln!("skipped on this machine: {why}");
+            None
+        }
+        Err(e) => panic!("not a device error: {e}"),
+    }
+}
+
+#[test]
+fn an_absent_device_is_a_typed_error() {
+    let cfg = CudaConfig { ordinal: 1 << 20, ..CudaConfig::small() };
+    assert!(matches!(CudaExecutor::new(&cfg), Err(ExecError::NoDevice(_))));
+}
+
+#[test]
+fn the_gpu_models_match_the_cpu_reference_at_every_batch_size() {
+    let cfg = CudaConfig::small();
+    let Some(mut gpu) = executor(&cfg) else { return };
+    let mut cpu = cfg.reference();
+    for (m, info) in cpu.models().to_vec().iter().enumerate() {
+        for b in 1..=info.max_batch as usize {
+            let xs = inputs(b, info.input_len, (m * 100 + b) as u64);
+            let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+            let a = compare(&mut gpu, &mut cpu, m as u32, &refs).unwrap();
+            assert!(a.within_tolerance(), "{} at batch {b}: {a:?}", info.name);
+        }
+    }
+}
+
+#[test]
+fn graphs_and_eager_launches_compute_the_same_and_conform() {
+    let cfg = CudaConfig::small();
+    let Some(mut graph) = executor(&cfg) else { return };
+    let mut eager = executor(&CudaConfig { launch: LaunchMode::Eager, ..cfg }).expect("the device opened once");
+    for (m, info) in graph.models().to_vec().iter().enumerate() {
+        let xs = inputs(5, info.input_len, 42 + m as u64);
+        let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        let batch = Batch { model: m as u32, variant: None, inputs: &refs };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        assert!(graph.run(&batch, &mut a).unwrap() > Duration::ZERO);
+        eager.run(&batch, &mut b).unwrap();
+        assert_eq!(a, b, "{}: same kernels, same bits", info.name);
+    }
+    crate::conformance::check_within(&mut graph, "cuda", 1e-5);
+    // Launch then poll: nothing until done, then the outputs; a second
+    // launch while one is in flight is refused.
+    let x = inputs(1, graph.models()[1].input_len, 3);
+    let batch = Batch { model: 1, variant: None, inputs: &[&x[0]] };
+    let mut out = Vec::new();
+    assert_eq!(graph.launch(&batch, &mut out), Ok(Launched::InFlight));
+    assert!(matches!(graph.launch(&batch, &mut out), Err(ExecError::Device(_))));
+    let took = loop {
+        if let Some(r) = graph.poll(&mut out) {
+            break r.unwrap();
+        }
+    };
+    assert!(took > Duration::ZERO && out.len() == 1 && graph.poll(&mut out).is_none());
+}
+
+#[test]
+fn a_memory_limit_too_small_is_a_typed_error() {
+    let cfg = CudaConfig { memory_limit_mib: 1, ..CudaConfig::small() };
+    if executor(&CudaConfig::small()).is_none() {
+        return;
+    }
+    match CudaExecutor::new(&cfg) {
+        Err(ExecError::Device(why)) => assert!(why.contains("limit is 1 MiB"), "{why}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("1 MiB cannot hold cuBLAS's workspace"),
+    }
+}

@@ -1,0 +1,128 @@
+//! `baton profile [--out FILE]`: measures l(b) of the CUDA executor's models
+//! on the GPU for b = 1..B, fits Symphony's `l(b) = alpha b + beta`, and
+//! writes a scenario file holding the measured tables (`latency_ms`, what
+//! the simulator and `baton serve --executor cuda` take) with the fit
+//! beside them. Without a GPU: the typed "no CUDA device", exit 2.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use baton_gpu::cuda::profile::{profile, ModelProfile};
+use baton_gpu::cuda::{CudaConfig, CudaExecutor};
+use baton_sched::Scenario;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to write the scenario (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Largest batch size measured (and captured as a graph).
+    #[arg(long, default_value_t = 32)]
+    max_batch: u32,
+    /// Timed runs per batch size (the median is kept), after as many warm-ups.
+    #[arg(long, default_value_t = 50)]
+    reps: usize,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Each model's SLO in the written scenario, as a multiple of l(max_batch).
+    #[arg(long, default_value_t = 2.0)]
+    slo_factor: f64,
+}
+
+pub fn run(a: Args) -> Result<(), String> {
+    if a.max_batch == 0 || a.reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 {
+        return Err("--max-batch and --reps must be positive, --slo-factor at least 1".into());
+    }
+    let cfg = CudaConfig { ordinal: a.device, max_batch: a.max_batch, ..CudaConfig::serving() };
+    let mut exec = CudaExecutor::new(&cfg).map_err(|e| format!("profile: {e}"))?;
+    let device = exec.device().name.clone();
+    let profiles = profile(&mut exec, a.max_batch, a.reps, a.reps).map_err(|e| format!("profile: {e}"))?;
+    for p in &profiles {
+        eprintln!(
+            "{}: alpha {:.4} ms, beta {:.4} ms (fit within {:.1}%), l(1) {:.3} ms, l({}) {:.3} ms",
+            p.name,
+            ms(p.alpha),
+            ms(p.beta),
+            p.max_fit_error * 100.0,
+            ms(p.latency[0]),
+            p.latency.len(),
+            ms(*p.latency.last().expect("at least one size"))
+        );
+    }
+    let text = scenario_text(&device, &profiles, a.slo_factor, a.reps);
+    Scenario::parse(&text).map_err(|e| format!("profile: the written scenario does not parse: {e}"))?;
+    match &a.out {
+        Some(path) => std::fs::write(path, &text).map_err(|e| format!("--out {}: {e}", path.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A one-GPU scenario of the profiled models, equal shares, Symphony, at
+/// half the rate the GPU sustains at its largest batches.
+pub fn scenario_text(device: &str, profiles: &[ModelProfile], slo_factor: f64, reps: usize) -> String {
+    let mut t = format!(
+        "# Measured by `baton profile` on {device}: l(b) for b = 1..B, the median of\n\
+         # {reps} runs per size (device time of the input copy, the CUDA graph and the\n\
+         # output copy). alpha/beta: the least-squares fit l(b) = alpha b + beta.\n\
+         name = \"cuda-profile\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\n"
+    );
+    let share = 1.0 / profiles.len().max(1) as f64;
+    // At aggregate rate R each model takes R·share / (B / l(B)) of the GPU.
+    let gpu_per_rps: f64 = profiles
+        .iter()
+        .map(|p| share * p.latency.last().map_or(0.0, |l| l.as_secs_f64()) / p.latency.len() as f64)
+        .sum();
+    let capacity = 1.0 / gpu_per_rps;
+    t += &format!("rate_rps = {:.0}\n\n[cluster]\ngpus = 1\nctrl_delay_us = 200\ndata_delay_us = 0\n", capacity / 2.0);
+    for p in profiles {
+        let table: Vec<String> = p.latency.iter().map(|l| format!("{:.4}", ms(*l))).collect();
+        let slo = ms(*p.latency.last().expect("at least one size")) * slo_factor;
+        t += &format!(
+            "\n[[models]]\nname = \"{}\"\n# alpha_ms = {:.4}, beta_ms = {:.4} (fit within {:.1}%); input {} floats, output {}\n\
+             latency_ms = [{}]\nslo_ms = {:.3}\nweight = {share:.4}\n",
+            p.name,
+            ms(p.alpha),
+            ms(p.beta),
+            p.max_fit_error * 100.0,
+            p.input_len,
+            p.output_len,
+            table.join(", "),
+            slo
+        );
+    }
+    t + "\n[policy]\nname = \"symphony\"\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_profile_is_a_scenario_with_the_measured_tables() {
+        let p = |name: &str, a_us: u64, b_us: u64| ModelProfile {
+            name: name.into(),
+            input_len: 10,
+            output_len: 2,
+            latency: (1..=4).map(|b| Duration::from_micros(a_us * b + b_us)).collect(),
+            alpha: Duration::from_micros(a_us),
+            beta: Duration::from_micros(b_us),
+            max_fit_error: 0.0,
+        };
+        let text = scenario_text("a GPU", &[p("cnn", 500, 1000), p("enc", 250, 400)], 2.0, 10);
+        let s = Scenario::parse(&text).unwrap();
+        assert_eq!(s.models.len(), 2);
+        let cnn = &s.models[0].spec;
+        assert_eq!(cnn.profile.max_batch(), 4);
+        assert_eq!(cnn.profile.latency(4), 3_000_000);
+        assert_eq!(cnn.slo, 6_000_000);
+        // Half of what one GPU sustains with equal shares at batch 4:
+        // 1 / (0.5 x 3 ms / 4 + 0.5 x 1.4 ms / 4) = 1818 r/s.
+        assert_eq!(s.rate_rps.map(f64::round), Some(909.0));
+    }
+}
