@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
-use baton_gpu::ModelInfo;
+use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo};
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
 
@@ -24,6 +25,16 @@ pub struct ModelEntry {
     pub output_floats: usize,
     /// l(b) for b = 1..=max_batch.
     pub latency: Vec<Nanos>,
+}
+
+/// What runs the batches: emulated GPUs (each batch takes its profile's
+/// l(b)), or the CUDA executor's models on real GPUs (backend b on CUDA
+/// device b), which a scenario then names and profiles (`baton profile`).
+#[derive(Clone, Debug, Default)]
+pub enum ExecutorChoice {
+    #[default]
+    Emulated,
+    Cuda(CudaConfig),
 }
 
 #[derive(Clone, Debug)]
@@ -47,6 +58,38 @@ impl ModelTable {
     /// The scenario's models. Features whose execution the engine does not
     /// emulate yet are refused rather than served wrongly.
     pub fn from_scenario(s: &Scenario, input_floats: usize) -> Result<Self, Unsupported> {
+        Self::build(s, |_| Ok((input_floats, DEFAULT_OUTPUT_FLOATS)))
+    }
+
+    /// The scenario's models as `choice` runs them: emulated with
+    /// `input_floats` per request, or the CUDA executor's models of the
+    /// same names, with their own tensor sizes.
+    pub fn for_executor(s: &Scenario, choice: &ExecutorChoice, input_floats: usize) -> Result<Self, Unsupported> {
+        let ExecutorChoice::Cuda(cfg) = choice else { return Self::from_scenario(s, input_floats) };
+        let infos = cfg.model_infos();
+        Self::build(s, |spec| {
+            let names = || infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
+            let info = infos.iter().find(|i| i.name == spec.name).ok_or_else(|| {
+                Unsupported(format!("`{}` is not a model of the CUDA executor (it has {})", spec.name, names()))
+            })?;
+            if spec.profile.max_batch() > info.max_batch {
+                let why = format!(
+                    "`{}` is profiled to batch {}, the CUDA executor runs at most {}",
+                    spec.name,
+                    spec.profile.max_batch(),
+                    info.max_batch
+                );
+                return Err(Unsupported(why));
+            }
+            Ok((info.input_len, info.output_len))
+        })
+    }
+
+    /// The table, each model's (input, output) floats from `sizes`.
+    fn build(
+        s: &Scenario,
+        sizes: impl Fn(&baton_sched::types::ModelSpec) -> Result<(usize, usize), Unsupported>,
+    ) -> Result<Self, Unsupported> {
         if !s.queries.is_empty() {
             return Err(Unsupported("multi-model queries (run them in `baton sim`)".into()));
         }
@@ -63,19 +106,32 @@ impl ModelTable {
                 return Err(Unsupported(format!("`{}` is a supernet", spec.name)));
             }
             let latency = (1..=spec.profile.max_batch()).map(|b| spec.profile.latency(b)).collect();
-            models.push(ModelEntry {
-                name: spec.name.clone(),
-                slo: spec.slo,
-                input_floats,
-                output_floats: DEFAULT_OUTPUT_FLOATS,
-                latency,
-            });
+            let (input_floats, output_floats) = sizes(spec)?;
+            models.push(ModelEntry { name: spec.name.clone(), slo: spec.slo, input_floats, output_floats, latency });
         }
         Ok(Self { models })
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {
         self.models.iter().position(|m| m.name == name).map(|i| i as u32)
+    }
+
+    /// Backend `backend`'s executor: built on the thread that will use it
+    /// (a CUDA context and its graphs stay on their thread).
+    pub fn executor(
+        &self,
+        choice: &ExecutorChoice,
+        backend: u32,
+        jitter: f64,
+        seed: u64,
+    ) -> Result<Box<dyn Executor>, ExecError> {
+        match choice {
+            ExecutorChoice::Emulated => Ok(Box::new(self.emulated_executor(jitter, seed))),
+            ExecutorChoice::Cuda(cfg) => {
+                let exec = CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?;
+                Ok(Box::new(ByName::new(self, Box::new(exec))))
+            }
+        }
     }
 
     /// An emulated GPU for these models that returns each batch's time
@@ -96,5 +152,53 @@ impl ModelTable {
             })
             .collect();
         Emulated::new(models, jitter, seed).with_pacing(Pacing::Deferred)
+    }
+}
+
+/// An executor addressed by this table's model ids: the scenario's model
+/// `i` is the executor's model of the same name (the table was checked to
+/// name only models it has).
+struct ByName {
+    inner: Box<dyn Executor>,
+    /// `ids[i]`: the executor's id of the table's model i.
+    ids: Vec<u32>,
+    infos: Vec<ModelInfo>,
+}
+
+impl ByName {
+    fn new(table: &ModelTable, inner: Box<dyn Executor>) -> Self {
+        let (mut ids, mut infos) = (Vec::new(), Vec::new());
+        for m in &table.models {
+            let id =
+                inner.models().iter().position(|i| i.name == m.name).expect("the table names the executor's models");
+            ids.push(id as u32);
+            infos.push(inner.models()[id].clone());
+        }
+        Self { inner, ids, infos }
+    }
+
+    fn translate<'a>(&self, batch: &Batch<'a>) -> Result<Batch<'a>, ExecError> {
+        let model = *self.ids.get(batch.model as usize).ok_or(ExecError::UnknownModel { model: batch.model })?;
+        Ok(Batch { model, ..*batch })
+    }
+}
+
+impl Executor for ByName {
+    fn models(&self) -> &[ModelInfo] {
+        &self.infos
+    }
+
+    fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+        let b = self.translate(batch)?;
+        self.inner.run(&b, outputs)
+    }
+
+    fn launch(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
+        let b = self.translate(batch)?;
+        self.inner.launch(&b, outputs)
+    }
+
+    fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
+        self.inner.poll(outputs)
     }
 }

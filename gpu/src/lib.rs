@@ -21,4 +21,4 @@ pub mod reference;
 pub mod supernet;
 mod weights;
 
-pub use executor::{Batch, ExecError, Executor, ModelInfo};
+pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo};

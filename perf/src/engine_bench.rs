@@ -36,7 +36,7 @@ fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: u
         rate_rps: rate,
         duration: Duration::from_secs_f64(secs),
         connections: 1,
-        input_floats,
+        input_floats: vec![input_floats],
         drain: Duration::from_secs(2),
         progress: false,
     };

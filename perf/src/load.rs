@@ -33,8 +33,9 @@ pub struct LoadConfig {
     pub rate_rps: f64,
     pub duration: Duration,
     pub connections: usize,
-    /// Floats in each request's input (the server's `--input-floats`).
-    pub input_floats: usize,
+    /// Floats in each request's input (the server's `--input-floats`): one
+    /// size for every model, or one per model of the scenario.
+    pub input_floats: Vec<usize>,
     pub drain: Duration,
     pub progress: bool,
 }
@@ -238,7 +239,12 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
 
     // Send each request at its time, all due ones in one write per connection.
     yield_to_the_server();
-    let input: Vec<u8> = (0..cfg.input_floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let input: Vec<Vec<u8>> = (0..names.len())
+        .map(|m| {
+            let floats = cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
+            (0..floats).flat_map(|i| (i as f32).to_le_bytes()).collect()
+        })
+        .collect();
     let mut outs: Vec<Outbox> = streams.iter().map(|_| Outbox::default()).collect();
     let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
     while next < n {
@@ -263,8 +269,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                 inputs: Some(vec![fb::Tensor {
                     name: None,
                     dtype: fb::DType::F32,
-                    shape: Some(vec![cfg.input_floats as i64]),
-                    data: Some(input.clone()),
+                    shape: Some(vec![(input[model].len() / 4) as i64]),
+                    data: Some(input[model].clone()),
                 }]),
             };
             outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");

@@ -225,7 +225,7 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
         rate_rps: rate,
         duration: Duration::from_secs(2),
         connections: 3,
-        input_floats: FLOATS,
+        input_floats: vec![FLOATS],
         drain: Duration::from_secs(5),
         progress: false,
     };
@@ -283,7 +283,7 @@ fn a_backend_process_that_dies_loses_no_request() {
             rate_rps: 600.0,
             duration: Duration::from_secs(2),
             connections: 2,
-            input_floats: FLOATS,
+            input_floats: vec![FLOATS],
             drain: Duration::from_secs(3),
             progress: false,
         };

@@ -30,13 +30,13 @@ enum Command {
     Profile(profile::Args),
     /// Write a synthetic day of invocations in the Azure Functions 2019 schema.
     Trace(trace::Args),
-    /// Serve a scenario's models on emulated GPUs: every role in one process, over TCP.
+    /// Serve a scenario's models on emulated (or CUDA) GPUs: every role in one process, over TCP.
     Serve(serve::ServeArgs),
     /// The frontend role alone: clients' connections, over TCP to the scheduler and backends.
     Frontend(serve::FrontendArgs),
     /// The scheduler role alone: the policy, over TCP to frontends and backends.
     Scheduler(serve::SchedulerArgs),
-    /// Backend roles alone: emulated GPUs, over TCP to the scheduler and frontends.
+    /// Backend roles alone: emulated (or CUDA) GPUs, over TCP to the scheduler and frontends.
     Backend(serve::BackendArgs),
     /// Open-loop load generator against a running server.
     Load(serve::LoadArgs),

@@ -1,7 +1,8 @@
 //! The engine's commands:
 //! - `baton serve [--scenario FILE] [--listen ADDR]`: every role in one
-//!   process, serving the scenario's models on its emulated GPUs under its
-//!   policy, until SIGINT/SIGTERM or `--duration`;
+//!   process, serving the scenario's models on emulated GPUs (or with
+//!   `--executor cuda` on real ones) under its policy, until SIGINT/SIGTERM
+//!   or `--duration`;
 //! - `baton load FILE --target ADDR --rate R [--duration S] [--json]`: the
 //!   open-loop load generator (`baton_perf::load`);
 //! - `baton demo [--scenario FILE] [--rate R]`: starts a server in process,
@@ -13,8 +14,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use baton_core::models::DEFAULT_INPUT_FLOATS;
+use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
+use baton_gpu::cuda::CudaConfig;
 use baton_perf::load::{self, LoadConfig};
 use baton_perf::{load_scenario, SERVE_SCENARIO};
 use baton_sched::{PolicyKind, Scenario};
@@ -49,8 +51,26 @@ pub struct EngineArgs {
 pub enum ExecutorKind {
     /// Each batch takes its profile's l(b), waited out on the engine's clock.
     Emulated,
-    /// The GPU (CUDA driver loaded at run time).
+    /// The CUDA executor's models on the GPUs (backend b on device b); the
+    /// scenario names them (resnet-block, encoder-block) with profiles from
+    /// `baton profile`, and each request carries that model's input size.
     Cuda,
+}
+
+impl ExecutorKind {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Emulated => "emulated",
+            Self::Cuda => "CUDA",
+        }
+    }
+
+    fn choice(self) -> ExecutorChoice {
+        match self {
+            Self::Emulated => ExecutorChoice::Emulated,
+            Self::Cuda => ExecutorChoice::Cuda(CudaConfig::serving()),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -138,8 +158,11 @@ pub struct LoadArgs {
     duration: f64,
     #[arg(long, default_value_t = 4)]
     connections: usize,
-    #[arg(long, default_value_t = DEFAULT_INPUT_FLOATS)]
-    input_floats: usize,
+    /// Floats in each request's input: one size for every model, or one
+    /// per model of the scenario, comma-separated (the CUDA executor's
+    /// models take 9408 and 49152).
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    input_floats: Vec<usize>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -165,27 +188,27 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Release);
 }
 
-/// Checks the executor can run here before anything starts.
-fn check_executor(a: &EngineArgs) -> Result<(), String> {
-    match a.executor {
-        ExecutorKind::Emulated => Ok(()),
-        ExecutorKind::Cuda => {
-            let (_, d) = baton_gpu::cuda::open_context(0).map_err(|e| format!("--executor cuda: {e}"))?;
-            Err(format!(
-                "--executor cuda: found {} ({} MiB), but the CUDA executor's models are not built yet",
-                d.name,
-                d.total_mem_bytes >> 20
-            ))
-        }
+/// Checks the executor can run here before anything starts: a GPU for the
+/// CUDA executor, and a scenario naming its models.
+fn check_executor(a: &EngineArgs, s: &Scenario) -> Result<(), String> {
+    if a.executor == ExecutorKind::Cuda {
+        baton_gpu::cuda::open_context(0).map_err(|e| format!("--executor cuda: {e}"))?;
     }
+    request_sizes(a, s).map(drop)
+}
+
+/// Floats in each of the scenario's models' requests, as the server expects.
+fn request_sizes(a: &EngineArgs, s: &Scenario) -> Result<Vec<usize>, String> {
+    let table = ModelTable::for_executor(s, &a.executor.choice(), a.input_floats).map_err(|e| e.to_string())?;
+    Ok(table.models.iter().map(|m| m.input_floats).collect())
 }
 
 fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
-    check_executor(a)?;
     let s = match &a.scenario {
         Some(f) => load_scenario(f)?,
         None => Scenario::parse(SERVE_SCENARIO).map_err(|e| format!("built-in scenario: {e}"))?,
     };
+    check_executor(a, &s)?;
     let policy = match &a.policy {
         Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,
         None => s.policy,
@@ -217,6 +240,7 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         plan_rate_rps: plan_rate,
         model_shards: a.model_shards,
         numa_node: a.numa_node,
+        executor: a.executor.choice(),
         ..Default::default()
     }
 }
@@ -258,10 +282,11 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
     install_signals();
     eprintln!(
-        "baton serve: {} ({} models, {} emulated GPUs, policy {}) on {}",
+        "baton serve: {} ({} models, {} {} GPUs, policy {}) on {}",
         s.name,
         s.models.len(),
         s.cluster.backends,
+        a.engine.executor.noun(),
         policy.as_str(),
         engine.addr
     );
@@ -332,6 +357,10 @@ pub fn backend(a: BackendArgs) -> Result<(), String> {
 
 pub fn load(a: LoadArgs) -> Result<(), String> {
     let s = load_scenario(&a.file)?;
+    if a.input_floats.len() != 1 && a.input_floats.len() != s.models.len() {
+        let (n, m) = (a.input_floats.len(), s.models.len());
+        return Err(format!("--input-floats: give one size, or one per model ({m}), not {n}"));
+    }
     let cfg = LoadConfig {
         target: a.target,
         rate_rps: rate_of(&s, a.rate, "--rate")?,
@@ -357,10 +386,11 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let engine = start(&s, policy, &config(&a.engine, listen, rate)).map_err(|e| e.to_string())?;
     eprintln!(
-        "baton demo: serving {} ({} models, {} emulated GPUs, policy {}) on {}; {rate} r/s for {duration} s ...",
+        "baton demo: serving {} ({} models, {} {} GPUs, policy {}) on {}; {rate} r/s for {duration} s ...",
         s.name,
         s.models.len(),
         s.cluster.backends,
+        a.engine.executor.noun(),
         policy.as_str(),
         engine.addr
     );
@@ -369,7 +399,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         rate_rps: rate,
         duration: Duration::from_secs_f64(duration),
         connections: 4,
-        input_floats: a.engine.input_floats,
+        input_floats: request_sizes(&a.engine, &s)?,
         drain: Duration::from_secs(2),
         progress: !a.json,
     };

@@ -243,8 +243,8 @@ fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
     let out = baton(&["serve", "--listen", "127.0.0.1:0", "--executor", "cuda", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    // Without a driver: "no CUDA device"; on a GPU machine: the device is
-    // found but the models are not built yet.
-    assert!(err.contains("no CUDA device") || err.contains("not built yet"), "{err}");
+    // Without a driver: "no CUDA device"; on a GPU machine: the built-in
+    // scenario's models are not the CUDA executor's.
+    assert!(err.contains("no CUDA device") || err.contains("not a model of the CUDA executor"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }

@@ -6,16 +6,18 @@
 //! frontend its results and the scheduler a `BatchDone`.
 //!
 //! Executors that return the device time instead of spending it (the
-//! emulated one with deferred pacing, an asynchronous GPU launch) are
-//! waited out on the role's clock: `next_wake` says when to call `poll`.
+//! emulated one with deferred pacing) are waited out on the role's clock;
+//! a batch an executor leaves in flight (the CUDA executor's asynchronous
+//! launch) is polled every `POLL_NS` until the device is done. Either way
+//! `next_wake` says when to call `poll`.
 
 use std::collections::VecDeque;
 
-use baton_gpu::{Batch, Executor};
+use baton_gpu::{Batch, Executor, Launched};
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
-use super::frontend::{f32_tensor, f32s};
+use super::frontend::{f32_tensor, f32s, le_bytes};
 use super::{frontend_of, Addr, Envelope};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,10 +40,16 @@ struct Job {
     awaiting: usize,
 }
 
+/// How often, at most, a batch in flight on a device is polled (the shard
+/// owning the device polls every round while one is in flight).
+const POLL_NS: Nanos = 5_000;
+
 struct Running {
     plan: fb::BatchPlan,
     start: Nanos,
+    /// When the batch is done; while `in_flight`, when to poll it next.
     finish: Nanos,
+    in_flight: bool,
     requests: Vec<u64>,
     outputs: Vec<Vec<f32>>,
     failed: bool,
@@ -103,6 +111,11 @@ impl BackendRole {
         self.poll(now, out);
     }
 
+    /// Whether a batch is running on a device that must be polled.
+    pub fn in_flight(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| r.in_flight)
+    }
+
     /// When `poll` has something to do next, if anything.
     pub fn next_wake(&self) -> Option<Nanos> {
         match &self.running {
@@ -115,7 +128,19 @@ impl BackendRole {
     /// one if its inputs are in and its time has come.
     pub fn poll(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         loop {
-            if let Some(r) = self.running.take_if(|r| r.finish <= now) {
+            if let Some(mut r) = self.running.take_if(|r| r.finish <= now) {
+                if r.in_flight {
+                    match self.exec.poll(&mut r.outputs) {
+                        None => {
+                            r.finish = now + POLL_NS;
+                            self.running = Some(r);
+                            return;
+                        }
+                        Some(done) => {
+                            (r.in_flight, r.finish, r.failed) = (false, now, done.is_err());
+                        }
+                    }
+                }
                 self.finish(r, out);
             }
             if self.running.is_some() {
@@ -147,16 +172,17 @@ impl BackendRole {
         }
         let inputs: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
         let mut outputs = Vec::new();
-        let (took, failed) = if inputs.is_empty() {
-            (0, false)
+        let (finish, in_flight, failed) = if inputs.is_empty() {
+            (now + 1, false, false)
         } else {
             let batch = Batch { model: plan.model, variant: None, inputs: &inputs };
-            match self.exec.run(&batch, &mut outputs) {
-                Ok(d) => (d.as_nanos() as Nanos, false),
-                Err(_) => (0, true),
+            match self.exec.launch(&batch, &mut outputs) {
+                Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, false),
+                Ok(Launched::InFlight) => (now + POLL_NS, true, false),
+                Err(_) => (now + 1, false, true),
             }
         };
-        self.running = Some(Running { plan, start: now, finish: now + took.max(1), requests, outputs, failed });
+        self.running = Some(Running { plan, start: now, finish, in_flight, requests, outputs, failed });
     }
 
     fn finish(&mut self, r: Running, out: &mut Vec<Envelope>) {
@@ -177,8 +203,7 @@ impl BackendRole {
             };
             per_fe[k].1.push(id);
             if !r.failed {
-                let bytes = r.outputs[i].iter().flat_map(|x| x.to_le_bytes()).collect();
-                per_fe[k].2.push(f32_tensor(bytes));
+                per_fe[k].2.push(f32_tensor(le_bytes(&r.outputs[i])));
             }
         }
         for (fe, ids, outputs) in per_fe {

@@ -238,3 +238,12 @@ pub fn f32_tensor(data: Vec<u8>) -> fb::Tensor {
 pub fn f32s(data: &[u8]) -> Vec<f32> {
     data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
+
+/// f32s as a tensor's bytes (little-endian).
+pub fn le_bytes(xs: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(xs.len() * 4);
+    for x in xs {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}

@@ -52,7 +52,7 @@ use baton_sched::PolicyKind;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::clock::Clock;
-use crate::models::{ModelTable, Unsupported};
+use crate::models::{ExecutorChoice, ModelTable, Unsupported};
 use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
@@ -100,6 +100,8 @@ pub struct EngineConfig {
     pub model_shards: usize,
     /// Pin every shard to cores of this NUMA node (None: any core).
     pub numa_node: Option<usize>,
+    /// What runs the batches.
+    pub executor: ExecutorChoice,
 }
 
 impl Default for EngineConfig {
@@ -113,6 +115,7 @@ impl Default for EngineConfig {
             plan_rate_rps: 0.0,
             model_shards: 0,
             numa_node: None,
+            executor: ExecutorChoice::Emulated,
         }
     }
 }
@@ -164,7 +167,7 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
         let why = format!("{} plans GPU partitions, which the engine does not emulate", policy.as_str());
         return Err(EngineError::Unsupported(Unsupported(why)));
     }
-    ModelTable::from_scenario(scenario, cfg.input_floats).map_err(EngineError::Unsupported)
+    ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats).map_err(EngineError::Unsupported)
 }
 
 /// Raises the locked-memory soft limit to the hard one: io_uring needs
@@ -202,6 +205,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     // shard) and every backend; shards 2.. hold Symphony's model shards.
     // Each part's state is built on the shard that owns it.
     let mut sched = Vec::with_capacity(layout.shards() - 1);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (i, shard_links) in links.enumerate() {
         let shard = SCHED_SHARD + i;
         let (part, backends) = match (shard, rule) {
@@ -211,15 +215,33 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };
         let (clock, stop) = (clock.clone(), Arc::clone(&stop));
-        let (scenario, table, cfg) = (scenario.clone(), table.clone(), cfg.clone());
+        let (scenario, table, cfg, ready) = (scenario.clone(), table.clone(), cfg.clone(), ready_tx.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
             .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
-                let state = sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now());
-                sched_shard::run(state, Link::Ring { links: shard_links, layout }, clock, stop).await
+                match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
+                    Ok(state) => {
+                        let _ = ready.send(Ok(()));
+                        sched_shard::run(state, Link::Ring { links: shard_links, layout }, clock, stop).await
+                    }
+                    Err(why) => {
+                        let _ = ready.send(Err(why));
+                        sched_shard::Report::default()
+                    }
+                }
             })
             .map_err(|e| EngineError::Shard(e.to_string()))?;
         sched.push(handle);
+    }
+    // Every scheduler shard has built its part (executors included) or
+    // said why not; a failed start stops the others.
+    let started: Result<Vec<()>, String> = (0..sched.len())
+        .map(|_| ready_rx.recv().unwrap_or_else(|_| Err("a scheduler shard exited while starting".into())))
+        .collect();
+    if let Err(why) = started {
+        stop.store(true, Ordering::Release);
+        sched.into_iter().for_each(|h| drop(h.join()));
+        return Err(EngineError::Shard(why));
     }
 
     let table = Arc::new(Published::new(table));

@@ -146,6 +146,14 @@ async fn scheduler(
 ) -> EngineReport {
     let clock = Clock::new();
     let origin = clock.origin_unix_ns();
+    let state = match sched_shard::State::new(&scenario, SchedulerPart::Whole(policy), 0..0, &table, &cfg, clock.now())
+    {
+        Ok(s) => s,
+        Err(why) => {
+            let _ = ready.send(Err(why));
+            return EngineReport::default();
+        }
+    };
     let listener = match TcpListener::bind(listen) {
         Ok(l) => l,
         Err(e) => {
@@ -169,7 +177,6 @@ async fn scheduler(
         }
     })
     .detach();
-    let state = sched_shard::State::new(&scenario, SchedulerPart::Whole(policy), 0..0, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
@@ -261,8 +268,11 @@ async fn backends(
             Err(e) => return fail(format!("cannot reach frontend {i} at {fe}: {e}")),
         }
     }
+    let state = match sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now()) {
+        Ok(s) => s,
+        Err(why) => return fail(why),
+    };
     let _ = ready.send(Ok(None));
-    let state = sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now());
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
     router.close_all().await;
     EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }

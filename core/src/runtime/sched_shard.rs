@@ -48,6 +48,7 @@ pub enum SchedulerPart {
 /// Alarm target of the scheduler part; backend i (local) is `i + 1`.
 const SCHED: usize = 0;
 
+#[derive(Default)]
 pub struct Report {
     pub scheduler: SchedulerStats,
     pub backends: Vec<BackendStats>,
@@ -79,7 +80,7 @@ impl State {
         table: &ModelTable,
         cfg: &EngineConfig,
         now: Nanos,
-    ) -> Self {
+    ) -> Result<Self, String> {
         let n = scenario.cluster.backends;
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
         let latency: Vec<Vec<Nanos>> = table.models.iter().map(|m| m.latency.clone()).collect();
@@ -98,19 +99,19 @@ impl State {
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {
-                let exec = table.emulated_executor(cfg.jitter, scenario.seed ^ u64::from(b));
-                BackendRole::new(b, Box::new(exec))
+                let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b));
+                exec.map(|e| BackendRole::new(b, e)).map_err(|e| format!("backend {b}: {e}"))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let targets = backends.len() + 1;
-        Self {
+        Ok(Self {
             part,
             backends,
             first_backend: local.start,
             alarms: Alarms::new(targets, now),
             outbound: VecDeque::new(),
             touched: vec![false; targets],
-        }
+        })
     }
 
     fn local(&self, b: u32) -> Option<usize> {
@@ -242,6 +243,11 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
             s.deliver(now, m);
         }
         busy |= s.fire(now);
+        // A shard whose device is running a batch polls it every round
+        // instead of sleeping: the GPU's completion is seen within
+        // microseconds, not a timer tick. (Emulated backends are never in
+        // flight, so small machines keep their idle sleep.)
+        busy |= s.backends.iter().any(BackendRole::in_flight);
         s.rearm();
         if !s.outbound.is_empty() {
             link.flush(&mut s.outbound);

@@ -77,6 +77,11 @@ impl CudaConfig {
         Self { max_batch: 8, memory_limit_mib: 512, cnn: r.0, encoder: r.1, ..Self::serving() }
     }
 
+    /// The models the executor serves (no device needed).
+    pub fn model_infos(&self) -> Vec<ModelInfo> {
+        ReferenceModels::infos(self.cnn, self.encoder, self.max_batch)
+    }
+
     /// The CPU reference with the same shapes and weights.
     pub fn reference(&self) -> ReferenceModels {
         ReferenceModels::new(self.cnn, self.encoder, self.max_batch, self.seed)
@@ -148,14 +153,13 @@ impl CudaExecutor {
     fn build(cfg: &CudaConfig) -> Result<Self, CudaError> {
         let mut gpu = Gpu::open(cfg.ordinal, cfg.memory_limit_mib << 20)?;
         let max = cfg.max_batch as usize;
-        let reference = cfg.reference();
         let cpu_cnn = Cnn::new(cfg.cnn, cfg.seed);
         let cpu_enc = Encoder::new(cfg.encoder, ReferenceModels::encoder_seed(cfg.seed));
         let models = vec![
             GpuModel::Cnn(GpuCnn::new(&mut gpu, &cpu_cnn, max)?),
             GpuModel::Encoder(GpuEncoder::new(&mut gpu, &cpu_enc, max)?),
         ];
-        let infos = crate::executor::Executor::models(&reference).to_vec();
+        let infos = cfg.model_infos();
         let most = |f: fn(&ModelInfo) -> usize| infos.iter().map(f).max().unwrap_or(0) * max;
         // SAFETY: page-locked host memory of the given length; the copies
         // that read or write it are waited for (`poll`) before it is reused.

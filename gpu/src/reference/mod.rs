@@ -31,6 +31,11 @@ impl ReferenceModels {
     pub fn new(cnn: CnnShape, encoder: EncoderShape, max_batch: u32, seed: u64) -> Self {
         let c = Cnn::new(cnn, seed);
         let e = Encoder::new(encoder, Self::encoder_seed(seed));
+        Self { models: vec![Model::Cnn(c), Model::Encoder(e)], infos: Self::infos(cnn, encoder, max_batch) }
+    }
+
+    /// What `new` with these shapes serves, without building its weights.
+    pub fn infos(cnn: CnnShape, encoder: EncoderShape, max_batch: u32) -> Vec<ModelInfo> {
         let info = |name: &str, input_len, output_len| ModelInfo {
             name: name.into(),
             input_len,
@@ -38,9 +43,8 @@ impl ReferenceModels {
             max_batch,
             variants: 1,
         };
-        let infos =
-            vec![info("resnet-block", c.input_len(), cnn.classes), info("encoder-block", e.io_len(), e.io_len())];
-        Self { models: vec![Model::Cnn(c), Model::Encoder(e)], infos }
+        let io = encoder.seq * encoder.dim;
+        vec![info("resnet-block", cnn.in_channels * cnn.height * cnn.width, cnn.classes), info("encoder-block", io, io)]
     }
 
     /// The encoder's weights seed, given the models' seed.
