@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use baton_gpu::cuda::check::{compare, inputs, Agreement, ATOL, RTOL};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor, LaunchMode};
+use baton_gpu::supernet::default_subnets;
 use baton_gpu::{ExecError, Executor};
 
 pub struct Correctness {
     pub model: String,
+    pub variant: u16,
     pub batch: usize,
     pub agreement: Agreement,
 }
@@ -27,10 +29,20 @@ pub struct Launch {
     pub gpu_eager: Duration,
 }
 
+/// SubNetAct on the GPU: one subnet of the supernet, served in place.
+pub struct Subnet {
+    pub variant: u16,
+    pub depth: usize,
+    pub width: usize,
+    /// Median device time at each of the timed batch sizes.
+    pub gpu: Vec<(usize, Duration)>,
+}
+
 pub struct Report {
     pub device: String,
     pub correctness: Vec<Correctness>,
     pub launches: Vec<Launch>,
+    pub subnets: Vec<Subnet>,
 }
 
 fn percentile(mut v: Vec<Duration>, q: f64) -> Duration {
@@ -57,8 +69,10 @@ pub fn run(
         for &b in check_batches {
             let xs = inputs(b, info.input_len, 7 + m as u64);
             let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-            let agreement = compare(&mut graph, &mut cpu, m as u32, &refs)?;
-            correctness.push(Correctness { model: info.name.clone(), batch: b, agreement });
+            for variant in 0..info.variants {
+                let agreement = compare(&mut graph, &mut cpu, (m as u32, Some(variant)), &refs)?;
+                correctness.push(Correctness { model: info.name.clone(), variant, batch: b, agreement });
+            }
         }
     }
     let mut launches = Vec::new();
@@ -66,9 +80,9 @@ pub fn run(
         for &b in time_batches {
             let sample = |e: &mut CudaExecutor| -> Result<((Duration, Duration), Duration), ExecError> {
                 for _ in 0..reps {
-                    e.time_compute(m, b)?;
+                    e.time_compute(m, None, b)?;
                 }
-                let runs = (0..reps).map(|_| e.time_compute(m, b)).collect::<Result<Vec<_>, _>>()?;
+                let runs = (0..reps).map(|_| e.time_compute(m, None, b)).collect::<Result<Vec<_>, _>>()?;
                 let host: Vec<Duration> = runs.iter().map(|r| r.0).collect();
                 let gpu: Vec<Duration> = runs.iter().map(|r| r.1).collect();
                 Ok(((percentile(host.clone(), 0.5), percentile(host, 0.99)), percentile(gpu, 0.5)))
@@ -78,19 +92,36 @@ pub fn run(
             launches.push(Launch { model: info.name.clone(), batch: b, host_graph, host_eager, gpu_graph, gpu_eager });
         }
     }
-    Ok(Report { device, correctness, launches })
+    // Every subnet of the supernet from the one copy of its weights.
+    let supernet = models.iter().position(|i| i.name == "supernet").expect("the executor serves the supernet");
+    let mut subnets = Vec::new();
+    for (variant, s) in default_subnets(&cfg.shapes.supernet).into_iter().enumerate() {
+        let variant = variant as u16;
+        let mut gpu = Vec::new();
+        for &b in time_batches {
+            let runs =
+                (0..reps).map(|_| graph.time_compute(supernet, Some(variant), b)).collect::<Result<Vec<_>, _>>()?;
+            gpu.push((b, percentile(runs.into_iter().map(|r| r.1).collect(), 0.5)));
+        }
+        subnets.push(Subnet { variant, depth: s.depth, width: s.width, gpu });
+    }
+    Ok(Report { device, correctness, launches, subnets })
 }
 
 pub fn print(r: &Report) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("device: {}", r.device);
     println!("\ncorrectness against the CPU reference (tolerance |gpu - cpu| <= {ATOL} + {RTOL} |cpu|):");
-    println!("{:>14} {:>6} {:>9} {:>12} {:>12} {:>6}", "model", "batch", "elements", "max |err|", "worst/tol", "ok");
+    println!(
+        "{:>14} {:>7} {:>6} {:>9} {:>12} {:>12} {:>6}",
+        "model", "variant", "batch", "elements", "max |err|", "worst/tol", "ok"
+    );
     for c in &r.correctness {
         let a = c.agreement;
         println!(
-            "{:>14} {:>6} {:>9} {:>12.3e} {:>12.4} {:>6}",
+            "{:>14} {:>7} {:>6} {:>9} {:>12.3e} {:>12.4} {:>6}",
             c.model,
+            c.variant,
             c.batch,
             a.elements,
             a.max_abs,
@@ -116,5 +147,12 @@ pub fn print(r: &Report) {
             us(l.gpu_graph),
             us(l.gpu_eager)
         );
+    }
+    println!(
+        "\nSubNetAct on the GPU: each subnet from the one copy of the supernet's weights (device time, median, µs):"
+    );
+    for s in &r.subnets {
+        let times: Vec<String> = s.gpu.iter().map(|(b, d)| format!("b={b}: {:.1}", us(*d))).collect();
+        println!("  subnet {} (depth {}, width {}): {}", s.variant, s.depth, s.width, times.join("  "));
     }
 }

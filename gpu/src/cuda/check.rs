@@ -42,14 +42,15 @@ impl Agreement {
     }
 }
 
-/// Runs `inputs` as one batch of `model` on both executors and compares.
+/// Runs `inputs` as one batch of `model` (its `variant`) on both
+/// executors and compares.
 pub fn compare(
     gpu: &mut dyn Executor,
     cpu: &mut dyn Executor,
-    model: u32,
+    (model, variant): (u32, Option<u16>),
     inputs: &[&[f32]],
 ) -> Result<Agreement, ExecError> {
-    let batch = Batch { model, variant: None, inputs };
+    let batch = Batch { model, variant, inputs };
     let (mut g, mut c) = (Vec::new(), Vec::new());
     gpu.run(&batch, &mut g)?;
     cpu.run(&batch, &mut c)?;

@@ -68,6 +68,16 @@ extern "C" __global__ void bias_act(float* y, const float* bias, const float* re
     }
 }
 
+// y[r][c] = max(y[r][c] * scale[c] + shift[c], 0): a normalisation with
+// the bias folded in, then ReLU.
+extern "C" __global__ void scale_shift_relu(float* y, const float* scale, const float* shift, long long rows, int n) {
+    long long total = rows * n;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int c = (int)(i % n);
+        y[i] = fmaxf(y[i] * scale[c] + shift[c], 0.0f);
+    }
+}
+
 // dst[b][c] = mean over the HW pixels of src[b*HW + p][c].
 extern "C" __global__ void avgpool(const float* src, float* dst, int B, int HW, int C) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B * C; i += gridDim.x * blockDim.x) {
@@ -123,6 +133,7 @@ pub enum Act {
 pub struct Kernels {
     im2col3: CudaFunction,
     bias_act: CudaFunction,
+    scale_shift_relu: CudaFunction,
     avgpool: CudaFunction,
     layernorm: CudaFunction,
     softmax: CudaFunction,
@@ -160,6 +171,7 @@ impl Kernels {
         Ok(Self {
             im2col3: f("im2col3")?,
             bias_act: f("bias_act")?,
+            scale_shift_relu: f("scale_shift_relu")?,
             avgpool: f("avgpool")?,
             layernorm: f("layernorm")?,
             softmax: f("softmax")?,
@@ -206,6 +218,25 @@ impl Kernels {
         l.arg(&y.0).arg(&bias.0).arg(&res.0).arg(&r).arg(&nn).arg(&a);
         // SAFETY: signature (three pointers, long long, two ints) matches;
         // `y` and `res` (when not null) hold rows*n floats, `bias` n.
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// `y[rows x n] = max(y * scale + shift, 0)`, per column.
+    pub fn scale_shift_relu(
+        &self,
+        s: &CudaStream,
+        y: DevPtr,
+        scale: DevPtr,
+        shift: DevPtr,
+        (rows, n): (usize, usize),
+    ) -> Result<(), CudaError> {
+        let cfg = grid_stride((rows * n) as u64);
+        let (r, nn) = (rows as i64, int(n));
+        let mut l = s.launch_builder(&self.scale_shift_relu);
+        l.arg(&y.0).arg(&scale.0).arg(&shift.0).arg(&r).arg(&nn);
+        // SAFETY: signature (three pointers, long long, int) matches; `y`
+        // holds rows*n floats, `scale` and `shift` n each.
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
@@ -262,7 +293,7 @@ mod tests {
         match ptx() {
             Ok(p) => {
                 let text = p.to_src();
-                for k in ["im2col3", "bias_act", "avgpool", "layernorm", "softmax"] {
+                for k in ["im2col3", "bias_act", "scale_shift_relu", "avgpool", "layernorm", "softmax"] {
                     assert!(text.contains(&format!(".entry {k}(")), "{k} missing from the PTX");
                 }
             }

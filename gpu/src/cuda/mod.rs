@@ -1,12 +1,13 @@
-//! The CUDA executor: the reference models (a ResNet-style CNN and a
-//! transformer encoder block) on one NVIDIA GPU, with cuBLAS GEMMs and
-//! NVRTC-compiled elementwise kernels (`kernels.rs`), weights uploaded from
-//! the very CPU reference objects the outputs are checked against
-//! (`check.rs`).
+//! The CUDA executor: the reference models (a ResNet-style CNN, a
+//! transformer encoder block, and SubNetAct's supernet with one variant per
+//! subnet) on one NVIDIA GPU, with cuBLAS GEMMs and NVRTC-compiled
+//! elementwise kernels (`kernels.rs`), weights uploaded from the very CPU
+//! reference objects the outputs are checked against (`check.rs`).
 //!
 //! At start-up everything is allocated from the configured limits: device
 //! buffers for each model's largest batch, pinned host buffers for inputs
-//! and outputs, and one CUDA graph captured per (model, batch size). A batch
+//! and outputs, and one CUDA graph captured per (model, variant, batch
+//! size). A batch
 //! is then one host-to-device copy, one graph launch and one device-to-host
 //! copy on the one stream, bracketed by two events whose difference is the
 //! batch's device time. `LaunchMode::Eager` enqueues the same kernels one
@@ -19,6 +20,7 @@ pub mod device;
 pub mod encoder;
 pub mod kernels;
 pub mod profile;
+pub mod supernet;
 
 use std::time::{Duration, Instant};
 
@@ -28,10 +30,12 @@ use cudarc::driver::{CudaEvent, CudaGraph, PinnedHostSlice};
 use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo};
 use crate::reference::cnn::{Cnn, CnnShape};
 use crate::reference::transformer::{Encoder, EncoderShape};
-use crate::reference::ReferenceModels;
+use crate::reference::{ReferenceModels, Shapes};
+use crate::supernet::{default_subnets, Supernet, SupernetConfig};
 use cnn::GpuCnn;
 pub use device::{open_context, CudaError, DevPtr, DeviceInfo, Gpu};
 use encoder::GpuEncoder;
+use supernet::GpuSupernet;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaunchMode {
@@ -48,49 +52,51 @@ pub struct CudaConfig {
     /// Device memory the executor may take, in MiB.
     pub memory_limit_mib: usize,
     pub launch: LaunchMode,
-    pub cnn: CnnShape,
-    pub encoder: EncoderShape,
+    pub shapes: Shapes,
     /// Seed of the deterministic weights (the CPU reference uses the same).
     pub seed: u64,
 }
 
 impl CudaConfig {
     /// The models `baton serve --executor cuda` and `baton profile` run: a
-    /// 128-channel residual stage on 56x56 images (ResNet's second stage)
-    /// and a BERT-base encoder layer (d 768, 12 heads, FFN 3072) on 64
-    /// tokens.
+    /// 128-channel residual stage on 56x56 images (ResNet's second stage),
+    /// a BERT-base encoder layer (d 768, 12 heads, FFN 3072) on 64 tokens,
+    /// and the SubNetAct benchmark's supernet (8 blocks of 512, 9 subnets).
     pub fn serving() -> Self {
         Self {
             ordinal: 0,
             max_batch: 32,
             memory_limit_mib: 8 << 10,
             launch: LaunchMode::Graph,
-            cnn: CnnShape { in_channels: 3, channels: 128, height: 56, width: 56, classes: 1000 },
-            encoder: EncoderShape { seq: 64, dim: 768, heads: 12, ffn: 3072 },
+            shapes: Shapes {
+                cnn: CnnShape { in_channels: 3, channels: 128, height: 56, width: 56, classes: 1000 },
+                encoder: EncoderShape { seq: 64, dim: 768, heads: 12, ffn: 3072 },
+                supernet: SupernetConfig { input: 256, max_depth: 8, max_width: 512, classes: 100, seed: 11 },
+            },
             seed: 1,
         }
     }
 
     /// Shapes small enough for the CPU reference to check every batch size.
     pub fn small() -> Self {
-        let r = ReferenceModels::small_shapes();
-        Self { max_batch: 8, memory_limit_mib: 512, cnn: r.0, encoder: r.1, ..Self::serving() }
+        Self { max_batch: 8, memory_limit_mib: 512, shapes: ReferenceModels::small_shapes(), ..Self::serving() }
     }
 
     /// The models the executor serves (no device needed).
     pub fn model_infos(&self) -> Vec<ModelInfo> {
-        ReferenceModels::infos(self.cnn, self.encoder, self.max_batch)
+        ReferenceModels::infos(self.shapes, self.max_batch)
     }
 
     /// The CPU reference with the same shapes and weights.
     pub fn reference(&self) -> ReferenceModels {
-        ReferenceModels::new(self.cnn, self.encoder, self.max_batch, self.seed)
+        ReferenceModels::new(self.shapes, self.max_batch, self.seed)
     }
 }
 
 enum GpuModel {
     Cnn(GpuCnn),
     Encoder(GpuEncoder),
+    Supernet(GpuSupernet),
 }
 
 impl GpuModel {
@@ -98,6 +104,7 @@ impl GpuModel {
         match self {
             Self::Cnn(m) => m.input,
             Self::Encoder(m) => m.input,
+            Self::Supernet(m) => m.input,
         }
     }
 
@@ -105,13 +112,15 @@ impl GpuModel {
         match self {
             Self::Cnn(m) => m.output,
             Self::Encoder(m) => m.output,
+            Self::Supernet(m) => m.output,
         }
     }
 
-    fn enqueue(&self, gpu: &Gpu, b: usize) -> Result<(), CudaError> {
+    fn enqueue(&self, gpu: &Gpu, variant: usize, b: usize) -> Result<(), CudaError> {
         match self {
             Self::Cnn(m) => m.enqueue(gpu, b),
             Self::Encoder(m) => m.enqueue(gpu, b),
+            Self::Supernet(m) => m.enqueue(gpu, variant, b),
         }
     }
 }
@@ -123,11 +132,16 @@ struct InFlight {
     batch: usize,
 }
 
+/// A model's variant (a supernet's subnet; 0 for an ordinary model).
+fn variant_of(info: &ModelInfo, v: Option<u16>) -> usize {
+    usize::from(v.unwrap_or(info.variants - 1))
+}
+
 pub struct CudaExecutor {
     models: Vec<GpuModel>,
     infos: Vec<ModelInfo>,
-    /// `graphs[model][b - 1]`; empty in eager mode.
-    graphs: Vec<Vec<CudaGraph>>,
+    /// `graphs[model][variant][b - 1]`; empty in eager mode.
+    graphs: Vec<Vec<Vec<CudaGraph>>>,
     mode: LaunchMode,
     pinned_in: PinnedHostSlice<f32>,
     pinned_out: PinnedHostSlice<f32>,
@@ -153,11 +167,15 @@ impl CudaExecutor {
     fn build(cfg: &CudaConfig) -> Result<Self, CudaError> {
         let mut gpu = Gpu::open(cfg.ordinal, cfg.memory_limit_mib << 20)?;
         let max = cfg.max_batch as usize;
-        let cpu_cnn = Cnn::new(cfg.cnn, cfg.seed);
-        let cpu_enc = Encoder::new(cfg.encoder, ReferenceModels::encoder_seed(cfg.seed));
+        let Shapes { cnn, encoder, supernet } = cfg.shapes;
+        let cpu_cnn = Cnn::new(cnn, cfg.seed);
+        let cpu_enc = Encoder::new(encoder, ReferenceModels::encoder_seed(cfg.seed));
+        let subnets = default_subnets(&supernet);
+        let cpu_net = Supernet::new(supernet, &subnets);
         let models = vec![
             GpuModel::Cnn(GpuCnn::new(&mut gpu, &cpu_cnn, max)?),
             GpuModel::Encoder(GpuEncoder::new(&mut gpu, &cpu_enc, max)?),
+            GpuModel::Supernet(GpuSupernet::new(&mut gpu, &cpu_net, &subnets, max)?),
         ];
         let infos = cfg.model_infos();
         let most = |f: fn(&ModelInfo) -> usize| infos.iter().map(f).max().unwrap_or(0) * max;
@@ -168,8 +186,11 @@ impl CudaExecutor {
         let pinned_out = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(most(|m| m.output_len).max(1), 0) }?;
         let mut graphs = Vec::new();
         if cfg.launch == LaunchMode::Graph {
-            for m in &models {
-                graphs.push((1..=max).map(|b| capture(&gpu, m, b)).collect::<Result<Vec<_>, _>>()?);
+            for (m, info) in models.iter().zip(&infos) {
+                let per_variant = (0..usize::from(info.variants))
+                    .map(|v| (1..=max).map(|b| capture(&gpu, m, v, b)).collect::<Result<Vec<_>, _>>())
+                    .collect::<Result<Vec<_>, _>>()?;
+                graphs.push(per_variant);
             }
         }
         let (start, end) = (timing_event(&gpu)?, timing_event(&gpu)?);
@@ -185,25 +206,34 @@ impl CudaExecutor {
         self.gpu.used_bytes()
     }
 
-    fn enqueue_compute(&self, model: usize, b: usize) -> Result<(), CudaError> {
+    fn enqueue_compute(&self, model: usize, variant: usize, b: usize) -> Result<(), CudaError> {
         match self.mode {
-            LaunchMode::Graph => Ok(self.graphs[model][b - 1].launch()?),
-            LaunchMode::Eager => self.models[model].enqueue(&self.gpu, b),
+            LaunchMode::Graph => Ok(self.graphs[model][variant][b - 1].launch()?),
+            LaunchMode::Eager => self.models[model].enqueue(&self.gpu, variant, b),
         }
     }
 
     /// The compute of one batch of `b` alone (inputs as they are on the
     /// device): the host time spent enqueueing it and the device time it
     /// took. What the launch-overhead benchmark compares across modes.
-    pub fn time_compute(&mut self, model: usize, b: usize) -> Result<(Duration, Duration), ExecError> {
-        let max = self.infos.get(model).ok_or(ExecError::UnknownModel { model: model as u32 })?.max_batch;
-        if b == 0 || b > max as usize {
-            return Err(ExecError::BatchTooLarge { batch: b, max });
+    pub fn time_compute(
+        &mut self,
+        model: usize,
+        variant: Option<u16>,
+        b: usize,
+    ) -> Result<(Duration, Duration), ExecError> {
+        let info = self.infos.get(model).ok_or(ExecError::UnknownModel { model: model as u32 })?;
+        if b == 0 || b > info.max_batch as usize {
+            return Err(ExecError::BatchTooLarge { batch: b, max: info.max_batch });
         }
+        if variant.is_some_and(|v| v >= info.variants) {
+            return Err(ExecError::UnknownVariant { model: model as u32, variant: variant.unwrap_or(0) });
+        }
+        let variant = variant_of(info, variant);
         let step = || -> Result<(Duration, Duration), CudaError> {
             self.start.record(&self.gpu.stream)?;
             let host = Instant::now();
-            self.enqueue_compute(model, b)?;
+            self.enqueue_compute(model, variant, b)?;
             let host = host.elapsed();
             self.end.record(&self.gpu.stream)?;
             self.end.synchronize()?;
@@ -214,6 +244,7 @@ impl CudaExecutor {
 
     fn start_batch(&mut self, batch: &Batch<'_>) -> Result<(), CudaError> {
         let (m, b) = (batch.model as usize, batch.inputs.len());
+        let variant = variant_of(&self.infos[m], batch.variant);
         let len = self.infos[m].input_len;
         let host = self.pinned_in.as_mut_slice()?;
         for (row, x) in host.chunks_exact_mut(len).zip(batch.inputs) {
@@ -229,7 +260,7 @@ impl CudaExecutor {
         unsafe {
             cudarc::driver::result::memcpy_htod_async(model.input().0, &self.pinned_in.as_slice()?[..len * b], cu)
         }?;
-        self.enqueue_compute(m, b)?;
+        self.enqueue_compute(m, variant, b)?;
         let out = &mut self.pinned_out.as_mut_slice()?[..out_len];
         // SAFETY: as above.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(out, model.output().0, cu) }?;
@@ -250,11 +281,12 @@ fn ms(v: f32) -> Duration {
     Duration::from_secs_f64(f64::from(v.max(0.0)) / 1e3)
 }
 
-/// Captures model `m`'s forward pass at batch `b` into a graph, uploaded to
-/// the device so that its first launch costs no more than the next.
-fn capture(gpu: &Gpu, m: &GpuModel, b: usize) -> Result<CudaGraph, CudaError> {
+/// Captures model `m`'s forward pass (variant `v`) at batch `b` into a
+/// graph, uploaded to the device so that its first launch costs no more
+/// than the next.
+fn capture(gpu: &Gpu, m: &GpuModel, v: usize, b: usize) -> Result<CudaGraph, CudaError> {
     gpu.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let enqueued = m.enqueue(gpu, b);
+    let enqueued = m.enqueue(gpu, v, b);
     let graph = gpu.stream.end_capture(CUgraphInstantiate_flags(0));
     enqueued?;
     let graph = graph?.ok_or_else(|| CudaError::Driver(format!("capturing batch {b} gave an empty graph")))?;

@@ -34,8 +34,11 @@ fn the_gpu_models_match_the_cpu_reference_at_every_batch_size() {
         for b in 1..=info.max_batch as usize {
             let xs = inputs(b, info.input_len, (m * 100 + b) as u64);
             let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-            let a = compare(&mut gpu, &mut cpu, m as u32, &refs).unwrap();
-            assert!(a.within_tolerance(), "{} at batch {b}: {a:?}", info.name);
+            // Every variant (a supernet's every subnet, served in place).
+            for v in 0..info.variants {
+                let a = compare(&mut gpu, &mut cpu, (m as u32, Some(v)), &refs).unwrap();
+                assert!(a.within_tolerance(), "{} variant {v} at batch {b}: {a:?}", info.name);
+            }
         }
     }
 }

@@ -25,23 +25,23 @@ const EPS: f32 = 1e-5;
 /// A dense block: `rows x cols` weights (row-major), bias, then
 /// normalisation `(z - mean) * inv_std`, then ReLU.
 #[derive(Clone, Debug)]
-struct Block {
-    weights: Vec<f32>,
-    bias: Vec<f32>,
-    cols: usize,
+pub(crate) struct Block {
+    pub(crate) weights: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) cols: usize,
 }
 
 /// Per-subnet normalisation statistics of one block.
 #[derive(Clone, Debug, PartialEq)]
-struct Norm {
-    mean: Vec<f32>,
-    inv_std: Vec<f32>,
+pub(crate) struct Norm {
+    pub(crate) mean: Vec<f32>,
+    pub(crate) inv_std: Vec<f32>,
 }
 
 pub struct Supernet {
     cfg: SupernetConfig,
-    blocks: Vec<Block>,
-    head: Block,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) head: Block,
     /// SubnetNorm: statistics per subnet, per block it runs.
     norms: Vec<(SubnetConfig, Vec<Norm>)>,
 }
@@ -110,7 +110,7 @@ impl Supernet {
         assert!(s.width >= 1 && s.width <= self.cfg.max_width, "width {} of {}", s.width, self.cfg.max_width);
     }
 
-    fn norms_of(&self, s: &SubnetConfig) -> &[Norm] {
+    pub(crate) fn norms_of(&self, s: &SubnetConfig) -> &[Norm] {
         &self.norms.iter().find(|(c, _)| c == s).unwrap_or_else(|| panic!("subnet {s:?} was not calibrated")).1
     }
 
