@@ -2,13 +2,19 @@
 //! on the GPU for b = 1..B, fits Symphony's `l(b) = alpha b + beta`, and
 //! writes a scenario file holding the measured tables (`latency_ms`, what
 //! the simulator and `baton serve --executor cuda` take) with the fit
-//! beside them. Without a GPU: the typed "no CUDA device", exit 2.
+//! beside them. With `--partitions DIR` it measures L(b, p) on GPU
+//! partitions (green contexts) instead, alone and beside each co-runner,
+//! into `DIR/inference.csv` and `DIR/interference.csv` in the format of
+//! the shipped partition profiles. Without a GPU: the typed "no CUDA
+//! device", exit 2.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use baton_gpu::cuda::partition_profile::measure;
 use baton_gpu::cuda::profile::{profile, ModelProfile};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
+use baton_sched::glet::PARTITIONS;
 use baton_sched::Scenario;
 
 #[derive(clap::Args)]
@@ -28,6 +34,9 @@ pub struct Args {
     /// Each model's SLO in the written scenario, as a multiple of l(max_batch).
     #[arg(long, default_value_t = 2.0)]
     slo_factor: f64,
+    /// Measure GPU partitions (green contexts) into this folder instead.
+    #[arg(long)]
+    partitions: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<(), String> {
@@ -35,6 +44,9 @@ pub fn run(a: Args) -> Result<(), String> {
         return Err("--max-batch and --reps must be positive, --slo-factor at least 1".into());
     }
     let cfg = CudaConfig { ordinal: a.device, max_batch: a.max_batch, ..CudaConfig::serving() };
+    if let Some(dir) = &a.partitions {
+        return partitions(&cfg, dir, a.reps);
+    }
     let mut exec = CudaExecutor::new(&cfg).map_err(|e| format!("profile: {e}"))?;
     let device = exec.device().name.clone();
     let profiles = profile(&mut exec, a.max_batch, a.reps, a.reps).map_err(|e| format!("profile: {e}"))?;
@@ -56,6 +68,29 @@ pub fn run(a: Args) -> Result<(), String> {
         Some(path) => std::fs::write(path, &text).map_err(|e| format!("--out {}: {e}", path.display()))?,
         None => print!("{text}"),
     }
+    Ok(())
+}
+
+/// L(b, p) alone and beside a co-runner, in the partition profiles' format.
+fn partitions(cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<(), String> {
+    let batches: Vec<usize> = [1, 2, 4, 8, 16, 32].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
+    let co_batches: Vec<usize> = [4, 16].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
+    let p = measure(cfg, &PARTITIONS, &batches, &co_batches, reps).map_err(|e| format!("profile: {e}"))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("--partitions {}: {e}", dir.display()))?;
+    for (file, text) in [("inference.csv", p.inference_csv()), ("interference.csv", p.interference_csv())] {
+        std::fs::write(dir.join(file), text).map_err(|e| format!("--partitions {}: {e}", dir.display()))?;
+    }
+    let mut shares: Vec<(u32, u32)> = p.solo.iter().map(|s| (s.partition, s.sms)).collect();
+    shares.dedup();
+    let granted: Vec<String> = shares.iter().map(|(p, sms)| format!("{p}% -> {sms} SMs")).collect();
+    eprintln!(
+        "{} SMs; {}; {} solo and {} co-run measurements in {}",
+        p.device_sms,
+        granted.join(", "),
+        p.solo.len(),
+        p.co_runs.len(),
+        dir.display()
+    );
     Ok(())
 }
 

@@ -138,6 +138,11 @@ impl Gpu {
     /// for buffers (cuBLAS's workspace included).
     pub fn open(ordinal: usize, limit_bytes: usize) -> Result<Self, CudaError> {
         let (ctx, info) = open_context(ordinal)?;
+        Self::on_context(ctx, info, limit_bytes)
+    }
+
+    /// As `open`, on a given context of the device (a GPU partition's).
+    pub fn on_context(ctx: Arc<CudaContext>, info: DeviceInfo, limit_bytes: usize) -> Result<Self, CudaError> {
         // SAFETY: every kernel, copy and GEMM goes to the one stream below,
         // in order, so the per-buffer events cudarc records to order work
         // across streams are not needed — and they could not be recorded

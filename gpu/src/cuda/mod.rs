@@ -19,9 +19,12 @@ pub mod cnn;
 pub mod device;
 pub mod encoder;
 pub mod kernels;
+pub mod partition;
+pub mod partition_profile;
 pub mod profile;
 pub mod supernet;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -161,11 +164,18 @@ impl CudaExecutor {
     /// Opens the device, uploads the models, allocates every buffer and
     /// captures the graphs. No device: `ExecError::NoDevice`.
     pub fn new(cfg: &CudaConfig) -> Result<Self, ExecError> {
-        Ok(Self::build(cfg)?)
+        Ok(Self::build(Gpu::open(cfg.ordinal, cfg.memory_limit_mib << 20)?, cfg)?)
     }
 
-    fn build(cfg: &CudaConfig) -> Result<Self, CudaError> {
-        let mut gpu = Gpu::open(cfg.ordinal, cfg.memory_limit_mib << 20)?;
+    /// The executor on a GPU partition (`partition::split`), on the SMs it
+    /// was granted.
+    pub fn on_partition(cfg: &CudaConfig, part: &partition::Partition) -> Result<Self, ExecError> {
+        let (_, info) = open_context(cfg.ordinal)?;
+        let gpu = Gpu::on_context(Arc::clone(&part.ctx), info, cfg.memory_limit_mib << 20)?;
+        Ok(Self::build(gpu, cfg)?)
+    }
+
+    fn build(mut gpu: Gpu, cfg: &CudaConfig) -> Result<Self, CudaError> {
         let max = cfg.max_batch as usize;
         let Shapes { cnn, encoder, supernet } = cfg.shapes;
         let cpu_cnn = Cnn::new(cnn, cfg.seed);

@@ -85,3 +85,24 @@ fn a_memory_limit_too_small_is_a_typed_error() {
         Ok(_) => panic!("1 MiB cannot hold cuBLAS's workspace"),
     }
 }
+
+#[test]
+fn a_partition_runs_the_models_on_its_share_of_the_sms() {
+    let cfg = CudaConfig::small();
+    let Some(mut whole) = executor(&cfg) else { return };
+    let total = partition::device_sms(0).unwrap();
+    let (half, rest) = partition::split(0, total / 2).unwrap();
+    assert!(
+        half.sms >= total / 2 && rest.sms > 0 && half.sms + rest.sms <= total,
+        "{} + {} of {total}",
+        half.sms,
+        rest.sms
+    );
+    let mut part = CudaExecutor::on_partition(&cfg, &half).unwrap();
+    for (m, info) in whole.models().to_vec().iter().enumerate() {
+        let xs = inputs(4, info.input_len, m as u64);
+        let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        let a = compare(&mut part, &mut whole, (m as u32, None), &refs).unwrap();
+        assert!(a.within_tolerance(), "{} on {} SMs: {a:?}", info.name, half.sms);
+    }
+}
