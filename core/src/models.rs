@@ -201,4 +201,8 @@ impl Executor for ByName {
     fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
         self.inner.poll(outputs)
     }
+
+    fn pipeline_depth(&self) -> usize {
+        self.inner.pipeline_depth()
+    }
 }

@@ -86,16 +86,23 @@ pub trait Executor {
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError>;
 
     /// Starts `batch` without waiting for it, as a GPU launch does. An
-    /// executor that cannot returns `Done` from `run`. One batch at a time:
-    /// a batch in flight is polled to completion before the next launch.
+    /// executor that cannot returns `Done` from `run`. Up to
+    /// `pipeline_depth` batches may be in flight at once; the device runs
+    /// them in launch order.
     fn launch(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
         self.run(batch, outputs).map(Launched::Done)
     }
 
-    /// For a batch `launch` left in flight: `None` while it runs; once it
-    /// is done, its outputs in `outputs` and its device time.
+    /// For the oldest batch `launch` left in flight: `None` while it runs;
+    /// once it is done, its outputs in `outputs` and its device time.
     fn poll(&mut self, _outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
         None
+    }
+
+    /// How many launched batches may be in flight at once (1: each is
+    /// polled to completion before the next launch).
+    fn pipeline_depth(&self) -> usize {
+        1
     }
 }
 

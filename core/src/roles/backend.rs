@@ -9,7 +9,11 @@
 //! emulated one with deferred pacing) are waited out on the role's clock;
 //! a batch an executor leaves in flight (the CUDA executor's asynchronous
 //! launch) is polled every `POLL_NS` until the device is done. Either way
-//! `next_wake` says when to call `poll`.
+//! `next_wake` says when to call `poll`. An executor with a device queue
+//! (`pipeline_depth` > 1) gets the next batch as soon as its inputs are in
+//! and its time has come, while the previous one still runs: the device
+//! runs them in order, and the host's copying and launching overlaps the
+//! device's work instead of idling it. Results come back in launch order.
 
 use std::collections::VecDeque;
 
@@ -59,7 +63,9 @@ pub struct BackendRole {
     id: u32,
     exec: Box<dyn Executor>,
     jobs: VecDeque<Job>,
-    running: Option<Running>,
+    /// Batches started and not finished, oldest first (at most the
+    /// executor's pipeline depth).
+    running: VecDeque<Running>,
     pub stats: BackendStats,
 }
 
@@ -77,7 +83,7 @@ fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
 
 impl BackendRole {
     pub fn new(id: u32, exec: Box<dyn Executor>) -> Self {
-        Self { id, exec, jobs: VecDeque::new(), running: None, stats: BackendStats::default() }
+        Self { id, exec, jobs: VecDeque::new(), running: VecDeque::new(), stats: BackendStats::default() }
     }
 
     pub fn id(&self) -> u32 {
@@ -113,45 +119,54 @@ impl BackendRole {
 
     /// Whether a batch is running on a device that must be polled.
     pub fn in_flight(&self) -> bool {
-        self.running.as_ref().is_some_and(|r| r.in_flight)
+        self.running.iter().any(|r| r.in_flight)
+    }
+
+    fn room(&self) -> bool {
+        self.running.len() < self.exec.pipeline_depth().max(1)
     }
 
     /// When `poll` has something to do next, if anything.
     pub fn next_wake(&self) -> Option<Nanos> {
-        match &self.running {
-            Some(r) => Some(r.finish),
-            None => self.jobs.front().filter(|j| j.awaiting == 0).map(|j| j.plan.exec_at_ns),
-        }
+        let next_job = self.jobs.front().filter(|j| j.awaiting == 0 && self.room()).map(|j| j.plan.exec_at_ns);
+        self.running.front().map(|r| r.finish).into_iter().chain(next_job).min()
     }
 
-    /// Finishes the running batch if its time is up, then starts the next
-    /// one if its inputs are in and its time has come.
+    /// Finishes the oldest running batch if its time is up (polling the
+    /// device for one in flight), and starts the next one if there is room
+    /// and its inputs are in and its time has come; until neither happens.
     pub fn poll(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         loop {
-            if let Some(mut r) = self.running.take_if(|r| r.finish <= now) {
-                if r.in_flight {
-                    match self.exec.poll(&mut r.outputs) {
+            let mut progressed = false;
+            if self.running.front().is_some_and(|r| r.finish <= now) {
+                let mut r = self.running.pop_front().expect("checked");
+                let done = !r.in_flight
+                    || match self.exec.poll(&mut r.outputs) {
                         None => {
                             r.finish = now + POLL_NS;
-                            self.running = Some(r);
-                            return;
+                            false
                         }
-                        Some(done) => {
-                            (r.in_flight, r.finish, r.failed) = (false, now, done.is_err());
+                        Some(result) => {
+                            (r.in_flight, r.finish, r.failed) = (false, now, result.is_err());
+                            true
                         }
-                    }
+                    };
+                if done {
+                    self.finish(r, out);
+                    progressed = true;
+                } else {
+                    self.running.push_front(r);
                 }
-                self.finish(r, out);
             }
-            if self.running.is_some() {
+            let ready = matches!(self.jobs.front(), Some(j) if j.awaiting == 0 && j.plan.exec_at_ns <= now);
+            if ready && self.room() {
+                let job = self.jobs.pop_front().expect("checked");
+                self.start(now, job);
+                progressed = true;
+            }
+            if !progressed {
                 return;
             }
-            match self.jobs.front() {
-                Some(j) if j.awaiting == 0 && j.plan.exec_at_ns <= now => {}
-                _ => return,
-            }
-            let job = self.jobs.pop_front().expect("checked");
-            self.start(now, job);
         }
     }
 
@@ -182,7 +197,7 @@ impl BackendRole {
                 Err(_) => (now + 1, false, true),
             }
         };
-        self.running = Some(Running { plan, start: now, finish, in_flight, requests, outputs, failed });
+        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, outputs, failed });
     }
 
     fn finish(&mut self, r: Running, out: &mut Vec<Envelope>) {
@@ -231,5 +246,118 @@ impl BackendRole {
             failed: r.failed,
         };
         out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use baton_gpu::executor::validate;
+    use baton_gpu::{ExecError, ModelInfo};
+
+    use super::*;
+
+    /// A device queue of depth 2 whose batches finish after `polls` polls
+    /// each, in launch order; outputs are each input's sum.
+    struct Queue {
+        infos: Vec<ModelInfo>,
+        queue: VecDeque<(Vec<Vec<f32>>, u32)>,
+        polls: u32,
+        most_in_flight: usize,
+    }
+
+    impl Executor for Queue {
+        fn models(&self) -> &[ModelInfo] {
+            &self.infos
+        }
+
+        fn run(&mut self, _: &Batch<'_>, _: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+            unreachable!("the role launches")
+        }
+
+        fn launch(&mut self, batch: &Batch<'_>, _: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
+            validate(&self.infos, batch)?;
+            assert!(self.queue.len() < self.pipeline_depth(), "launched beyond the depth");
+            let outputs = batch.inputs.iter().map(|x| vec![x.iter().sum()]).collect();
+            self.queue.push_back((outputs, self.polls));
+            self.most_in_flight = self.most_in_flight.max(self.queue.len());
+            Ok(Launched::InFlight)
+        }
+
+        fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
+            let front = self.queue.front_mut()?;
+            if front.1 > 0 {
+                front.1 -= 1;
+                return None;
+            }
+            *outputs = self.queue.pop_front().expect("checked").0;
+            Some(Ok(Duration::from_micros(100)))
+        }
+
+        fn pipeline_depth(&self) -> usize {
+            2
+        }
+    }
+
+    fn plan(batch_id: u64, requests: Vec<u64>) -> Message {
+        Message::BatchPlan(fb::BatchPlan {
+            batch_id,
+            model: 0,
+            backend: 0,
+            exec_at_ns: 0,
+            expected_finish_ns: 0,
+            subnet: 0,
+            requests: Some(requests),
+            frontends: Some(vec![0]),
+        })
+    }
+
+    fn inputs(batch_id: u64, requests: Vec<u64>, value: f32) -> Message {
+        let tensors = requests.iter().map(|_| f32_tensor(le_bytes(&[value, value]))).collect();
+        Message::Inputs(fb::Inputs { batch_id, requests: Some(requests), tensors: Some(tensors), backend: 0 })
+    }
+
+    #[test]
+    fn a_device_queue_runs_the_next_batch_behind_the_current_one_and_answers_in_order() {
+        let info = ModelInfo { name: "m".into(), input_len: 2, output_len: 1, max_batch: 4, variants: 1 };
+        let exec = Queue { infos: vec![info], queue: VecDeque::new(), polls: 3, most_in_flight: 0 };
+        let mut role = BackendRole::new(0, Box::new(exec));
+        let mut out = Vec::new();
+        for (id, reqs, v) in [(1, vec![10, 11], 1.0), (2, vec![12], 2.0), (3, vec![13], 3.0)] {
+            role.on_message(0, plan(id, reqs.clone()), &mut out);
+            role.on_message(0, inputs(id, reqs, v), &mut out);
+        }
+        assert_eq!(role.running.len(), 2, "two batches on the device, the third waits for room");
+        assert!(role.in_flight());
+        let mut now = 0;
+        while role.stats.batches < 3 {
+            now = role.next_wake().expect("work left");
+            role.poll(now, &mut out);
+        }
+        assert_eq!(role.stats.requests, 4);
+        let done: Vec<u64> = out
+            .iter()
+            .filter_map(|e| match &e.msg {
+                Message::BatchDone(d) => Some(d.batch_id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done, vec![1, 2, 3], "answered in launch order");
+        let results: Vec<(Vec<u64>, Vec<f32>)> = out
+            .iter()
+            .filter_map(|e| match &e.msg {
+                Message::Results(r) => {
+                    let outs =
+                        r.outputs.iter().flatten().flat_map(|t| f32s(t.data.as_deref().unwrap_or(&[]))).collect();
+                    Some((r.requests.clone().unwrap_or_default(), outs))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results[0], (vec![10, 11], vec![2.0, 2.0]));
+        assert_eq!(results[2], (vec![13], vec![6.0]));
+        assert!(!role.in_flight() && role.next_wake().is_none() && now > 0);
     }
 }

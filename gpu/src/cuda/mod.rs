@@ -7,11 +7,13 @@
 //! At start-up everything is allocated from the configured limits: device
 //! buffers for each model's largest batch, pinned host buffers for inputs
 //! and outputs, and one CUDA graph captured per (model, variant, batch
-//! size). A batch
-//! is then one host-to-device copy, one graph launch and one device-to-host
-//! copy on the one stream, bracketed by two events whose difference is the
-//! batch's device time. `LaunchMode::Eager` enqueues the same kernels one
-//! by one instead (the comparison the benchmark makes).
+//! size). A batch is then one host-to-device copy, one graph launch and
+//! one device-to-host copy on the one stream, bracketed by two events whose
+//! difference is the batch's device time. `PIPELINE` staging slots (pinned
+//! buffers and events) let that many batches be in flight: the stream runs
+//! them in order, so a batch's copy-in waits for the previous batch's graph
+//! and the device buffers can be shared. `LaunchMode::Eager` enqueues the
+//! same kernels one by one instead (the comparison the benchmark makes).
 
 pub mod blas;
 pub mod check;
@@ -24,6 +26,7 @@ pub mod partition_profile;
 pub mod profile;
 pub mod supernet;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,11 +131,46 @@ impl GpuModel {
     }
 }
 
-/// The batch on the device: its model, size, and where its outputs go.
+/// Batches that may be in flight at once (staging slots).
+pub const PIPELINE: usize = 2;
+
+/// One batch's host side: pinned inputs and outputs, and the events
+/// around its copies and graph.
+struct Slot {
+    pinned_in: PinnedHostSlice<f32>,
+    pinned_out: PinnedHostSlice<f32>,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl Slot {
+    fn new(gpu: &Gpu, in_floats: usize, out_floats: usize) -> Result<Self, CudaError> {
+        let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        // SAFETY: page-locked host memory of the given lengths; the copies
+        // that read or write a slot are waited for (`poll`) before the slot
+        // is reused. Outputs are read by the host: plain (not
+        // write-combined) pinned memory for them.
+        let (pinned_in, pinned_out) = unsafe {
+            (
+                gpu.ctx.alloc_pinned::<f32>(in_floats.max(1))?,
+                gpu.ctx.alloc_pinned_with_flags::<f32>(out_floats.max(1), 0)?,
+            )
+        };
+        Ok(Self { pinned_in, pinned_out, start: event()?, end: event()? })
+    }
+
+    /// The device time between the slot's events (both completed).
+    fn elapsed(&self) -> Result<Duration, CudaError> {
+        Ok(ms(self.start.elapsed_ms(&self.end)?))
+    }
+}
+
+/// A batch on the device: its model, size, and its slot.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
     model: usize,
     batch: usize,
+    slot: usize,
 }
 
 /// A model's variant (a supernet's subnet; 0 for an ordinary model).
@@ -146,18 +184,13 @@ pub struct CudaExecutor {
     /// `graphs[model][variant][b - 1]`; empty in eager mode.
     graphs: Vec<Vec<Vec<CudaGraph>>>,
     mode: LaunchMode,
-    pinned_in: PinnedHostSlice<f32>,
-    pinned_out: PinnedHostSlice<f32>,
-    start: CudaEvent,
-    end: CudaEvent,
-    in_flight: Option<InFlight>,
+    slots: Vec<Slot>,
+    /// Oldest first; slots are used round robin.
+    in_flight: VecDeque<InFlight>,
+    next_slot: usize,
     /// Declared last: the buffers the models and graphs address are freed
     /// after them.
     gpu: Gpu,
-}
-
-fn timing_event(gpu: &Gpu) -> Result<CudaEvent, CudaError> {
-    Ok(gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
 }
 
 impl CudaExecutor {
@@ -189,11 +222,9 @@ impl CudaExecutor {
         ];
         let infos = cfg.model_infos();
         let most = |f: fn(&ModelInfo) -> usize| infos.iter().map(f).max().unwrap_or(0) * max;
-        // SAFETY: page-locked host memory of the given length; the copies
-        // that read or write it are waited for (`poll`) before it is reused.
-        let pinned_in = unsafe { gpu.ctx.alloc_pinned::<f32>(most(|m| m.input_len).max(1)) }?;
-        // Outputs are read by the host: plain (not write-combined) pinned memory.
-        let pinned_out = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(most(|m| m.output_len).max(1), 0) }?;
+        let slots = (0..PIPELINE)
+            .map(|_| Slot::new(&gpu, most(|m| m.input_len), most(|m| m.output_len)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut graphs = Vec::new();
         if cfg.launch == LaunchMode::Graph {
             for (m, info) in models.iter().zip(&infos) {
@@ -203,8 +234,7 @@ impl CudaExecutor {
                 graphs.push(per_variant);
             }
         }
-        let (start, end) = (timing_event(&gpu)?, timing_event(&gpu)?);
-        Ok(Self { models, infos, graphs, mode: cfg.launch, pinned_in, pinned_out, start, end, in_flight: None, gpu })
+        Ok(Self { models, infos, graphs, mode: cfg.launch, slots, in_flight: VecDeque::new(), next_slot: 0, gpu })
     }
 
     pub fn device(&self) -> &DeviceInfo {
@@ -240,50 +270,65 @@ impl CudaExecutor {
             return Err(ExecError::UnknownVariant { model: model as u32, variant: variant.unwrap_or(0) });
         }
         let variant = variant_of(info, variant);
+        self.idle()?;
         let step = || -> Result<(Duration, Duration), CudaError> {
-            self.start.record(&self.gpu.stream)?;
+            let slot = &self.slots[0];
+            slot.start.record(&self.gpu.stream)?;
             let host = Instant::now();
             self.enqueue_compute(model, variant, b)?;
             let host = host.elapsed();
-            self.end.record(&self.gpu.stream)?;
-            self.end.synchronize()?;
-            Ok((host, ms(self.start.elapsed_ms(&self.end)?)))
+            slot.end.record(&self.gpu.stream)?;
+            slot.end.synchronize()?;
+            Ok((host, slot.elapsed()?))
         };
         Ok(step()?)
     }
 
-    fn start_batch(&mut self, batch: &Batch<'_>) -> Result<(), CudaError> {
+    /// Refuses while batches are in flight (for the synchronous entry points).
+    fn idle(&self) -> Result<(), ExecError> {
+        match self.in_flight.len() {
+            0 => Ok(()),
+            n => Err(ExecError::Device(format!("{n} batches are in flight on this device; poll them first"))),
+        }
+    }
+
+    /// Stages `batch` in slot `k` and enqueues its copies and graph.
+    fn start_batch(&mut self, k: usize, batch: &Batch<'_>) -> Result<(), CudaError> {
         let (m, b) = (batch.model as usize, batch.inputs.len());
         let variant = variant_of(&self.infos[m], batch.variant);
         let len = self.infos[m].input_len;
-        let host = self.pinned_in.as_mut_slice()?;
+        let out_len = self.infos[m].output_len * b;
+        let cu = self.gpu.stream.cu_stream();
+        let (input, output) = (self.models[m].input(), self.models[m].output());
+        let slot = &mut self.slots[k];
+        let host = slot.pinned_in.as_mut_slice()?;
         for (row, x) in host.chunks_exact_mut(len).zip(batch.inputs) {
             row.copy_from_slice(x);
         }
-        let out_len = self.infos[m].output_len * b;
-        let model = &self.models[m];
-        let cu = self.gpu.stream.cu_stream();
-        self.start.record(&self.gpu.stream)?;
-        // SAFETY: the pinned buffers outlive the copies (they are reused
-        // only after `poll` has seen the end event); the device buffers hold
-        // the model's largest batch, which `validate` bounds `b` by.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(model.input().0, &self.pinned_in.as_slice()?[..len * b], cu)
-        }?;
+        slot.start.record(&self.gpu.stream)?;
+        // SAFETY: the slot's pinned buffers outlive the copies (a slot is
+        // reused only after `poll` has seen its end event); the device
+        // buffers hold the model's largest batch, which `validate` bounds
+        // `b` by, and the stream orders this copy after the previous
+        // batch's graph has read them.
+        unsafe { cudarc::driver::result::memcpy_htod_async(input.0, &slot.pinned_in.as_slice()?[..len * b], cu) }?;
         self.enqueue_compute(m, variant, b)?;
-        let out = &mut self.pinned_out.as_mut_slice()?[..out_len];
+        let slot = &mut self.slots[k];
         // SAFETY: as above.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(out, model.output().0, cu) }?;
-        self.end.record(&self.gpu.stream)?;
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(&mut slot.pinned_out.as_mut_slice()?[..out_len], output.0, cu)
+        }?;
+        slot.end.record(&self.gpu.stream)?;
         Ok(())
     }
 
     fn collect(&mut self, f: InFlight, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, CudaError> {
         let len = self.infos[f.model].output_len;
-        let host = self.pinned_out.as_slice()?;
+        let slot = &self.slots[f.slot];
+        let host = slot.pinned_out.as_slice()?;
         outputs.clear();
         outputs.extend(host[..len * f.batch].chunks_exact(len).map(<[f32]>::to_vec));
-        Ok(ms(self.start.elapsed_ms(&self.end)?))
+        slot.elapsed()
     }
 }
 
@@ -310,36 +355,38 @@ impl Executor for CudaExecutor {
     }
 
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
-        if let Launched::Done(d) = self.launch(batch, outputs)? {
-            return Ok(d);
-        }
-        self.end.synchronize().map_err(CudaError::from)?;
+        validate(&self.infos, batch)?;
+        self.idle()?;
+        self.launch(batch, outputs)?;
+        let slot = self.in_flight.front().expect("just launched").slot;
+        self.slots[slot].end.synchronize().map_err(CudaError::from)?;
         self.poll(outputs).expect("the batch's end event has completed")
     }
 
     fn launch(&mut self, batch: &Batch<'_>, _outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
         validate(&self.infos, batch)?;
-        if self.in_flight.is_some() {
-            return Err(ExecError::Device("a batch is already in flight on this device".into()));
+        if self.in_flight.len() == PIPELINE {
+            return Err(ExecError::Device(format!("{PIPELINE} batches are already in flight on this device")));
         }
-        self.start_batch(batch)?;
-        self.in_flight = Some(InFlight { model: batch.model as usize, batch: batch.inputs.len() });
+        let slot = self.next_slot;
+        self.start_batch(slot, batch)?;
+        self.next_slot = (slot + 1) % PIPELINE;
+        self.in_flight.push_back(InFlight { model: batch.model as usize, batch: batch.inputs.len(), slot });
         Ok(Launched::InFlight)
     }
 
     fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {
-        let f = self.in_flight?;
-        match self.end.try_is_complete() {
-            Ok(false) => None,
-            Ok(true) => {
-                self.in_flight = None;
-                Some(self.collect(f, outputs).map_err(ExecError::from))
-            }
-            Err(e) => {
-                self.in_flight = None;
-                Some(Err(CudaError::from(e).into()))
-            }
+        let f = *self.in_flight.front()?;
+        let done = self.slots[f.slot].end.try_is_complete();
+        if done == Ok(false) {
+            return None;
         }
+        self.in_flight.pop_front();
+        Some(done.map_err(CudaError::from).and_then(|_| self.collect(f, outputs)).map_err(ExecError::from))
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        PIPELINE
     }
 }
 

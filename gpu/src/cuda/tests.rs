@@ -58,19 +58,30 @@ fn graphs_and_eager_launches_compute_the_same_and_conform() {
         assert_eq!(a, b, "{}: same kernels, same bits", info.name);
     }
     crate::conformance::check_within(&mut graph, "cuda", 1e-5);
-    // Launch then poll: nothing until done, then the outputs; a second
-    // launch while one is in flight is refused.
-    let x = inputs(1, graph.models()[1].input_len, 3);
-    let batch = Batch { model: 1, variant: None, inputs: &[&x[0]] };
+    // Launch then poll: up to PIPELINE batches in flight, answered in
+    // launch order with their own outputs; one more is refused, and so is
+    // a synchronous run until they are polled.
+    let xs = inputs(PIPELINE, graph.models()[1].input_len, 3);
     let mut out = Vec::new();
-    assert_eq!(graph.launch(&batch, &mut out), Ok(Launched::InFlight));
-    assert!(matches!(graph.launch(&batch, &mut out), Err(ExecError::Device(_))));
-    let took = loop {
-        if let Some(r) = graph.poll(&mut out) {
-            break r.unwrap();
-        }
-    };
-    assert!(took > Duration::ZERO && out.len() == 1 && graph.poll(&mut out).is_none());
+    let mut want = Vec::new();
+    for x in &xs {
+        let batch = Batch { model: 1, variant: None, inputs: &[&x[..]] };
+        eager.run(&batch, &mut out).unwrap();
+        want.push(out[0].clone());
+        assert_eq!(graph.launch(&batch, &mut out), Ok(Launched::InFlight));
+    }
+    let one = Batch { model: 1, variant: None, inputs: &[&xs[0][..]] };
+    assert!(matches!(graph.launch(&one, &mut out), Err(ExecError::Device(_))));
+    assert!(matches!(graph.run(&one, &mut out), Err(ExecError::Device(_))));
+    for w in &want {
+        let took = loop {
+            if let Some(r) = graph.poll(&mut out) {
+                break r.unwrap();
+            }
+        };
+        assert!(took > Duration::ZERO && out.len() == 1 && &out[0] == w);
+    }
+    assert!(graph.poll(&mut out).is_none());
 }
 
 #[test]
