@@ -4,10 +4,12 @@
 //! the emulated executor (runs for the profile's l(b)), the SubNetAct
 //! supernet on the CPU (`supernet/`, real arithmetic), the reference models
 //! on the CPU (`reference/`: a ResNet-style CNN and a transformer encoder
-//! block, as GEMMs and elementwise kernels — the correctness reference of
-//! the CUDA executor), CUDA device discovery (`cuda.rs`; the CUDA models,
-//! one CUDA graph per model and batch size, and partitions are not built
-//! yet); plus the conformance suite every executor runs (`conformance.rs`).
+//! block, as GEMMs and elementwise kernels), and the CUDA executor
+//! (`cuda/`: those models and the supernet on an NVIDIA GPU with cuBLAS and
+//! NVRTC kernels, checked against the CPU references; one CUDA graph per
+//! model, subnet and batch size; GPU partitions as green contexts; the
+//! profiling behind `baton profile`); plus the conformance suite every
+//! executor runs (`conformance.rs`).
 //!
 //! **Is not:** a scheduler: an executor runs the batch it is given, when it
 //! is told. The simulator's emulated backends live in `baton-sched::sim`,

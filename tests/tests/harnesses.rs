@@ -230,3 +230,20 @@ fn wire_bench_runs_and_round_trips() {
     let r = baton_perf::wire_bench::run(500);
     assert!(r.encode_fresh_ns > 0.0 && r.encode_reused_ns > 0.0 && r.decode_ns > 0.0);
 }
+
+#[test]
+fn cuda_bench_measures_on_a_gpu_or_says_there_is_none() {
+    use baton_gpu::cuda::CudaConfig;
+    match baton_perf::cuda_bench::run(&CudaConfig::small(), &[1, 3], &[2], 3) {
+        Ok(r) => {
+            assert!(r.correctness.iter().all(|c| c.agreement.within_tolerance()));
+            assert_eq!(r.launches.len(), 3, "one timing per model");
+            assert_eq!(
+                r.subnets.len(),
+                baton_gpu::supernet::default_subnets(&CudaConfig::small().shapes.supernet).len()
+            );
+        }
+        Err(baton_gpu::ExecError::NoDevice(why)) => assert!(why.contains("CUDA"), "{why}"),
+        Err(e) => panic!("{e}"),
+    }
+}
