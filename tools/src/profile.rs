@@ -94,9 +94,22 @@ fn partitions(cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<()
     Ok(())
 }
 
+/// The running maximum of `l`: the least non-decreasing table above it.
+fn monotone(l: &[Duration]) -> Vec<Duration> {
+    l.iter()
+        .scan(Duration::ZERO, |top, &x| {
+            *top = (*top).max(x);
+            Some(*top)
+        })
+        .collect()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
+
+/// The written scenario's dispatch delay (decision to batch start).
+const CTRL_DELAY_US: u64 = 200;
 
 /// A one-GPU scenario of the profiled models, equal shares, Symphony, at
 /// half the rate the GPU sustains at its largest batches.
@@ -114,10 +127,24 @@ pub fn scenario_text(device: &str, profiles: &[ModelProfile], slo_factor: f64, r
         .map(|p| share * p.latency.last().map_or(0.0, |l| l.as_secs_f64()) / p.latency.len() as f64)
         .sum();
     let capacity = 1.0 / gpu_per_rps;
-    t += &format!("rate_rps = {:.0}\n\n[cluster]\ngpus = 1\nctrl_delay_us = 200\ndata_delay_us = 0\n", capacity / 2.0);
+    t += &format!(
+        "rate_rps = {:.0}\n\n[cluster]\ngpus = 1\nctrl_delay_us = {CTRL_DELAY_US}\ndata_delay_us = 0\n",
+        capacity / 2.0
+    );
     for p in profiles {
-        let table: Vec<String> = p.latency.iter().map(|l| format!("{:.4}", ms(*l))).collect();
-        let slo = ms(*p.latency.last().expect("at least one size")) * slo_factor;
+        // Schedulers assume l(b) does not decrease with b; a measured table
+        // may (noise, or the GEMM library's choice per size), so the
+        // scenario gets its running maximum — never below what was measured
+        // at b — and the raw table as a comment.
+        let raw: Vec<String> = p.latency.iter().map(|l| format!("{:.4}", ms(*l))).collect();
+        let table: Vec<String> = monotone(&p.latency).iter().map(|l| format!("{:.4}", ms(*l))).collect();
+        if raw != table {
+            t += &format!("\n# `{}` measured (decreasing somewhere): [{}]", p.name, raw.join(", "));
+        }
+        // SLO: slo_factor x l(B), and never below slo_factor x the fastest
+        // answer (l(1) plus the dispatch delay).
+        let fastest = ms(p.latency[0]) + CTRL_DELAY_US as f64 / 1e3;
+        let slo = ms(*p.latency.last().expect("at least one size")).max(fastest) * slo_factor;
         t += &format!(
             "\n[[models]]\nname = \"{}\"\n# alpha_ms = {:.4}, beta_ms = {:.4} (fit within {:.1}%); input {} floats, output {}\n\
              latency_ms = [{}]\nslo_ms = {:.3}\nweight = {share:.4}\n",
@@ -156,6 +183,17 @@ mod tests {
         assert_eq!(cnn.profile.max_batch(), 4);
         assert_eq!(cnn.profile.latency(4), 3_000_000);
         assert_eq!(cnn.slo, 6_000_000);
+        // A model faster than the dispatch delay gets an SLO it can meet.
+        let quick = scenario_text("a GPU", &[p("quick", 10, 40)], 2.0, 10);
+        assert_eq!(Scenario::parse(&quick).unwrap().models[0].spec.slo, 500_000);
+        // A table that dips is written as its running maximum.
+        let mut dip = p("dip", 100, 100);
+        dip.latency[2] = Duration::from_micros(150);
+        let text = scenario_text("a GPU", &[dip], 2.0, 10);
+        let s2 = Scenario::parse(&text).unwrap();
+        let l: Vec<u64> = (1..=4).map(|b| s2.models[0].spec.profile.latency(b)).collect();
+        assert_eq!(l, vec![200_000, 300_000, 300_000, 500_000]);
+        assert!(text.contains("[0.2000, 0.3000, 0.1500, 0.5000]"), "{text}");
         // Half of what one GPU sustains with equal shares at batch 4:
         // 1 / (0.5 x 3 ms / 4 + 0.5 x 1.4 ms / 4) = 1818 r/s.
         assert_eq!(s.rate_rps.map(f64::round), Some(909.0));
