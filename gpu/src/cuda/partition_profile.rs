@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::check::inputs;
 use super::partition::{device_sms, split, Partition};
+use super::profile::median_latency;
 use super::{CudaConfig, CudaExecutor};
 use crate::executor::{Batch, ExecError, Executor, ModelInfo};
 
@@ -45,21 +46,9 @@ pub struct PartitionProfile {
     pub co_runs: Vec<CoRun>,
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 /// The median device time of `reps` batches of `b` of model `m`.
 fn time(exec: &mut CudaExecutor, m: usize, b: usize, reps: usize) -> Result<Duration, ExecError> {
-    let info = exec.models()[m].clone();
-    let xs = inputs(b, info.input_len, m as u64);
-    let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-    let batch = Batch { model: m as u32, variant: None, inputs: &refs };
-    let mut out = Vec::new();
-    exec.run(&batch, &mut out)?;
-    let runs = (0..reps).map(|_| exec.run(&batch, &mut out)).collect::<Result<Vec<_>, _>>()?;
-    Ok(median(runs))
+    median_latency(exec, m, b, 1, reps)
 }
 
 /// A batch of `b` inputs of model `m`, kept for reruns.

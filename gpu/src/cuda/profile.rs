@@ -42,9 +42,26 @@ pub fn fit(l: &[f64]) -> (f64, f64) {
     (alpha, mean_l - alpha * mean_b)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
+/// The median device time of `reps` batches of `b` deterministic inputs
+/// of model `m` (its default variant), after `warmup` untimed ones.
+pub fn median_latency(
+    exec: &mut dyn Executor,
+    m: usize,
+    b: usize,
+    warmup: usize,
+    reps: usize,
+) -> Result<Duration, ExecError> {
+    assert!(reps > 0);
+    let xs = inputs(b, exec.models()[m].input_len, m as u64);
+    let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+    let batch = Batch { model: m as u32, variant: None, inputs: &refs };
+    let mut outputs = Vec::new();
+    for _ in 0..warmup {
+        exec.run(&batch, &mut outputs)?;
+    }
+    let mut runs = (0..reps).map(|_| exec.run(&batch, &mut outputs)).collect::<Result<Vec<_>, _>>()?;
+    runs.sort_unstable();
+    Ok(runs[runs.len() / 2])
 }
 
 /// Profiles every model of `exec` (any executor; the CUDA one for `baton
@@ -55,22 +72,10 @@ pub fn profile(
     warmup: usize,
     reps: usize,
 ) -> Result<Vec<ModelProfile>, ExecError> {
-    assert!(reps > 0);
     let mut out = Vec::new();
     for (m, info) in exec.models().to_vec().into_iter().enumerate() {
         let top = max_batch.min(info.max_batch) as usize;
-        let xs = inputs(top, info.input_len, m as u64);
-        let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-        let mut outputs = Vec::new();
-        let mut latency = Vec::with_capacity(top);
-        for b in 1..=top {
-            let batch = Batch { model: m as u32, variant: None, inputs: &refs[..b] };
-            for _ in 0..warmup {
-                exec.run(&batch, &mut outputs)?;
-            }
-            let runs = (0..reps).map(|_| exec.run(&batch, &mut outputs)).collect::<Result<Vec<_>, _>>()?;
-            latency.push(median(runs));
-        }
+        let latency = (1..=top).map(|b| median_latency(exec, m, b, warmup, reps)).collect::<Result<Vec<_>, _>>()?;
         let ms: Vec<f64> = latency.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         let (alpha, beta) = fit(&ms);
         let max_fit_error =
