@@ -219,6 +219,12 @@ fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
     Ok((s, policy))
 }
 
+/// What a server serves, for its start-up line.
+fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs) -> String {
+    let (models, gpus, kind) = (s.models.len(), s.cluster.backends, a.executor.noun());
+    format!("{} ({models} models, {gpus} {kind} GPUs, policy {})", s.name, policy.as_str())
+}
+
 fn positive(name: &str, x: f64) -> Result<f64, String> {
     if x.is_finite() && x > 0.0 {
         Ok(x)
@@ -281,15 +287,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
     let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
     install_signals();
-    eprintln!(
-        "baton serve: {} ({} models, {} {} GPUs, policy {}) on {}",
-        s.name,
-        s.models.len(),
-        s.cluster.backends,
-        a.engine.executor.noun(),
-        policy.as_str(),
-        engine.addr
-    );
+    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine), engine.addr);
     run_until_stopped(a.duration);
     let report = engine.shutdown();
     if a.json {
@@ -386,12 +384,8 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let engine = start(&s, policy, &config(&a.engine, listen, rate)).map_err(|e| e.to_string())?;
     eprintln!(
-        "baton demo: serving {} ({} models, {} {} GPUs, policy {}) on {}; {rate} r/s for {duration} s ...",
-        s.name,
-        s.models.len(),
-        s.cluster.backends,
-        a.engine.executor.noun(),
-        policy.as_str(),
+        "baton demo: serving {} on {}; {rate} r/s for {duration} s ...",
+        serving(&s, policy, &a.engine),
         engine.addr
     );
     let cfg = LoadConfig {
