@@ -4,12 +4,15 @@
 //! - The *frontend shard* owns the TCP listener and every client
 //!   connection (io_uring through glommio) and the frontend role.
 //! - The *scheduler shard* owns the scheduler role (the `baton-sched`
-//!   policy) and the emulated backends, with one timer wheel for both.
+//!   policy) and the backends (emulated GPUs, or the CUDA executor's
+//!   models on real ones with `--executor cuda`), with one timer wheel for
+//!   both.
 //!
 //! The shards share nothing mutable: they exchange `Envelope`s through a
 //! pair of bounded SPSC rings (`baton_net::mesh`); a full ring keeps the
 //! sender's messages in its own queue (backpressure) rather than dropping
-//! them. The model table is read through crossbeam-epoch (`Published`).
+//! them. The model table is published at start-up and read per request
+//! through crossbeam-epoch (`Published`); nothing republishes it yet.
 //! Each shard runs one pump task that drains its link, fires due timers
 //! and flushes what it produced, yielding to the reactor between rounds
 //! (`pause`) so sockets are served.
@@ -28,7 +31,8 @@
 //! Shards are pinned round-robin over the cores `topology.rs` lists (one
 //! NUMA node's, when the operator names one).
 //!
-//! Reduced, and said so: one frontend shard; emulated GPUs only.
+//! Reduced, and said so: one frontend shard; GPU partitions only in the
+//! simulator.
 
 mod alarms;
 mod conn;
@@ -184,7 +188,8 @@ fn raise_memlock() {
 }
 
 /// Starts serving `scenario`'s models under `policy` on its
-/// `[cluster] gpus` emulated GPUs.
+/// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
+/// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
     let table = servable(scenario, policy, cfg)?;
     raise_memlock();

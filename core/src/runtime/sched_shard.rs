@@ -1,6 +1,7 @@
 //! The scheduler-side shard. What it hosts (`Hosts`): the whole scheduler
 //! (the policy inside one `SchedulerRole`), or Symphony's rank shard, or
-//! one of Symphony's model shards — and a range of emulated backends. In
+//! one of Symphony's model shards — and a range of backends (emulated
+//! GPUs, or the CUDA executor on real ones with `--executor cuda`). In
 //! `baton serve` with the policy inline: the scheduler and every backend;
 //! with Symphony split: the rank shard and every backend on one shard, each
 //! model shard on its own; `baton scheduler` hosts only the scheduler,
