@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use baton_sched::glet::{plan_once, serve, Planner};
+use baton_sched::build;
+use baton_sched::glet::{plan_once, Planner, Serving};
 use baton_sched::sim::{find_goodput, find_goodput_with, run_with, Report, BAD_RATE_LIMIT};
 use baton_sched::{PolicyKind, Scenario, Scheduler};
 
@@ -128,15 +129,19 @@ pub struct IdealRow {
     pub ideal_goodput_rps: f64,
 }
 
+/// What `planner` needs to serve the glet scenario `s` at `rate_rps`.
+fn serving(planner: Planner, s: &Scenario, rate_rps: f64) -> Serving<'_> {
+    build::serving(planner, s, rate_rps).expect("a glet scenario: partition profiles for every model")
+}
+
 /// Whether `planner` plans these rates on paper, and whether its run in
 /// the simulator keeps every model within the bad-rate limit.
 fn schedulable(planner: Planner, s: &Scenario, rate_rps: f64) -> (bool, bool) {
-    let data = s.partitions.as_deref().expect("glet scenario");
-    let demands = serve::demands(s, rate_rps);
-    if plan_once(planner, data, &demands, s.cluster.backends as usize).is_none() {
+    let serving = serving(planner, s, rate_rps);
+    if plan_once(planner, serving.data, &serving.demands, s.cluster.backends as usize).is_none() {
         return (false, false);
     }
-    let mut sched = serve::build(planner, s, rate_rps);
+    let mut sched = serving.scheduler();
     let r = run_with(s, "plan", &mut sched, rate_rps);
     (true, r.meets_slos())
 }
@@ -169,7 +174,7 @@ pub fn versus_ideal(gpus: usize, duration_s: f64, tolerance: f64) -> IdealRow {
     }
     let s = five_models(gpus, &[1.0; 5], duration_s);
     let goodput = |planner: Planner| {
-        let build = |rate: f64| -> Box<dyn Scheduler> { Box::new(serve::build(planner, &s, rate)) };
+        let build = |rate: f64| -> Box<dyn Scheduler> { Box::new(serving(planner, &s, rate).scheduler()) };
         find_goodput_with(&s, &format!("{planner:?}"), &build, tolerance).goodput_rps
     };
     row.glet_goodput_rps = goodput(Planner::Glet);
@@ -200,7 +205,7 @@ impl NointRow {
 pub fn highest_planned(planner: Planner, s: &Scenario) -> f64 {
     let data = s.partitions.as_deref().expect("glet scenario");
     let gpus = s.cluster.backends as usize;
-    let ok = |r: f64| plan_once(planner, data, &serve::demands(s, r), gpus).is_some();
+    let ok = |r: f64| plan_once(planner, data, &serving(planner, s, r).demands, gpus).is_some();
     let (mut lo, mut hi) = (0.0, s.capacity_bound_rps() * 2.0);
     assert!(!ok(hi), "{planner:?} plans beyond twice the capacity bound");
     while hi - lo > 1e-3 * hi {
@@ -229,7 +234,8 @@ pub fn noint_breaks(names: &[&str], duration_s: Option<f64>) -> Vec<NointRow> {
             let noint = baton_sched::sim::run(&s, PolicyKind::GletNoint, rate);
             let data = s.partitions.as_deref().expect("glet scenario");
             let accepts =
-                plan_once(Planner::Glet, data, &serve::demands(&s, rate), s.cluster.backends as usize).is_some();
+                plan_once(Planner::Glet, data, &serving(Planner::Glet, &s, rate).demands, s.cluster.backends as usize)
+                    .is_some();
             let glet = accepts.then(|| worst_bad_rate(&baton_sched::sim::run(&s, PolicyKind::Glet, rate)));
             NointRow {
                 scenario: name.to_string(),

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 
+use crate::backends::{no_backend, Backends};
 use crate::queue::{EdfQueues, Pending};
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
@@ -20,10 +21,7 @@ pub struct Clipper {
     queues: EdfQueues,
     /// Per model: the AIMD batch size (fractional; batches use its floor).
     limit: Vec<f64>,
-    idle: Vec<BackendId>,
-    /// Backends not failed; with none left every request is dropped.
-    alive: u32,
-    failed: Vec<BackendId>,
+    backends: Backends,
     out: VecDeque<Output>,
 }
 
@@ -32,16 +30,14 @@ impl Clipper {
         Self {
             queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             limit: vec![1.0; spec.models.len()],
-            idle: (0..spec.backends).rev().map(BackendId).collect(),
-            alive: spec.backends,
-            failed: Vec::new(),
+            backends: Backends::new(spec.backends),
             spec: spec.clone(),
             out: VecDeque::new(),
         }
     }
 
     fn dispatch(&mut self, now: Nanos) {
-        while let Some(&backend) = self.idle.last() {
+        while let Some(backend) = self.backends.next_idle() {
             let Some((m, head_deadline)) = self.queues.earliest() else { return };
             let out = &mut self.out;
             if head_deadline <= now {
@@ -54,7 +50,7 @@ impl Clipper {
                 });
                 continue;
             }
-            self.idle.pop();
+            self.backends.take();
             let cap = (self.limit[m].floor() as u32).clamp(1, self.spec.models[m].profile.max_batch());
             let mut requests = Vec::with_capacity(cap as usize);
             let bs = self.queues.with(m, |q| {
@@ -72,8 +68,7 @@ impl Clipper {
 impl Scheduler for Clipper {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        if self.alive == 0 {
-            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+        if self.backends.refuse(req.id, &mut self.out) {
             return;
         }
         if self.queues.push(m, Pending { id: req.id, deadline: req.deadline }).is_err() {
@@ -92,19 +87,14 @@ impl Scheduler for Clipper {
         } else {
             (self.limit[m] * BACKOFF).max(1.0)
         };
-        if !self.failed.contains(&done.backend) {
-            self.idle.push(done.backend);
-        }
+        self.backends.release(done.backend);
         self.dispatch(now);
     }
 
     fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
-        self.alive -= 1;
-        self.idle.retain(|&b| b != backend);
-        self.failed.push(backend);
-        if self.alive == 0 {
+        if self.backends.fail(backend) {
             let out = &mut self.out;
-            self.queues.drain(|id| out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend }));
+            self.queues.drain(|id| out.push_back(no_backend(id)));
         }
     }
 

@@ -16,6 +16,8 @@
 //! the doc comment of the file that implements it.
 
 pub mod arrival;
+pub mod backends;
+pub mod build;
 pub mod clipper;
 pub mod clockwork;
 pub mod dist;
@@ -39,7 +41,7 @@ pub mod time;
 pub mod trace;
 pub mod types;
 
-pub use policy::PolicyKind;
+pub use policy::{FixedPoint, PolicyKind};
 pub use profile::Profile;
 pub use scenario::Scenario;
 pub use time::Nanos;

@@ -79,7 +79,7 @@
 //! `MAX_STAGES` stages. The split is independent of the query rate, which
 //! scales every term alike.
 
-use crate::scenario::Arrival;
+use crate::arrival::Arrival;
 use crate::time::Nanos;
 use crate::types::{ModelId, ModelSpec};
 

@@ -26,20 +26,20 @@
 
 use std::collections::VecDeque;
 
+use crate::backends::{no_backend, Backends};
+use crate::policy::FixedPoint;
 use crate::queue::{EdfQueues, Pending};
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, BatchPlan, ClusterSpec, DropReason, ModelId, Output, Request, Scheduler};
 
 /// Latency buckets SlackFit sorts control tuples into.
 pub const BUCKETS: usize = 16;
-/// Accuracy points of the fixed-subnet baselines.
-pub const FIXED_POINTS: usize = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubnetPolicy {
     SlackFit,
-    /// The k-th of six subnets spread over the pareto set, 0-based.
-    Fixed(usize),
+    /// One of six subnets spread evenly over the pareto set.
+    Fixed(FixedPoint),
     MinAcc,
     MaxAcc,
     MaxBatch,
@@ -68,8 +68,7 @@ pub struct SuperServe {
     policy: SubnetPolicy,
     queues: EdfQueues,
     models: Vec<ModelTuples>,
-    idle: Vec<BackendId>,
-    failed: Vec<bool>,
+    backends: Backends,
     out: VecDeque<Output>,
 }
 
@@ -104,8 +103,7 @@ impl SuperServe {
         Self {
             queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             models,
-            idle: (0..spec.backends).rev().map(BackendId).collect(),
-            failed: vec![false; spec.backends as usize],
+            backends: Backends::new(spec.backends),
             policy,
             spec: spec.clone(),
             out: VecDeque::new(),
@@ -137,7 +135,10 @@ impl SuperServe {
                 let top = mt.edges.iter().rposition(|&e| e <= slack).unwrap_or(0);
                 (0..=top).rev().find_map(bucket).copied()
             }
-            SubnetPolicy::Fixed(k) => on_subnet((k * (n - 1) + (FIXED_POINTS - 1) / 2) / (FIXED_POINTS - 1)).copied(),
+            SubnetPolicy::Fixed(k) => {
+                let spread = FixedPoint::COUNT - 1;
+                on_subnet((k.index() * (n - 1) + spread / 2) / spread).copied()
+            }
             SubnetPolicy::MinAcc => on_subnet(0).copied(),
             SubnetPolicy::MaxAcc => (0..n).rev().find_map(on_subnet).copied(),
             SubnetPolicy::MaxBatch => mt.tuples.iter().filter(fits).max_by(largest_batch).copied(),
@@ -145,7 +146,7 @@ impl SuperServe {
     }
 
     fn dispatch(&mut self, now: Nanos) {
-        while let Some(&backend) = self.idle.last() {
+        while let Some(backend) = self.backends.next_idle() {
             let Some((m, deadline)) = self.queues.earliest() else { return };
             let slack = deadline.saturating_sub(now + self.spec.delay.ctrl);
             let waiting = self.queues.with(m, |q| q.len() as u32);
@@ -159,7 +160,7 @@ impl SuperServe {
                 });
                 continue;
             };
-            self.idle.pop();
+            self.backends.take();
             let mut requests = Vec::with_capacity(t.batch as usize);
             let n = self.queues.with(m, |q| {
                 let n = t.batch.min(q.len() as u32);
@@ -176,8 +177,7 @@ impl SuperServe {
 
 impl Scheduler for SuperServe {
     fn on_request(&mut self, now: Nanos, req: Request) {
-        if self.failed.iter().all(|&f| f) {
-            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+        if self.backends.refuse(req.id, &mut self.out) {
             return;
         }
         if self.queues.push(req.model.index(), Pending { id: req.id, deadline: req.deadline }).is_err() {
@@ -188,18 +188,14 @@ impl Scheduler for SuperServe {
     }
 
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
-        if !self.failed[done.backend.index()] {
-            self.idle.push(done.backend);
-        }
+        self.backends.release(done.backend);
         self.dispatch(now);
     }
 
     fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
-        self.failed[backend.index()] = true;
-        self.idle.retain(|&b| b != backend);
-        if self.failed.iter().all(|&f| f) {
+        if self.backends.fail(backend) {
             let out = &mut self.out;
-            self.queues.drain(|id| out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend }));
+            self.queues.drain(|id| out.push_back(no_backend(id)));
         }
         self.dispatch(now);
     }

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::rc::Rc;
 
-use baton_sched::glet::{plan_once, serve};
+use baton_sched::build;
+use baton_sched::glet::{plan_once, Planner};
 use baton_sched::sim::run_with;
 use baton_sched::time::Nanos;
 use baton_sched::{
@@ -114,12 +115,13 @@ fn partition_plans_run_on_their_partitions() {
     let text = TWO.replace("gpus = 1", "gpus = 2").replace("slo_ms = 1000", "slo_ms = 40");
     let s = scenario(&text);
     for policy in PolicyKind::GLET_SET {
-        let planner = policy.planner().expect("glet family");
-        let plan = serve::plan(planner, &s, 1500.0).expect("1500 r/s fits two GPUs");
+        let planner = Planner::of(policy).expect("glet family");
+        let serving = build::serving(planner, &s, 1500.0).expect("a glet scenario");
+        let plan = serving.plan().expect("1500 r/s fits two GPUs");
         assert!(plan.rate_scale >= 1.0, "{}: schedulable", policy.as_str());
         let data = s.partitions.as_deref().unwrap();
-        assert!(plan_once(planner, data, &serve::demands(&s, 1500.0), 2).is_some());
-        let sched = serve::runtime(planner, &s, 1500.0, &plan);
+        assert!(plan_once(planner, data, &serving.demands, 2).is_some());
+        let sched = serving.runtime(&plan);
         assert_eq!(sched.partitions(), Some(plan.slots()));
         let r = baton_sched::sim::run(&s, policy, 1500.0);
         assert_eq!(r.checks.unanswered, 0, "{}", policy.as_str());

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use baton_perf::load_scenario;
-use baton_sched::glet::serve;
+use baton_sched::build;
+use baton_sched::glet::Planner;
 use baton_sched::nexus::plan_report;
 use baton_sched::{PolicyKind, Scenario};
 
@@ -42,7 +43,7 @@ pub fn run(a: Args) -> Result<(), String> {
         if !policy.needs_partition_profiles() {
             return Err(format!("--policy: {p} is not a partition policy; without --policy, plan prints Nexus's plan"));
         }
-        policy.check(&scenario).map_err(|e| format!("--policy: {e}"))?;
+        scenario.supports(policy).map_err(|e| format!("--policy: {e}"))?;
         return print_partitions(&scenario, policy, rate, a.json);
     }
     let r = plan_report(&scenario.cluster, &scenario.model_rates(rate), !a.no_prefix_batching);
@@ -101,8 +102,8 @@ pub fn run(a: Args) -> Result<(), String> {
 
 /// A partition policy's plan: each GPU's partitions and their sessions.
 fn print_partitions(scenario: &Scenario, policy: PolicyKind, rate: f64, json: bool) -> Result<(), String> {
-    let planner = policy.planner().expect("partition policy");
-    let plan = serve::plan(planner, scenario, rate);
+    let planner = Planner::of(policy).expect("partition policy");
+    let plan = build::serving(planner, scenario, rate)?.plan();
     let name = |m: usize| scenario.models[m].spec.name.clone();
     if json {
         let parts: Vec<serde_json::Value> = plan

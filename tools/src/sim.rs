@@ -39,7 +39,7 @@ pub fn run(a: Args) -> Result<(), String> {
         Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,
         None => scenario.policy,
     };
-    policy.check(&scenario).map_err(|e| format!("--policy: {e}"))?;
+    scenario.supports(policy).map_err(|e| format!("--policy: {e}"))?;
     if !(a.tolerance > 0.0 && a.tolerance < 0.5) {
         return Err(format!("--tolerance: must be in (0, 0.5), got {}", a.tolerance));
     }

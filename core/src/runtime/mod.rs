@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use baton_net::mesh::mesh;
 use baton_sched::scenario::Scenario;
+use baton_sched::symphony::CandidateRule;
 use baton_sched::PolicyKind;
 use glommio::{LocalExecutorBuilder, Placement};
 
@@ -196,7 +197,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
     // Symphony's model shards get shards of their own when asked for.
-    let rule = policy.candidate_rule().filter(|_| cfg.model_shards > 0);
+    let rule = CandidateRule::of(policy).filter(|_| cfg.model_shards > 0);
     let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let fe_links = links.next().expect("a frontend shard");

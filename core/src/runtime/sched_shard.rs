@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_sched::build;
 use baton_sched::scenario::Scenario;
 use baton_sched::symphony::{models_of, CandidateRule, ToModel, ToRank};
 use baton_sched::time::Nanos;
@@ -89,7 +90,7 @@ impl State {
         let part = match part {
             SchedulerPart::None => Part::None,
             SchedulerPart::Whole(p) => {
-                Part::Whole(SchedulerRole::new(p.build(scenario, cfg.plan_rate_rps), latency, n))
+                Part::Whole(SchedulerRole::new(build::scheduler(p, scenario, cfg.plan_rate_rps), latency, n))
             }
             SchedulerPart::Rank => Part::Rank(RankRole::new(spec)),
             SchedulerPart::Models { index, of, rule } => {

@@ -24,8 +24,9 @@
 use super::oracle::PartitionData;
 use super::parts::{GletPlan, PlannedPart, Planning};
 use super::planner::Demand;
-use super::spatial::{place_all, plan_spatial, Spatial};
+use super::spatial::{plan_spatial, Placement, Spatial};
 use crate::nexus::squishy_bin_packing;
+use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::types::ModelSpec;
 
@@ -39,6 +40,17 @@ pub enum Planner {
 }
 
 impl Planner {
+    /// The planner behind a glet-family policy; None for every other policy.
+    pub fn of(policy: PolicyKind) -> Option<Self> {
+        match policy {
+            PolicyKind::Glet => Some(Self::Glet),
+            PolicyKind::GletNoint => Some(Self::GletNoint),
+            PolicyKind::Sbp => Some(Self::Sbp),
+            PolicyKind::GreedyPart => Some(Self::GreedyPart),
+            _ => None,
+        }
+    }
+
     /// Whether the planner accounts for interference between partitions.
     pub fn aware(self) -> bool {
         matches!(self, Self::Glet | Self::GreedyPart | Self::Ideal)
@@ -179,7 +191,8 @@ fn splits_with_sharing(planning: &Planning<'_>, gpus: usize) -> Option<GletPlan>
                 .enumerate()
                 .flat_map(|(gpu, &k)| SPLITS[k].iter().map(move |&percent| PlannedPart { gpu, percent, node: None }))
                 .collect();
-            let placed = place_all(Spatial::Elastic, planning, gpus, parts, gpus, false)?;
+            let placement = Placement { how: Spatial::Elastic, planning, gpus, whole_from: gpus, reverse: false };
+            let placed = placement.place_all(parts)?;
             assert!(planning.valid(&placed));
             return Some(GletPlan { parts: placed, rate_scale: 1.0 });
         }

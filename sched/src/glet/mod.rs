@@ -27,7 +27,7 @@ mod oracle;
 mod parts;
 mod planner;
 mod profiles;
-pub mod serve;
+mod serve;
 mod spatial;
 
 pub use cluster::{plan_for_gpus, plan_once, runtime_profiles, Planner};
@@ -36,4 +36,5 @@ pub use oracle::{PartitionData, PartitionDataError, MAX_PARTITION_BATCH};
 pub use parts::{GletPlan, PlannedPart, Planning};
 pub use planner::{elastic, ideal, scale, throughput, Demand, GpuPlan, Interference, PartitionPlan};
 pub use profiles::{CoRun, PartitionProfiles, ProfileError, BATCHES, PARTITIONS};
+pub use serve::Serving;
 pub use spatial::{plan_spatial, Spatial};

@@ -1,53 +1,50 @@
-//! A partition plan at run time: the scenario's models become demands, the
-//! planner plans them for the cluster (`cluster.rs`), and Nexus's runtime
-//! executes the plan — one backend per used partition, frontends routing
-//! by planned rate, each backend cycling its sessions with early drop,
-//! each session batching by its profile on that partition.
+//! A partition plan at run time: the planner plans the demands for the
+//! cluster (`cluster.rs`), and Nexus's runtime executes the plan — one
+//! backend per used partition, frontends routing by planned rate, each
+//! backend cycling its sessions with early drop, each session batching by
+//! its profile on that partition. Which demands a scenario makes is
+//! `build.rs`'s business; this file needs only the parts below.
 
 use super::cluster::{plan_for_gpus, runtime_profiles, Planner};
+use super::oracle::PartitionData;
 use super::parts::GletPlan;
 use super::planner::Demand;
 use crate::nexus::{DropPolicy, Nexus, Plan};
-use crate::scenario::Scenario;
+use crate::types::ClusterSpec;
 
-/// The scenario's models at aggregate rate `rate_rps` as demands. Panics
-/// (a caller's bug: `PolicyKind::needs_partition_profiles`) unless every
-/// model has a measured partition profile.
-pub fn demands(scenario: &Scenario, rate_rps: f64) -> Vec<Demand> {
-    scenario
-        .models
-        .iter()
-        .zip(scenario.model_rates(rate_rps))
-        .map(|(m, rate_rps)| {
-            let model = m.partition_profile.unwrap_or_else(|| {
-                panic!("{} has no partition profile; partition policies need `profile` on every model", m.spec.name)
-            });
-            Demand { model, rate_rps, slo: m.spec.slo }
-        })
-        .collect()
+/// What serving a cluster on partitions takes.
+#[derive(Clone, Debug)]
+pub struct Serving<'a> {
+    pub planner: Planner,
+    /// Measured partition profiles; each demand's `model` is a row of them.
+    pub data: &'a PartitionData,
+    /// Demand `i` is the cluster's model `i`.
+    pub demands: Vec<Demand>,
+    pub cluster: &'a ClusterSpec,
+    pub seed: u64,
 }
 
-/// The plan `planner` makes for `scenario` at `rate_rps` on its GPUs, or
-/// None if not even a small fraction of the rate fits.
-pub fn plan(planner: Planner, scenario: &Scenario, rate_rps: f64) -> Option<GletPlan> {
-    let data = scenario.partitions.as_deref().expect("partition policies need cluster.partition_profiles");
-    plan_for_gpus(planner, data, &demands(scenario, rate_rps), scenario.cluster.backends as usize)
-}
+impl Serving<'_> {
+    /// The plan for the demands on the cluster's GPUs, or None if not even
+    /// a small fraction of the rates fits.
+    pub fn plan(&self) -> Option<GletPlan> {
+        plan_for_gpus(self.planner, self.data, &self.demands, self.cluster.backends as usize)
+    }
 
-/// The runtime executing `plan` (an empty plan serves nothing: every
-/// request is dropped with `NoBackend`).
-pub fn runtime(planner: Planner, scenario: &Scenario, rate_rps: f64, plan: &GletPlan) -> Nexus {
-    let data = scenario.partitions.as_deref().expect("partition policies need cluster.partition_profiles");
-    let profiles = runtime_profiles(planner, data, &demands(scenario, rate_rps), plan);
-    let nodes = Plan {
-        backends: plan.used().map(|(_, p)| p.node.clone().expect("used")).collect(),
-        rate_scale: plan.rate_scale,
-    };
-    Nexus::partitioned(&scenario.cluster, nodes, plan.slots(), profiles, DropPolicy::Early, scenario.seed)
-}
+    /// The runtime executing `plan` (an empty plan serves nothing: every
+    /// request is dropped with `NoBackend`).
+    pub fn runtime(&self, plan: &GletPlan) -> Nexus {
+        assert_eq!(self.demands.len(), self.cluster.models.len(), "one demand per model");
+        let profiles = runtime_profiles(self.planner, self.data, &self.demands, plan);
+        let nodes = Plan {
+            backends: plan.used().map(|(_, p)| p.node.clone().expect("used")).collect(),
+            rate_scale: plan.rate_scale,
+        };
+        Nexus::partitioned(self.cluster, nodes, plan.slots(), profiles, DropPolicy::Early, self.seed)
+    }
 
-/// Plans and builds the runtime in one step.
-pub fn build(planner: Planner, scenario: &Scenario, rate_rps: f64) -> Nexus {
-    let p = plan(planner, scenario, rate_rps).unwrap_or_default();
-    runtime(planner, scenario, rate_rps, &p)
+    /// Plans and builds the runtime in one step.
+    pub fn scheduler(&self) -> Nexus {
+        self.runtime(&self.plan().unwrap_or_default())
+    }
 }

@@ -67,91 +67,90 @@ pub fn plan_spatial(how: Spatial, planning: &Planning<'_>, gpus: usize) -> Optio
             .collect(),
         Spatial::Greedy => vec![(gpus, false)],
     };
-    let parts =
-        tries.iter().find_map(|&(whole_from, rev)| place_all(how, planning, gpus, Vec::new(), whole_from, rev))?;
+    let parts = tries.iter().find_map(|&(whole_from, reverse)| {
+        Placement { how, planning, gpus, whole_from, reverse }.place_all(Vec::new())
+    })?;
     for i in 0..parts.len() {
         assert!(planning.holds(&parts, i), "{how:?} planned partition {i} that breaks next to its sibling: {parts:?}");
     }
     Some(GletPlan { parts, rate_scale: 1.0 })
 }
 
-/// Places every demand on the GPUs already split as `parts` (all free),
-/// then on fresh GPUs up to `gpus`; a residual load that needs a fresh GPU
+/// One way of placing the demands: a residual load that needs a fresh GPU
 /// numbered `whole_from` or above takes it whole; with `reverse`, demands
 /// go loose SLOs first (module doc).
-pub(crate) fn place_all(
-    how: Spatial,
-    planning: &Planning<'_>,
-    gpus: usize,
-    mut parts: Vec<PlannedPart>,
-    whole_from: usize,
-    reverse: bool,
-) -> Option<Vec<PlannedPart>> {
-    assert!(parts.iter().all(|p| p.node.is_none() && p.gpu < gpus));
-    let demands = planning.demands;
-    let mut order: Vec<usize> = (0..demands.len()).filter(|&d| demands[d].rate_rps > EPS_RPS).collect();
-    if how == Spatial::Elastic {
-        order.sort_by(|&a, &b| {
-            let key = |d: usize| demands[d].rate_rps * demands[d].slo as f64;
-            key(a).total_cmp(&key(b)).then(a.cmp(&b))
-        });
-    }
-    if reverse {
-        order.reverse();
-    }
-    for d in order {
-        let mut left = demands[d].rate_rps;
-        while left > EPS_RPS {
-            left = place_one(how, planning, gpus, &mut parts, d, left, whole_from)?;
-        }
-    }
-    Some(parts)
+pub(crate) struct Placement<'a, 'p> {
+    pub(crate) how: Spatial,
+    pub(crate) planning: &'a Planning<'p>,
+    pub(crate) gpus: usize,
+    pub(crate) whole_from: usize,
+    pub(crate) reverse: bool,
 }
 
-/// One step of Algorithm 1's inner loop for demand `d` with `left` r/s to
-/// place; returns what is left after it.
-fn place_one(
-    how: Spatial,
-    planning: &Planning<'_>,
-    gpus: usize,
-    parts: &mut Vec<PlannedPart>,
-    d: usize,
-    left: f64,
-    whole_from: usize,
-) -> Option<f64> {
-    let per_percent = |p: u32| planning.alone_rps(d, p) / p as f64;
-    let p_req = PARTITIONS.iter().copied().find(|&p| planning.alone_rps(d, p) >= left);
-    let ideal = match how {
-        Spatial::Elastic => {
-            let p_eff = PARTITIONS
-                .iter()
-                .copied()
-                .max_by(|&a, &b| per_percent(a).total_cmp(&per_percent(b)).then(b.cmp(&a)))?;
-            p_req.map_or(p_eff, |r| r.min(p_eff))
+impl Placement<'_, '_> {
+    /// Places every demand on the GPUs already split as `parts` (all
+    /// free), then on fresh GPUs up to `gpus`.
+    pub(crate) fn place_all(&self, mut parts: Vec<PlannedPart>) -> Option<Vec<PlannedPart>> {
+        assert!(parts.iter().all(|p| p.node.is_none() && p.gpu < self.gpus));
+        let demands = self.planning.demands;
+        let mut order: Vec<usize> = (0..demands.len()).filter(|&d| demands[d].rate_rps > EPS_RPS).collect();
+        if self.how == Spatial::Elastic {
+            order.sort_by(|&a, &b| {
+                let key = |d: usize| demands[d].rate_rps * demands[d].slo as f64;
+                key(a).total_cmp(&key(b)).then(a.cmp(&b))
+            });
         }
-        Spatial::Greedy => p_req.unwrap_or(100),
-    };
-    let residual_load = left < planning.alone_rps(d, ideal);
-    if how == Spatial::Elastic && residual_load && merge(planning, parts, d, left) {
-        return Some(0.0);
-    }
-    let i = best_fit(planning, gpus, parts, d, ideal, if residual_load { whole_from } else { gpus })?;
-    let mut node = planning.saturated(parts, i, d)?;
-    let full = node.sessions[0].rate_rps;
-    assert!(full > 0.0);
-    if left < full {
-        let specs = planning.specs(parts, i, &[d])?;
-        node = match residual(&specs[d], ModelId(d as u32), left) {
-            Some((_, s, duty)) => BackendPlan { sessions: vec![s], duty_cycle: duty },
-            // Its own batch cannot keep up: saturated, routed only `left`.
-            None => {
-                node.sessions[0].rate_rps = left;
-                node
+        if self.reverse {
+            order.reverse();
+        }
+        for d in order {
+            let mut left = demands[d].rate_rps;
+            while left > EPS_RPS {
+                left = self.place_one(&mut parts, d, left)?;
             }
-        };
+        }
+        Some(parts)
     }
-    parts[i].node = Some(node);
-    Some((left - full).max(0.0))
+
+    /// One step of Algorithm 1's inner loop for demand `d` with `left` r/s
+    /// to place; returns what is left after it.
+    fn place_one(&self, parts: &mut Vec<PlannedPart>, d: usize, left: f64) -> Option<f64> {
+        let (how, planning) = (self.how, self.planning);
+        let per_percent = |p: u32| planning.alone_rps(d, p) / p as f64;
+        let p_req = PARTITIONS.iter().copied().find(|&p| planning.alone_rps(d, p) >= left);
+        let ideal = match how {
+            Spatial::Elastic => {
+                let p_eff = PARTITIONS
+                    .iter()
+                    .copied()
+                    .max_by(|&a, &b| per_percent(a).total_cmp(&per_percent(b)).then(b.cmp(&a)))?;
+                p_req.map_or(p_eff, |r| r.min(p_eff))
+            }
+            Spatial::Greedy => p_req.unwrap_or(100),
+        };
+        let residual_load = left < planning.alone_rps(d, ideal);
+        if how == Spatial::Elastic && residual_load && merge(planning, parts, d, left) {
+            return Some(0.0);
+        }
+        let whole_from = if residual_load { self.whole_from } else { self.gpus };
+        let i = best_fit(planning, self.gpus, parts, d, ideal, whole_from)?;
+        let mut node = planning.saturated(parts, i, d)?;
+        let full = node.sessions[0].rate_rps;
+        assert!(full > 0.0);
+        if left < full {
+            let specs = planning.specs(parts, i, &[d])?;
+            node = match residual(&specs[d], ModelId(d as u32), left) {
+                Some((_, s, duty)) => BackendPlan { sessions: vec![s], duty_cycle: duty },
+                // Its own batch cannot keep up: saturated, routed only `left`.
+                None => {
+                    node.sessions[0].rate_rps = left;
+                    node
+                }
+            };
+        }
+        parts[i].node = Some(node);
+        Some((left - full).max(0.0))
+    }
 }
 
 /// Merges `left` r/s of demand `d` into the planned partition where the

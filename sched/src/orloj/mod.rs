@@ -44,9 +44,11 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use batch_time::BatchTime;
 use histogram::{AppHistogram, Grid, BINS};
 
+use crate::backends::{no_backend, Backends};
 use crate::hull::{KineticHull, Slot};
 use crate::rate::RateEstimator;
 use crate::rng::Rng;
+use crate::symphony::CandidateRule;
 use crate::time::{Nanos, NANOS_PER_MS};
 use crate::types::{
     BackendId, BatchDone, BatchPlan, ClusterSpec, DispatchDelay, DropReason, DynamicExec, ModelId, Output, Request,
@@ -127,17 +129,25 @@ struct ModelState {
     rebases: u64,
 }
 
+/// A model's proposed batch: its `batch` highest-scoring requests of size
+/// class `class`, worth `priority` (the sum of their scores).
+#[derive(Clone, Copy, Debug)]
+struct Pick {
+    priority: f64,
+    batch: u32,
+    model: usize,
+    class: usize,
+}
+
 #[derive(Debug)]
 pub struct Orloj {
     spec: ClusterSpec,
     models: Vec<ModelState>,
-    idle: Vec<BackendId>,
+    backends: Backends,
     /// Milestones: (time, model, request slot, generation); stale ones skipped.
     milestones: BinaryHeap<Reverse<(Nanos, u32, u32, u32)>>,
     /// When a held batch reaches its frontrun time (at most one pending).
     wake: Option<Nanos>,
-    /// Backends not failed; with none left every request is dropped.
-    alive: u32,
     out: VecDeque<Output>,
 }
 
@@ -217,6 +227,51 @@ impl ModelState {
                 mean * n as f64 / total
             })
             .sum()
+    }
+
+    /// This model's best batch at `now`: a class of size b offers its top
+    /// k = min(b, members) once that is more than the class below; the
+    /// highest priority wins, ties to the larger batch. Also brings the
+    /// score origin and the rate estimate up to `now`.
+    fn best_batch(&mut self, now: Nanos, model: usize, top: &mut Vec<(Slot, f64)>) -> Option<Pick> {
+        self.rebase_if_needed(now);
+        let e = self.e_at(now);
+        self.rate.advance(now);
+        let mut best: Option<Pick> = None;
+        for (class, c) in self.classes.iter_mut().enumerate() {
+            let k = (c.b as usize).min(c.hull.len());
+            let below = if class == 0 { 0 } else { CLASS_SIZES[class - 1] as usize };
+            if k <= below {
+                continue;
+            }
+            c.hull.advance(e.max(c.hull.e()));
+            top.clear();
+            c.hull.top(k, top);
+            let priority: f64 = top.iter().map(|&(_, v)| v).sum();
+            let batch = k as u32;
+            if best.is_none_or(|b| (priority, batch) > (b.priority, b.batch)) {
+                best = Some(Pick { priority, batch, model, class });
+            }
+        }
+        best
+    }
+
+    /// When `pick` stops being able to grow — one ns before its earliest
+    /// member would leave the class it could grow into — or None if it
+    /// cannot grow (a full class with no larger class its members fit).
+    fn frontrun_at(&self, pick: &Pick, slo: Nanos, top: &mut Vec<(Slot, f64)>) -> Option<Nanos> {
+        let c = &self.classes[pick.class];
+        let grow_into = if pick.batch == c.b { pick.class + 1 } else { pick.class };
+        let next = self.classes.get(grow_into).filter(|n| n.leave_below.iter().any(|&l| l < slo as f64))?;
+        top.clear();
+        c.hull.top(pick.batch as usize, top);
+        let earliest = top
+            .iter()
+            .map(|&(h, _)| self.pending[c.owner[h.0 as usize] as usize].as_ref().expect("pending"))
+            .min_by_key(|p| p.deadline)
+            .expect("a batch has a member");
+        // Negative times saturate to 0: the batch cannot wait at all.
+        Some((earliest.deadline as f64 - next.leave_below[earliest.app as usize] - 1.0).ceil() as Nanos)
     }
 
     fn e_at(&self, now: Nanos) -> f64 {
@@ -310,10 +365,9 @@ impl Orloj {
         let mut rng = Rng::stream(seed, 0x7101);
         Self {
             models: spec.models.iter().map(|m| ModelState::new(m, &spec.delay, &mut rng)).collect(),
-            idle: (0..spec.backends).rev().map(BackendId).collect(),
+            backends: Backends::new(spec.backends),
             milestones: BinaryHeap::new(),
             wake: None,
-            alive: spec.backends,
             out: VecDeque::new(),
             spec: spec.clone(),
         }
@@ -342,69 +396,33 @@ impl Orloj {
     /// Runs batches on idle backends while some class is ready and not held.
     fn dispatch(&mut self, now: Nanos) {
         let mut top = Vec::new();
-        while !self.idle.is_empty() {
-            let mut best: Option<(f64, u32, usize, usize)> = None;
-            let mut wake: Option<f64> = None;
-            for (m, st) in self.models.iter_mut().enumerate() {
-                st.rebase_if_needed(now);
-                let e = st.e_at(now);
-                st.rate.advance(now);
-                let beta_lambda = st.beta * st.rate.rate_rps() / 1e9;
-                // This model's best batch: a class of size b offers its top
-                // k = min(b, members) once that is more than the class below.
-                let mut mine: Option<(f64, u32, usize)> = None;
-                for (ci, c) in st.classes.iter_mut().enumerate() {
-                    let k = (c.b as usize).min(c.hull.len());
-                    let below = if ci == 0 { 0 } else { CLASS_SIZES[ci - 1] as usize };
-                    if k <= below {
-                        continue;
-                    }
-                    c.hull.advance(e.max(c.hull.e()));
-                    top.clear();
-                    c.hull.top(k, &mut top);
-                    let priority: f64 = top.iter().map(|&(_, v)| v).sum();
-                    if mine.is_none_or(|(p, kk, _)| (priority, k as u32) > (p, kk)) {
-                        mine = Some((priority, k as u32, ci));
-                    }
-                }
-                let Some((priority, b, ci)) = mine else { continue };
+        while self.backends.next_idle().is_some() {
+            let mut best: Option<Pick> = None;
+            let mut wake: Option<Nanos> = None;
+            for m in 0..self.models.len() {
+                let Some(pick) = self.models[m].best_batch(now, m, &mut top) else { continue };
                 // Symphony's rule: below beta*lambda, wait while the batch can
-                // still grow: within its class, or into the next one.
-                let slo = self.spec.models[m].slo as f64;
-                let full = b == st.classes[ci].b;
-                let grow_into = if full { ci + 1 } else { ci };
-                let grows = st.classes.get(grow_into).is_some_and(|next| next.leave_below.iter().any(|&l| l < slo));
-                if (b as f64) < beta_lambda && grows {
-                    let c = &st.classes[ci];
-                    top.clear();
-                    c.hull.top(b as usize, &mut top);
-                    let earliest = top
-                        .iter()
-                        .map(|&(h, _)| st.pending[c.owner[h.0 as usize] as usize].as_ref().expect("pending"))
-                        .min_by_key(|p| p.deadline)
-                        .expect("b >= 1");
-                    // One ns before the earliest member would leave the class.
-                    let leave = st.classes[grow_into].leave_below[earliest.app as usize];
-                    let frontrun_at = earliest.deadline as f64 - leave - 1.0;
-                    if (now as f64) < frontrun_at {
-                        wake = Some(wake.map_or(frontrun_at, |w: f64| w.min(frontrun_at)));
-                        continue;
-                    }
-                }
-                if best.is_none_or(|(p, bb, ..)| (priority, b) > (p, bb)) {
-                    best = Some((priority, b, m, ci));
+                // still grow (within its class, or into the next one).
+                let slo = self.spec.models[m].slo;
+                let st = &self.models[m];
+                let beta_lambda = st.beta * st.rate.rate_rps() / 1e9;
+                let frontrun_at = st.frontrun_at(&pick, slo, &mut top);
+                let exec_at = CandidateRule::NonWorkConserving.exec_at(pick.batch, now, frontrun_at, beta_lambda);
+                if exec_at > now {
+                    wake = Some(wake.map_or(exec_at, |w| w.min(exec_at)));
+                } else if best.is_none_or(|b| (pick.priority, pick.batch) > (b.priority, b.batch)) {
+                    best = Some(pick);
                 }
             }
-            let Some((_, b, m, ci)) = best else {
+            let Some(Pick { batch: b, model: m, class: ci, .. }) = best else {
                 if let Some(w) = wake {
-                    let w = (w.ceil() as Nanos).max(now + 1);
                     if self.wake.is_none_or(|x| w < x || x <= now) {
                         self.wake = Some(w);
                     }
                 }
                 return;
             };
-            let backend = self.idle.pop().expect("checked");
+            let backend = self.backends.take().expect("checked");
             let st = &mut self.models[m];
             top.clear();
             st.classes[ci].hull.top(b as usize, &mut top);
@@ -427,8 +445,7 @@ impl Orloj {
 impl Scheduler for Orloj {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        if self.alive == 0 {
-            self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::NoBackend });
+        if self.backends.refuse(req.id, &mut self.out) {
             return;
         }
         let st = &mut self.models[m];
@@ -457,7 +474,7 @@ impl Scheduler for Orloj {
     }
 
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
-        self.idle.push(done.backend);
+        self.backends.release(done.backend);
         let m = done.model.index();
         let st = &mut self.models[m];
         let mut changed = false;
@@ -477,16 +494,13 @@ impl Scheduler for Orloj {
     }
 
     fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
-        self.alive -= 1;
-        self.idle.retain(|&b| b != backend);
-        if self.alive > 0 {
+        if !self.backends.fail(backend) {
             return;
         }
         for st in &mut self.models {
             for slot in 0..st.pending.len() as u32 {
                 if st.pending[slot as usize].is_some() {
-                    let id = st.take(slot).id;
-                    self.out.push_back(Output::Dropped { request: id, reason: DropReason::NoBackend });
+                    self.out.push_back(no_backend(st.take(slot).id));
                 }
             }
         }

@@ -4,26 +4,28 @@
 //! errors that name the key, and nothing runs half-configured. This module
 //! parses text; reading the file is the caller's business.
 
+pub mod builder;
+mod cluster;
+mod model;
 mod partitions;
 mod raw;
 mod sections;
 
 use std::sync::Arc;
 
+use cluster::{parse_cluster, parse_faults, parse_policy, parse_prefixes};
+use model::{parse_model, Context};
 use partitions::Read;
 use raw::RawScenario;
-use sections::{parse_apps, parse_queries, parse_subnets};
+use sections::parse_queries;
 
-use crate::dist::{mixture_quantile, ExecDist};
+use crate::arrival::Arrival;
 use crate::glet::PartitionData;
 use crate::policy::PolicyKind;
-use crate::profile::Profile;
 use crate::query::QuerySpec;
-use crate::time::{ms_to_nanos, us_to_nanos, Nanos};
+use crate::time::{ms_to_nanos, Nanos};
 use crate::trace::parse_azure_csv;
-use crate::types::{BackendId, ClusterSpec, DispatchDelay, ModelId, ModelSpec, PrefixGroup, PrefixId};
-
-pub use crate::arrival::Arrival;
+use crate::types::{BackendId, ClusterSpec, ModelSpec};
 
 #[derive(Clone, Debug)]
 pub struct ScenarioModel {
@@ -93,7 +95,6 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 }
 
 const DEFAULT_MAX_BATCH: i64 = 256;
-const DEFAULT_QUEUE_CAPACITY: i64 = 1 << 16;
 
 /// No number in a scenario is larger: a million milliseconds, requests per
 /// second, megabytes or seconds is far beyond any real setting, and keeps
@@ -132,6 +133,7 @@ impl Scenario {
         Self::from_raw(raw, read)
     }
 
+    /// Checks and assembles the parsed file, section by section.
     fn from_raw(raw: RawScenario, read: Read<'_>) -> Result<Scenario, ScenarioError> {
         if raw.name.trim().is_empty() {
             return Err(err("name", "must not be empty"));
@@ -141,230 +143,32 @@ impl Scenario {
         if let Some(r) = raw.rate_rps {
             positive("rate_rps", r)?;
         }
-        let c = raw.cluster;
-        if c.gpus < 1 || c.gpus > 1_000_000 {
-            return Err(err("cluster.gpus", format!("must be between 1 and 1000000, got {}", c.gpus)));
-        }
-        let delay = DispatchDelay {
-            ctrl: us_to_nanos(non_negative("cluster.ctrl_delay_us", c.ctrl_delay_us, 0.0)?),
-            per_request: us_to_nanos(non_negative("cluster.data_delay_us", c.data_delay_us, 0.0)?),
-        };
-        let exec_jitter = non_negative("cluster.exec_jitter", c.exec_jitter, 0.0)?;
-        if exec_jitter >= 1.0 {
-            return Err(err("cluster.exec_jitter", format!("must be below 1, got {exec_jitter}")));
-        }
-        let model_shards = c.model_shards.unwrap_or(4);
-        if !(1..=1024).contains(&model_shards) {
-            return Err(err("cluster.model_shards", format!("must be between 1 and 1024, got {model_shards}")));
-        }
-        if let Some(g) = c.gpu_memory_mb {
-            positive("cluster.gpu_memory_mb", g)?;
-        }
-        let queue_capacity = c.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY);
-        if !(1..=1 << 24).contains(&queue_capacity) {
-            return Err(err("cluster.queue_capacity", format!("must be between 1 and 16777216, got {queue_capacity}")));
-        }
+        let cluster = parse_cluster(raw.cluster, read)?;
         if raw.models.is_empty() {
             return Err(err("models", "at least one model is required"));
         }
-        let partition_data = match &c.partition_profiles {
-            Some(dir) => Some(partitions::load(dir, read)?),
-            None => None,
-        };
-        let mut prefixes: Vec<PrefixGroup> = Vec::new();
-        for (i, p) in raw.prefixes.unwrap_or_default().into_iter().enumerate() {
-            let key = |k: &str| format!("prefixes[{i}].{k}");
-            if prefixes.iter().any(|x| x.name == p.name) {
-                return Err(err(key("name"), format!("duplicate prefix name `{}`", p.name)));
-            }
-            let a = non_negative(&key("alpha_ms"), Some(p.alpha_ms), 0.0)?;
-            let b = non_negative(&key("beta_ms"), Some(p.beta_ms), 0.0)?;
-            let profile =
-                Profile::linear_ms(a, b, DEFAULT_MAX_BATCH as u32).map_err(|e| err(key("alpha_ms"), e.to_string()))?;
-            prefixes.push(PrefixGroup { name: p.name, prefix: profile, members: vec![] });
-        }
+        let mut prefixes = parse_prefixes(raw.prefixes.unwrap_or_default())?;
         let raw_queries = raw.queries.unwrap_or_default();
-        // Models that are query stages: their SLO comes from the query's split.
-        let stage_slo_ms =
-            |name: &str| raw_queries.iter().find(|q| q.stages.iter().any(|s| s.model == name)).map(|q| q.slo_ms);
-        let mut models = Vec::with_capacity(raw.models.len());
+        let mut models: Vec<ScenarioModel> = Vec::with_capacity(raw.models.len());
+        let mut cx = Context {
+            delay: cluster.delay,
+            gpu_memory_mb: cluster.gpu_memory_mb,
+            partitions: cluster.partitions.as_deref(),
+            prefixes: &mut prefixes,
+        };
         for (i, m) in raw.models.into_iter().enumerate() {
-            let key = |k: &str| format!("models[{i}].{k}");
-            if models.iter().any(|x: &ScenarioModel| x.spec.name == m.name) {
-                return Err(err(key("name"), format!("duplicate model name `{}`", m.name)));
-            }
-            let partition_profile = match &m.profile {
-                Some(name) => Some(partitions::model_profile(&key, partition_data.as_deref(), name, &m)?),
-                None => None,
-            };
-            let max_batch = m.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
-            if !(1..=65_536).contains(&max_batch) {
-                return Err(err(key("max_batch"), format!("must be between 1 and 65536, got {max_batch}")));
-            }
-            let dynamic = match m.apps {
-                Some(apps) => Some(parse_apps(&key, apps, m.kappa)?),
-                None if m.kappa.is_some() => {
-                    return Err(err(key("kappa"), "applies only to models with [[models.apps]]"))
-                }
-                None => None,
-            };
-            let prefix_group = match &m.prefix_of {
-                Some(name) => {
-                    let g = prefixes
-                        .iter()
-                        .position(|p| &p.name == name)
-                        .ok_or_else(|| err(key("prefix_of"), format!("no [[prefixes]] entry named `{name}`")))?;
-                    if dynamic.is_some() || m.latency_ms.is_some() || m.alpha_ms.is_none() || m.beta_ms.is_none() {
-                        return Err(err(key("prefix_of"), "a prefix member gives its suffix as alpha_ms and beta_ms"));
-                    }
-                    Some(g)
-                }
-                None => None,
-            };
-            let subnets = parse_subnets(&key, m.supernet.as_deref(), m.subnets, max_batch as u32)?;
-            if !subnets.is_empty() && (dynamic.is_some() || prefix_group.is_some()) {
-                return Err(err(key("subnets"), "a supernet model has no apps and shares no prefix"));
-            }
-            let profile = match (&dynamic, m.alpha_ms, m.beta_ms, m.latency_ms) {
-                _ if partition_profile.is_some() => partition_profile.as_ref().expect("checked").1.clone(),
-                (None, None, None, None) if !subnets.is_empty() => {
-                    // Policies that know no subnets run the most accurate one.
-                    subnets.last().expect("non-empty").profile.clone()
-                }
-                (_, _, _, _) if !subnets.is_empty() => {
-                    return Err(err(key("alpha_ms"), "a supernet model takes its latencies from its subnets"))
-                }
-                (Some(d), None, None, None) => {
-                    // The single estimate policies without distributions use.
-                    let mean = d.mean_solo() / 1e6;
-                    Profile::linear_ms(mean * d.kappa, mean * (1.0 - d.kappa), max_batch as u32)
-                        .map_err(|e| err(key("apps"), e.to_string()))?
-                }
-                (Some(_), ..) => {
-                    return Err(err(
-                        key("alpha_ms"),
-                        "a model with apps takes its times from them, not alpha_ms/beta_ms/latency_ms",
-                    ))
-                }
-                (None, Some(a), Some(b), None) => {
-                    let a = non_negative(&key("alpha_ms"), Some(a), 0.0)?;
-                    let b = non_negative(&key("beta_ms"), Some(b), 0.0)?;
-                    // A prefix member alone runs prefix and suffix back to back.
-                    let (pa, pb) = match prefix_group.map(|g| &prefixes[g].prefix) {
-                        Some(Profile::Linear { alpha, beta, .. }) => (*alpha as f64 / 1e6, *beta as f64 / 1e6),
-                        _ => (0.0, 0.0),
-                    };
-                    Profile::linear_ms(a + pa, b + pb, max_batch as u32)
-                        .map_err(|e| err(key("alpha_ms"), e.to_string()))?
-                }
-                (None, None, None, Some(table)) => {
-                    if m.max_batch.is_some() {
-                        return Err(err(key("max_batch"), "a latency table sets its own maximum batch"));
-                    }
-                    let mut ns = Vec::with_capacity(table.len());
-                    for (b, &l) in table.iter().enumerate() {
-                        ns.push(ms_to_nanos(positive(&format!("{}[{b}]", key("latency_ms")), l)?));
-                    }
-                    Profile::table(ns).map_err(|e| err(key("latency_ms"), e.to_string()))?
-                }
-                _ => return Err(err(key("alpha_ms"), "give alpha_ms and beta_ms, or latency_ms, or [[models.apps]]")),
-            };
-            let stage_slo = stage_slo_ms(&m.name);
-            let slo = match (m.slo_ms, m.slo_p99_multiple) {
-                (None, None) if stage_slo.is_some() => {
-                    // Until the split: the whole query SLO (checked below per stage).
-                    ms_to_nanos(positive(&key("slo_ms"), stage_slo.expect("checked"))?)
-                }
-                (Some(_), _) | (_, Some(_)) if stage_slo.is_some() => {
-                    return Err(err(key("slo_ms"), "a query stage's SLO is its share of the query's; leave it out"))
-                }
-                (Some(ms), None) => ms_to_nanos(positive(&key("slo_ms"), ms)?),
-                (None, Some(k)) => {
-                    let k = positive(&key("slo_p99_multiple"), k)?;
-                    let p99 = match &dynamic {
-                        Some(d) => {
-                            let parts: Vec<(f64, ExecDist)> = d.apps.iter().map(|a| (a.weight, a.exec)).collect();
-                            mixture_quantile(&parts, 0.99)
-                        }
-                        None => profile.latency(1),
-                    };
-                    (p99 as f64 * k).round() as Nanos
-                }
-                _ => return Err(err(key("slo_ms"), "give exactly one of slo_ms and slo_p99_multiple")),
-            };
-            if slo < profile.latency(1) + delay.of(1) {
-                return Err(err(
-                    key("slo_ms"),
-                    format!(
-                        "{:.3} ms is below l(1) plus the dispatch delay: no request could ever meet it",
-                        slo as f64 / 1e6
-                    ),
-                ));
-            }
-            let weight = non_negative(&key("weight"), m.weight, if stage_slo.is_some() { 0.0 } else { 1.0 })?;
-            let memory_mb = non_negative(&key("memory_mb"), m.memory_mb, 0.0)?;
-            if let Some(gpu) = c.gpu_memory_mb {
-                if memory_mb > gpu {
-                    return Err(err(key("memory_mb"), format!("{memory_mb} MB does not fit a {gpu} MB GPU")));
-                }
-            }
-            let arrival =
-                Arrival::parse(m.arrival.as_deref().unwrap_or("poisson")).map_err(|e| err(key("arrival"), e))?;
-            let prefix = match prefix_group {
-                Some(g) => {
-                    if let Some(&first) = prefixes[g].members.first() {
-                        let first: &ScenarioModel = &models[first.index()];
-                        if first.spec.slo != slo {
-                            return Err(err(
-                                key("slo_ms"),
-                                format!("differs from `{}`, which shares its prefix", first.spec.name),
-                            ));
-                        }
-                    }
-                    prefixes[g].members.push(ModelId(i as u32));
-                    let suffix = Profile::linear_ms(
-                        m.alpha_ms.expect("checked above"),
-                        m.beta_ms.expect("checked above"),
-                        max_batch as u32,
-                    )
-                    .map_err(|e| err(key("alpha_ms"), e.to_string()))?;
-                    Some((PrefixId(g as u32), suffix))
-                }
-                None => None,
-            };
-            models.push(ScenarioModel {
-                spec: ModelSpec { name: m.name, profile, slo, dynamic, memory_mb, prefix, subnets },
-                weight,
-                arrival,
-                partition_profile: partition_profile.map(|p| p.0),
-            });
+            // A query stage's SLO comes from the query's split.
+            let stage_slo_ms =
+                raw_queries.iter().find(|q| q.stages.iter().any(|s| s.model == m.name)).map(|q| q.slo_ms);
+            let model = parse_model(i, m, &models, stage_slo_ms, &mut cx)?;
+            models.push(model);
         }
-        let queries = parse_queries(raw_queries, &mut models, &delay)?;
-        let mut faults = Vec::new();
-        for (i, f) in raw.faults.unwrap_or_default().into_iter().enumerate() {
-            let at = ms_to_nanos(non_negative(&format!("faults[{i}].at_s"), Some(f.at_s), 0.0)? * 1e3);
-            if f.backend < 0 || f.backend >= c.gpus {
-                return Err(err(
-                    format!("faults[{i}].backend"),
-                    format!("no backend {} among {} GPUs", f.backend, c.gpus),
-                ));
-            }
-            faults.push((at, BackendId(f.backend as u32)));
-        }
-        faults.sort();
+        let queries = parse_queries(raw_queries, &mut models, &cluster.delay)?;
+        let faults = parse_faults(raw.faults.unwrap_or_default(), cluster.gpus)?;
         if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
             return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
-        let (policy, policy_epoch) = match raw.policy {
-            Some(p) => {
-                let epoch = match p.epoch_s {
-                    Some(e) => Some(ms_to_nanos(positive("policy.epoch_s", e)? * 1e3)),
-                    None => None,
-                };
-                (PolicyKind::parse(&p.name).map_err(|e| err("policy.name", e))?, epoch)
-            }
-            None => (PolicyKind::Symphony, None),
-        };
+        let (policy, policy_epoch) = parse_policy(raw.policy)?;
         let scenario = Scenario {
             name: raw.name,
             seed: raw.seed.unwrap_or(1),
@@ -373,29 +177,39 @@ impl Scenario {
             rate_rps: raw.rate_rps,
             cluster: ClusterSpec {
                 models: models.iter().map(|m| m.spec.clone()).collect(),
-                backends: c.gpus as u32,
-                delay,
-                queue_capacity: queue_capacity as usize,
-                gpu_memory_mb: c.gpu_memory_mb,
+                backends: cluster.gpus,
+                delay: cluster.delay,
+                queue_capacity: cluster.queue_capacity,
+                gpu_memory_mb: cluster.gpu_memory_mb,
                 prefixes,
             },
-            knobs: SimKnobs {
-                exec_jitter,
-                model_shards: model_shards as usize,
-                msg_delay: us_to_nanos(non_negative("cluster.msg_delay_us", c.msg_delay_us, 0.0)?),
-            },
+            knobs: cluster.knobs,
             models,
             queries,
             faults,
             policy_epoch,
             policy,
-            partitions: partition_data,
+            partitions: cluster.partitions,
         };
-        scenario.policy.check(&scenario).map_err(|e| err("policy.name", e))?;
+        scenario.supports(policy).map_err(|e| err("policy.name", e))?;
         Ok(scenario)
     }
 
-    /// Per-model offered rates for an aggregate rate, split by weight.
+    /// Why this scenario cannot run `policy`, if it cannot: the partition
+    /// policies need measured partition profiles for every model.
+    pub fn supports(&self, policy: PolicyKind) -> Result<(), String> {
+        if !policy.needs_partition_profiles() {
+            return Ok(());
+        }
+        if self.partitions.is_none() {
+            return Err(format!("policy {} needs `cluster.partition_profiles`", policy.as_str()));
+        }
+        match self.models.iter().find(|m| m.partition_profile.is_none()) {
+            Some(m) => Err(format!("policy {} needs a `profile` for model {}", policy.as_str(), m.spec.name)),
+            None => Ok(()),
+        }
+    }
+
     /// Reads every `trace:<file>` arrival through `read` (which resolves
     /// the name and does the I/O) and attaches its per-minute shape.
     pub fn attach_traces(&mut self, read: &dyn Fn(&str) -> Result<String, String>) -> Result<(), ScenarioError> {

@@ -91,7 +91,7 @@ pub(super) struct RawFault {
 }
 
 /// One subnet of a supernet model.
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSubnet {
     pub(super) name: String,
@@ -110,7 +110,7 @@ pub(super) struct RawPrefix {
     pub(super) beta_ms: f64,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApp {
     pub(super) name: String,

@@ -4,9 +4,10 @@
 //! to and its solo time come from a second stream per model, so adding apps
 //! never moves arrival times.
 
+use crate::arrival::Arrival;
 use crate::heap::IndexedMinHeap;
 use crate::rng::Rng;
-use crate::scenario::{Arrival, Scenario};
+use crate::scenario::Scenario;
 use crate::time::{Nanos, NANOS_PER_S};
 use crate::types::{AppId, DynamicExec, ModelId};
 

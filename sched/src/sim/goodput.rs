@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{run_with, Report, MAX_RATE_RPS};
+use crate::build;
 use crate::policy::PolicyKind;
 use crate::scenario::Scenario;
 use crate::types::Scheduler;
@@ -21,7 +22,7 @@ pub struct GoodputSearch {
 
 /// Bisects until the bracket is within `rel_tolerance` of its upper end.
 pub fn find_goodput(scenario: &Scenario, policy: PolicyKind, rel_tolerance: f64) -> GoodputSearch {
-    find_goodput_with(scenario, policy.as_str(), &|rate| policy.build(scenario, rate), rel_tolerance)
+    find_goodput_with(scenario, policy.as_str(), &|rate| build::scheduler(policy, scenario, rate), rel_tolerance)
 }
 
 /// The same for any scheduler: `build(rate)` makes a fresh one per probe.

@@ -40,6 +40,7 @@ use partitions::Layout;
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 
+use crate::build;
 use crate::policy::PolicyKind;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
@@ -318,7 +319,7 @@ fn new_request(
 /// One run of `policy` on `scenario` at aggregate offered rate `rate_rps`,
 /// seeded by `scenario.seed`.
 pub fn run(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> Report {
-    let mut sched = policy.build(scenario, rate_rps);
+    let mut sched = build::scheduler(policy, scenario, rate_rps);
     run_with(scenario, policy.as_str(), sched.as_mut(), rate_rps)
 }
 

@@ -35,6 +35,7 @@
 //! is what keeps goodput flat past the peak. Models with little batching
 //! benefit (beta ~ 0) have flat efficiency and are never shed.
 
+use crate::policy::PolicyKind;
 use crate::profile::Profile;
 use crate::time::Nanos;
 
@@ -70,6 +71,17 @@ pub enum CandidateRule {
 }
 
 impl CandidateRule {
+    /// The rule of a Symphony policy (whose shards the engine can run on
+    /// cores of their own); None for every other policy.
+    pub fn of(policy: PolicyKind) -> Option<Self> {
+        match policy {
+            PolicyKind::Symphony => Some(Self::NonWorkConserving),
+            PolicyKind::SymphonyWc => Some(Self::WorkConserving),
+            PolicyKind::SymphonyFrontrun => Some(Self::FrontrunOnly),
+            _ => None,
+        }
+    }
+
     /// When to run a candidate of `bs`, given the moment it can start at the
     /// earliest, the moment it stops being able to grow (None: it cannot
     /// grow), and beta*lambda.
