@@ -111,7 +111,69 @@ struct Sim<'a> {
     stage_ends: Vec<(u32, u16, bool)>,
 }
 
-impl Sim<'_> {
+impl<'a> Sim<'a> {
+    /// An idle cluster of `layout`'s backends, measuring from the warm-up
+    /// to `end`.
+    fn new(scenario: &'a Scenario, layout: Layout, end: Nanos) -> Self {
+        Sim {
+            scenario,
+            window: (scenario.warmup, end),
+            records: Vec::new(),
+            tallies: vec![ModelTally::default(); scenario.models.len()],
+            backends: (0..layout.len()).map(|_| EmulatedBackend::default()).collect(),
+            layout,
+            completions: BinaryHeap::new(),
+            jitter: Rng::stream(scenario.seed, u64::MAX),
+            busy: 0,
+            batch_sizes: BTreeMap::new(),
+            infeasible_plans: 0,
+            stage_ends: Vec::new(),
+        }
+    }
+
+    /// Ends the earliest running batch and tells the scheduler, each
+    /// member with its app and solo time (`completed` is scratch space).
+    fn complete_next(&mut self, now: Nanos, sched: &mut dyn Scheduler, completed: &mut Vec<Completed>) {
+        let Some(Reverse((_, b))) = self.completions.pop() else { unreachable!("a completion is due") };
+        let run = self.complete(b, now);
+        completed.clear();
+        completed.extend(run.plan.requests.iter().map(|&request| {
+            let r = &self.records[request.0 as usize];
+            Completed { request, app: r.app, solo: r.solo }
+        }));
+        let done = BatchDone { backend: BackendId(b), model: run.plan.model, started: run.start, members: completed };
+        sched.on_batch_done(now, &done);
+    }
+
+    /// The run's report, once nothing is left to happen.
+    fn report(mut self, policy_name: &str, rate_rps: f64, book: &QueryBook) -> Report {
+        let scenario = self.scenario;
+        let unanswered = self.records.iter().filter(|r| r.state != State::Done).count() as u64;
+        let rates = scenario.model_rates(rate_rps);
+        let models = std::mem::take(&mut self.tallies)
+            .into_iter()
+            .zip(&scenario.models)
+            .zip(rates)
+            .map(|((t, m), r)| t.finish(&m.spec.name, r, !m.spec.subnets.is_empty()))
+            .collect();
+        let queries = book.reports(scenario, &scenario.query_rates(rate_rps));
+        report::build(
+            RunSummary {
+                scenario: &scenario.name,
+                policy: policy_name,
+                seed: scenario.seed,
+                window: scenario.duration,
+                offered_rps: rate_rps,
+                backends: scenario.cluster.backends,
+                busy: self.busy,
+                batch_sizes: self.batch_sizes,
+                checks: Checks { unanswered, infeasible_plans: self.infeasible_plans },
+            },
+            models,
+            queries,
+        )
+    }
+
     fn measured(&self, t: Nanos) -> bool {
         t >= self.window.0 && t < self.window.1
     }
@@ -323,35 +385,28 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> Report {
     run_with(scenario, policy.as_str(), sched.as_mut(), rate_rps)
 }
 
-/// One run of any scheduler (tests hand in their own).
-pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
-    assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
-    let seed = scenario.seed;
-    let end = scenario.warmup + scenario.duration;
-    let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
+/// The backends `sched` runs: whole GPUs, or the partitions it asks for.
+fn layout(scenario: &Scenario, sched: &dyn Scheduler) -> Layout {
     let layout = match sched.partitions() {
         Some(slots) => Layout::new(slots, scenario.cluster.backends),
         None => Layout::whole(scenario.cluster.backends),
     };
     assert!(
         scenario.faults.iter().all(|f| f.1.index() < layout.len()),
-        "a fault names a backend beyond the {} the scheduler runs (seed {seed})",
-        layout.len()
+        "a fault names a backend beyond the {} the scheduler runs (seed {})",
+        layout.len(),
+        scenario.seed
     );
-    let mut sim = Sim {
-        scenario,
-        window: (scenario.warmup, end),
-        records: Vec::new(),
-        tallies: vec![ModelTally::default(); scenario.models.len()],
-        backends: (0..layout.len()).map(|_| EmulatedBackend::default()).collect(),
-        layout,
-        completions: BinaryHeap::new(),
-        jitter: Rng::stream(seed, u64::MAX),
-        busy: 0,
-        batch_sizes: BTreeMap::new(),
-        infeasible_plans: 0,
-        stage_ends: Vec::new(),
-    };
+    layout
+}
+
+/// One run of any scheduler (tests hand in their own).
+pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
+    assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
+    let seed = scenario.seed;
+    let end = scenario.warmup + scenario.duration;
+    let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
+    let mut sim = Sim::new(scenario, layout(scenario, sched), end);
     let mut book = QueryBook::new(scenario, seed);
     let mut spawn: Vec<Spawn> = Vec::new();
     let mut now: Nanos = 0;
@@ -388,16 +443,7 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
             sim.kill(b, seed);
             sched.on_backend_failed(now, b);
         } else if done_at.is_some_and(|d| d <= now) {
-            let Some(Reverse((_, b))) = sim.completions.pop() else { unreachable!() };
-            let run = sim.complete(b, now);
-            completed.clear();
-            completed.extend(run.plan.requests.iter().map(|&request| {
-                let r = &sim.records[request.0 as usize];
-                Completed { request, app: r.app, solo: r.solo }
-            }));
-            let done =
-                BatchDone { backend: BackendId(b), model: run.plan.model, started: run.start, members: &completed };
-            sched.on_batch_done(now, &done);
+            sim.complete_next(now, sched, &mut completed);
         } else if arrive_at.is_some_and(|a| a <= now) {
             match arrivals.pop().expect("peeked") {
                 (_, Source::Model(model)) => {
@@ -429,28 +475,5 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
             }
         }
     }
-    let unanswered = sim.records.iter().filter(|r| r.state != State::Done).count() as u64;
-    let rates = scenario.model_rates(rate_rps);
-    let models = std::mem::take(&mut sim.tallies)
-        .into_iter()
-        .zip(&scenario.models)
-        .zip(rates)
-        .map(|((t, m), r)| t.finish(&m.spec.name, r, !m.spec.subnets.is_empty()))
-        .collect();
-    let queries = book.reports(scenario, &scenario.query_rates(rate_rps));
-    report::build(
-        RunSummary {
-            scenario: &scenario.name,
-            policy: policy_name,
-            seed,
-            window: scenario.duration,
-            offered_rps: rate_rps,
-            backends: scenario.cluster.backends,
-            busy: sim.busy,
-            batch_sizes: sim.batch_sizes,
-            checks: Checks { unanswered, infeasible_plans: sim.infeasible_plans },
-        },
-        models,
-        queries,
-    )
+    sim.report(policy_name, rate_rps, &book)
 }

@@ -51,6 +51,64 @@ fn largest_prefix(spec: &ClusterSpec, model: &[(Nanos, u64)], now: Nanos, free_a
     (1..=n).filter(|&b| (now + spec.delay.of(b)).max(free_at) + p.latency(b) <= dl).max().unwrap_or(0)
 }
 
+/// The trivially correct model of one model's queue: requests sorted by
+/// (deadline, id), and how each one ended.
+struct Reference {
+    spec: ClusterSpec,
+    queue: Vec<(Nanos, u64)>,
+    ended: HashMap<u64, &'static str>,
+}
+
+/// Checks everything the shard said after one step against the reference
+/// (and updates it); returns the last candidate reported, if any, and how
+/// many backends were freed.
+fn check_outputs(
+    shard: &mut ModelShard,
+    r: &mut Reference,
+    now: Nanos,
+    free_at: Option<Nanos>,
+    seed: u64,
+) -> (Option<Option<Candidate>>, u32) {
+    let profile = &r.spec.models[0].profile;
+    let (mut last_candidate, mut freed) = (None, 0);
+    while let Some(o) = shard.poll_output() {
+        match o {
+            ShardOutput::Decision(Output::Dropped { request, reason }) => {
+                let id = request.0;
+                assert!(r.ended.insert(id, reason.as_str()).is_none(), "seed {seed}: {id} ended twice");
+                let at = r.queue.iter().position(|x| x.1 == id).expect("dropped a queued request");
+                let (dl, _) = r.queue.remove(at);
+                if reason == DropReason::Shed {
+                    assert!(free_at.is_some(), "seed {seed}: shed without a granted backend");
+                }
+                if reason == DropReason::DeadlineUnreachable {
+                    let start = (now + r.spec.delay.of(1)).max(free_at.unwrap_or(0));
+                    assert!(start + profile.latency(1) > dl, "seed {seed}: dropped a reachable request");
+                }
+            }
+            ShardOutput::Decision(Output::Dispatch(plan)) => {
+                let bs = plan.requests.len() as u32;
+                let want = largest_prefix(&r.spec, &r.queue, now, free_at.expect("only grants dispatch"));
+                assert_eq!(bs, want, "seed {seed}: batch is not the largest feasible prefix");
+                let earliest = r.queue[0].0;
+                assert!(plan.exec_at + profile.latency(bs) <= earliest, "seed {seed}: planned past a deadline");
+                for (i, id) in plan.requests.iter().enumerate() {
+                    assert_eq!(r.queue[i].1, id.0, "seed {seed}: batch is not the queue's prefix");
+                    assert!(r.ended.insert(id.0, "served").is_none(), "seed {seed}: {} ended twice", id.0);
+                }
+                r.queue.drain(..bs as usize);
+            }
+            ShardOutput::ToRank(ToRank::Candidate { candidate, .. }) => last_candidate = Some(candidate),
+            ShardOutput::ToRank(ToRank::BackendFree { free_at: f, .. }) => {
+                freed += 1;
+                assert!(f >= now);
+            }
+            ShardOutput::ToRank(ToRank::BatchDone { .. }) => panic!("model shards never report completions"),
+        }
+    }
+    (last_candidate, freed)
+}
+
 #[test]
 fn candidates_match_the_reference_and_every_request_ends_once() {
     for seed in 0..300 {
@@ -60,8 +118,7 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
         let mut shard = ModelShard::new(&spec, &[ModelId(0)], rule);
         let profile = spec.models[0].profile.clone();
         let slo = spec.models[0].slo;
-        let mut model: Vec<(Nanos, u64)> = Vec::new();
-        let mut ended: HashMap<u64, &'static str> = HashMap::new();
+        let mut reference = Reference { spec: spec.clone(), queue: Vec::new(), ended: HashMap::new() };
         let mut accepted = BTreeSet::new();
         let mut now: Nanos = 0;
         let mut next_id = 0u64;
@@ -82,8 +139,8 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
                     next_id += 1;
                     let deadline = now + slo - rng.below(slo / 4);
                     accepted.insert(id);
-                    model.push((deadline, id));
-                    model.sort_unstable();
+                    reference.queue.push((deadline, id));
+                    reference.queue.sort_unstable();
                     shard.on_request(
                         now,
                         Request { id: RequestId(id), model: ModelId(0), app: AppId(0), arrival: now, deadline },
@@ -91,47 +148,12 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
                     None
                 }
             };
-            let mut last_candidate = None;
-            let mut freed = 0;
-            while let Some(o) = shard.poll_output() {
-                match o {
-                    ShardOutput::Decision(Output::Dropped { request, reason }) => {
-                        let id = request.0;
-                        assert!(ended.insert(id, reason.as_str()).is_none(), "seed {seed}: {id} ended twice");
-                        let at = model.iter().position(|x| x.1 == id).expect("dropped a queued request");
-                        let (dl, _) = model.remove(at);
-                        if reason == DropReason::Shed {
-                            assert!(free_at.is_some(), "seed {seed}: shed without a granted backend");
-                        }
-                        if reason == DropReason::DeadlineUnreachable {
-                            let start = (now + spec.delay.of(1)).max(free_at.unwrap_or(0));
-                            assert!(start + profile.latency(1) > dl, "seed {seed}: dropped a reachable request");
-                        }
-                    }
-                    ShardOutput::Decision(Output::Dispatch(plan)) => {
-                        let bs = plan.requests.len() as u32;
-                        let want = largest_prefix(&spec, &model, now, free_at.expect("only grants dispatch"));
-                        assert_eq!(bs, want, "seed {seed}: batch is not the largest feasible prefix");
-                        let earliest = model[0].0;
-                        assert!(plan.exec_at + profile.latency(bs) <= earliest, "seed {seed}: planned past a deadline");
-                        for (i, id) in plan.requests.iter().enumerate() {
-                            assert_eq!(model[i].1, id.0, "seed {seed}: batch is not the queue's prefix");
-                            assert!(ended.insert(id.0, "served").is_none(), "seed {seed}: {} ended twice", id.0);
-                        }
-                        model.drain(..bs as usize);
-                    }
-                    ShardOutput::ToRank(ToRank::Candidate { candidate, .. }) => last_candidate = Some(candidate),
-                    ShardOutput::ToRank(ToRank::BackendFree { free_at: f, .. }) => {
-                        freed += 1;
-                        assert!(f >= now);
-                    }
-                    ShardOutput::ToRank(ToRank::BatchDone { .. }) => panic!("model shards never report completions"),
-                }
-            }
+            let (last_candidate, freed) = check_outputs(&mut shard, &mut reference, now, free_at, seed);
             if free_at.is_some() {
                 assert_eq!(freed, 1, "seed {seed}: a grant is answered with exactly one BackendFree");
             }
             // The reported candidate describes the queue as it now stands.
+            let model = &reference.queue;
             match last_candidate.flatten() {
                 None => assert!(model.is_empty() || last_candidate.is_none(), "seed {seed}: queue without candidate"),
                 Some(c) => {
@@ -147,11 +169,11 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
             shard.on_timeout(t);
             while let Some(o) = shard.poll_output() {
                 if let ShardOutput::Decision(Output::Dropped { request, .. }) = o {
-                    assert!(ended.insert(request.0, "expired").is_none(), "seed {seed}: ended twice");
+                    assert!(reference.ended.insert(request.0, "expired").is_none(), "seed {seed}: ended twice");
                 }
             }
         }
-        let ended_ids: BTreeSet<u64> = ended.keys().copied().collect();
+        let ended_ids: BTreeSet<u64> = reference.ended.keys().copied().collect();
         assert_eq!(ended_ids, accepted, "seed {seed}: not every request ended exactly once");
         assert_eq!(shard.pending(), 0);
     }
