@@ -1,9 +1,12 @@
 //! # baton-net — transports
 //!
-//! **Owns (so far):** the bounded lock-free SPSC ring (`ring`, loom-checked)
-//! and the in-process transport built on it: a mesh of rings between shards
-//! with backpressure (`mesh`). **Will own:** framed connections over
-//! io_uring TCP (glommio) and RDMA verbs (behind the `rdma` cargo feature).
+//! **Owns:** the bounded lock-free SPSC ring (`ring`, loom-checked), the
+//! in-process transport built on it — a mesh of rings between shards with
+//! backpressure (`mesh`) — and framing for byte streams such as TCP
+//! (`framing`: `FrameBuf` turns received bytes into verified messages,
+//! `Outbox` gathers encoded frames for one write). The sockets themselves
+//! (io_uring TCP through glommio) live in `baton-core`'s runtime. RDMA is
+//! not built.
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
 

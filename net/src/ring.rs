@@ -10,8 +10,14 @@
 //!   slot with a Release store of `head+1`, which the producer's Acquire
 //!   load of `head` orders before any rewrite of that slot.
 //!
-//! Invariant: `0 <= tail - head <= cap` (wrapping arithmetic), asserted in
-//! debug builds. Both indices sit on their own cache line.
+//! Invariant: `0 <= tail - head <= cap` (wrapping arithmetic), asserted by
+//! every push and pop in every build: one compare on values already
+//! loaded. Measured on the 2-core dev VM with a copy of this file in a
+//! single-thread loop (push, and a pop per push in runs of 8): 7.1–8.6 ns
+//! per push + pop with the asserts, 6.1–7.1 ns without (a build running
+//! beside it) — about 1 ns, against the hundreds of ns a message costs the
+//! mesh and its pump, so they stay on. Both indices sit on their own cache
+//! line.
 
 use std::mem::MaybeUninit;
 
@@ -62,7 +68,7 @@ impl<T> Producer<T> {
         let tail = r.tail.load(Ordering::Relaxed); // only this side writes it
         let head = r.head.load(Ordering::Acquire);
         let used = tail.wrapping_sub(head);
-        debug_assert!(used <= r.slots.len(), "ring invariant: {used} in use of {}", r.slots.len());
+        assert!(used <= r.slots.len(), "ring invariant: {used} in use of {}", r.slots.len());
         if used == r.slots.len() {
             return Err(v);
         }
@@ -79,7 +85,9 @@ impl<T> Producer<T> {
     pub fn push_batch(&mut self, items: &mut std::collections::VecDeque<T>) -> usize {
         let r = &*self.ring;
         let tail = r.tail.load(Ordering::Relaxed);
-        let free = r.slots.len() - tail.wrapping_sub(r.head.load(Ordering::Acquire));
+        let used = tail.wrapping_sub(r.head.load(Ordering::Acquire));
+        assert!(used <= r.slots.len(), "ring invariant: {used} in use of {}", r.slots.len());
+        let free = r.slots.len() - used;
         let n = free.min(items.len());
         for i in 0..n {
             let v = items.pop_front().expect("n <= items.len()");
@@ -103,7 +111,8 @@ impl<T> Consumer<T> {
         if head == tail {
             return None;
         }
-        debug_assert!(tail.wrapping_sub(head) <= r.slots.len());
+        let used = tail.wrapping_sub(head);
+        assert!(used <= r.slots.len(), "ring invariant: {used} in use of {}", r.slots.len());
         // SAFETY: slot `head` is in `head..tail`: the producer initialised
         // it and its Release store of `tail` (read above with Acquire)
         // published the write; it will not write it again until `head`
