@@ -1,6 +1,6 @@
-//! The conformance suite every executor runs (emulated, CPU supernet, and
-//! later CUDA): the same bad batches get the same typed errors, outputs
-//! have the declared shape, and running is deterministic.
+//! The conformance suite every executor runs (emulated, the CPU references
+//! and supernet, and CUDA): the same bad batches get the same typed errors,
+//! outputs have the declared shape, and running is deterministic.
 
 use crate::executor::{Batch, ExecError, Executor};
 

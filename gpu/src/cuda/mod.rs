@@ -67,7 +67,8 @@ impl CudaConfig {
     /// The models `baton serve --executor cuda` and `baton profile` run: a
     /// 128-channel residual stage on 56x56 images (ResNet's second stage),
     /// a BERT-base encoder layer (d 768, 12 heads, FFN 3072) on 64 tokens,
-    /// and the SubNetAct benchmark's supernet (8 blocks of 512, 9 subnets).
+    /// and the SubNetAct benchmark's supernet (8 blocks of 512, 15 subnets:
+    /// `supernet::default_subnets`, depths 4..=8 x widths 128, 256, 512).
     pub fn serving() -> Self {
         Self {
             ordinal: 0,

@@ -2,8 +2,9 @@
 //! transformer encoder block (`transformer.rs`) and SubNetAct's supernet
 //! (`crate::supernet`, one variant per subnet), with deterministic random
 //! weights, written as the GEMMs and elementwise kernels the CUDA executor
-//! will run. They are the CPU side of issue 8's correctness check (the GPU
-//! outputs are compared with these within a stated tolerance) and, behind
+//! runs. They are the CPU side of the CUDA executor's correctness check
+//! (the GPU outputs are compared with these within a stated tolerance,
+//! `cuda/tests.rs` and `baton-perf`'s `cuda_bench`) and, behind
 //! the `Executor` trait, a CPU executor that does real compute.
 
 pub mod cnn;
