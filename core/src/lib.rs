@@ -2,7 +2,8 @@
 //!
 //! **Owns:** the clock (`clock`: quanta, the only place Baton reads time),
 //! the hierarchical timer wheel (`timer`), read-mostly state published with
-//! crossbeam-epoch (`publish`), the model table (`models`), the role
+//! crossbeam-epoch (`publish`: the model table, read per request), the
+//! model table and what the engine refuses to serve (`models`), the role
 //! engines that drive `baton-sched` (`roles`: frontend, scheduler,
 //! backend), and the thread-per-core runtime that runs them on pinned
 //! glommio executors and serves clients over io_uring TCP — all roles in

@@ -1,7 +1,8 @@
 //! The model table the engine serves: names clients use, the ids `sched`
 //! uses, input and output sizes, and each model's profile for the emulated
-//! executors. Built once from a scenario and published read-mostly (see
-//! `publish.rs`).
+//! executors. Built once from a scenario at start-up and read by the
+//! frontend per request through `publish::Published` (nothing republishes
+//! it yet: the engine serves a fixed set of models).
 
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ pub struct ModelEntry {
     pub output_floats: usize,
     /// l(b) for b = 1..=max_batch.
     pub latency: Vec<Nanos>,
+    /// Application classes (Orloj) the model serves: a request's `app` is
+    /// below this. Only models with input-dependent times have more than
+    /// one, and the engine refuses those, so today it is 1 (app 0).
+    pub apps: u32,
 }
 
 /// What runs the batches: emulated GPUs (each batch takes its profile's
@@ -96,6 +101,9 @@ impl ModelTable {
         if !s.cluster.prefixes.is_empty() {
             return Err(Unsupported("prefix batching (run it in `baton sim`)".into()));
         }
+        if !s.faults.is_empty() {
+            return Err(Unsupported("backend faults (`[[faults]]`; run them in `baton sim`)".into()));
+        }
         let mut models = Vec::with_capacity(s.models.len());
         for m in &s.models {
             let spec = &m.spec;
@@ -107,7 +115,8 @@ impl ModelTable {
             }
             let latency = (1..=spec.profile.max_batch()).map(|b| spec.profile.latency(b)).collect();
             let (input_floats, output_floats) = sizes(spec)?;
-            models.push(ModelEntry { name: spec.name.clone(), slo: spec.slo, input_floats, output_floats, latency });
+            let (name, slo) = (spec.name.clone(), spec.slo);
+            models.push(ModelEntry { name, slo, input_floats, output_floats, latency, apps: 1 });
         }
         Ok(Self { models })
     }

@@ -2,7 +2,11 @@
 //! the current value under an epoch guard (a few ns, no lock, no reference
 //! count traffic); a writer swaps in a new value at an epoch boundary and
 //! the old one is freed once no reader can still hold it
-//! (crossbeam-epoch). Used for the model table every frontend reads.
+//! (crossbeam-epoch). Holds the engine's model table: built at start-up
+//! (`runtime::start`, `process.rs`), read by the frontend shard for every
+//! request it admits. Nothing republishes it yet — the engine serves the
+//! scenario's models for its whole run; a door that adds or removes models
+//! at run time will `publish` a new table here, and no reader changes.
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 use std::sync::atomic::Ordering;

@@ -2,7 +2,9 @@
 //! for its backend (numbered; batch ids are unique across the scheduler's
 //! shards because each numbers from its own base), and drops become
 //! `Dropped` lists grouped per frontend and reason, chunked within the wire
-//! decoder's id limit so they also cross TCP.
+//! decoder's id limit so they also cross TCP. A dispatch the engine cannot
+//! carry out as the policy decided it is refused (`Refused`), never sent
+//! changed.
 
 use baton_sched::time::Nanos;
 use baton_sched::types::{BatchPlan, DropReason, Output};
@@ -19,6 +21,31 @@ pub fn wire_reason(r: DropReason) -> fb::DropReason {
         DropReason::BackendFailed => fb::DropReason::BackendFailed,
     }
 }
+
+/// A dispatch refused instead of sent: it runs a subnet of a supernet or
+/// a prefix group's shared prefix. The engine serves neither (the model
+/// table refuses supernets and prefix groups), and a wire `BatchPlan` has
+/// no field for a prefix and no "none" value for `subnet`, so sending the
+/// plan would run the model's own profile in their place. Its requests are
+/// answered `NoBackend`; the plan comes back so the caller can return its
+/// backend to the policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refused {
+    pub plan: BatchPlan,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = &self.plan;
+        write!(f, "a batch of model {} ", p.model.0)?;
+        match (p.subnet, p.prefix) {
+            (Some(s), _) => write!(f, "on subnet {s}: the engine runs no subnets"),
+            _ => write!(f, "sharing a prefix: the engine runs no prefix batches"),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
 
 pub struct Decisions {
     /// l(b) of each model, b = 1.., for a plan's expected finish.
@@ -43,8 +70,14 @@ impl Decisions {
 
     /// Turns one decision into messages; a dispatch's plan comes back with
     /// its batch id. Drops wait in groups until `flush`.
-    pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Option<(u64, BatchPlan)> {
+    pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Result<Option<(u64, BatchPlan)>, Refused> {
         match o {
+            Output::Dispatch(plan) if plan.subnet.is_some() || plan.prefix.is_some() => {
+                for r in &plan.requests {
+                    self.drop(r.0, fb::DropReason::NoBackend);
+                }
+                Err(Refused { plan })
+            }
             Output::Dispatch(plan) => {
                 let batch_id = self.next_batch;
                 self.next_batch += 1;
@@ -58,16 +91,16 @@ impl Decisions {
                     backend: plan.backend.0,
                     exec_at_ns: plan.exec_at,
                     expected_finish_ns: plan.exec_at + l,
-                    subnet: plan.subnet.map_or(0, u32::from),
+                    subnet: 0,
                     requests: Some(requests),
                     frontends: Some(frontends),
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
-                Some((batch_id, plan))
+                Ok(Some((batch_id, plan)))
             }
             Output::Dropped { request, reason } => {
                 self.drop(request.0, wire_reason(reason));
-                None
+                Ok(None)
             }
         }
     }

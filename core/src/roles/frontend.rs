@@ -110,10 +110,17 @@ impl Frontend {
         use fb::ErrorCode::*;
         let name = req.model.as_deref().unwrap_or("");
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
+        let entry = &table.models[model as usize];
+        if req.app >= entry.apps {
+            // The wire has no code of its own for this; the (model, app)
+            // pair is what is unknown.
+            let why = format!("`{name}` has no app {} (it serves apps 0..{})", req.app, entry.apps);
+            return Err((UnknownModel, why));
+        }
         if req.slo_ns == 0 {
             return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
         }
-        let want = table.models[model as usize].input_floats;
+        let want = entry.input_floats;
         let tensors = req.inputs.as_deref().unwrap_or(&[]);
         let [t] = tensors else {
             return Err((BadTensor, format!("{} input tensors, `{name}` takes one", tensors.len())));

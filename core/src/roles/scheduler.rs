@@ -8,7 +8,10 @@
 //!
 //! Reduced: the whole policy runs on one shard (Symphony's model shards and
 //! rank shard inside it exchange messages in process); requests carry app
-//! 0, since the engine refuses models with input-dependent times.
+//! 0, since the engine refuses models with input-dependent times
+//! (`APPS`). A dispatch the engine cannot carry out as decided (one that
+//! runs a subnet or a shared prefix) is refused, not changed
+//! (`decisions::Refused`).
 
 use std::collections::HashMap;
 
@@ -17,7 +20,7 @@ use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Sche
 use baton_wire::{fb, Message};
 
 use super::decisions::Decisions;
-use super::{request_of, Envelope};
+use super::{request_of, Envelope, APPS};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerStats {
@@ -25,8 +28,11 @@ pub struct SchedulerStats {
     pub batches: u64,
     pub dropped: u64,
     /// Messages the scheduler does not take, or that name what it does not
-    /// know (a model, a backend, a batch): ignored, counted.
+    /// know (a model, an app, a backend, a batch): ignored, counted.
     pub rejected: u64,
+    /// Dispatches refused instead of sent (`decisions::Refused`); their
+    /// requests are answered `NoBackend`.
+    pub refused: u64,
 }
 
 impl SchedulerStats {
@@ -36,6 +42,7 @@ impl SchedulerStats {
         self.batches += o.batches;
         self.dropped += o.dropped;
         self.rejected += o.rejected;
+        self.refused += o.refused;
     }
 }
 
@@ -65,7 +72,7 @@ impl SchedulerRole {
     /// Handles one message at `now`; what the policy decides goes to `out`.
     pub fn on_message(&mut self, now: Nanos, msg: Message, out: &mut Vec<Envelope>) {
         match msg {
-            Message::RequestMeta(m) if m.model < self.models => {
+            Message::RequestMeta(m) if m.model < self.models && m.app < APPS => {
                 self.stats.requests += 1;
                 self.policy.on_request(now, request_of(&m));
             }
@@ -93,7 +100,7 @@ impl SchedulerRole {
             }
             _ => self.stats.rejected += 1,
         }
-        self.drain(out);
+        self.drain(now, out);
     }
 
     /// `backend` is gone: the policy stops using it, and the batches it
@@ -114,7 +121,7 @@ impl SchedulerRole {
     /// Fires the policy's timers due at `now`.
     pub fn on_timeout(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         self.policy.on_timeout(now);
-        self.drain(out);
+        self.drain(now, out);
     }
 
     pub fn next_timeout(&self) -> Option<Nanos> {
@@ -125,10 +132,29 @@ impl SchedulerRole {
         self.inflight.len()
     }
 
-    fn drain(&mut self, out: &mut Vec<Envelope>) {
+    fn drain(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         while let Some(o) = self.policy.poll_output() {
-            if let Some((batch_id, plan)) = self.decisions.push(o, out) {
-                self.inflight.insert(batch_id, plan);
+            match self.decisions.push(o, out) {
+                Ok(Some((batch_id, plan))) => {
+                    self.inflight.insert(batch_id, plan);
+                }
+                Ok(None) => {}
+                Err(refused) => {
+                    // Its requests are dropped; the policy gets its backend
+                    // back at once, as if the batch had taken no time.
+                    self.stats.refused += 1;
+                    let plan = refused.plan;
+                    self.completed.clear();
+                    let solo = self.decisions.solo(plan.model.index());
+                    self.completed.extend(plan.requests.iter().map(|&request| Completed {
+                        request,
+                        app: AppId(0),
+                        solo,
+                    }));
+                    let done =
+                        BatchDone { backend: plan.backend, model: plan.model, started: now, members: &self.completed };
+                    self.policy.on_batch_done(now, &done);
+                }
             }
         }
         self.decisions.flush(out);

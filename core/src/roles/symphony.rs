@@ -16,7 +16,7 @@ use baton_wire::fb;
 
 use super::decisions::Decisions;
 use super::scheduler::SchedulerStats;
-use super::{request_of, Envelope};
+use super::{request_of, Envelope, APPS};
 
 /// Batch ids of model shard k start at k << BATCH_ID_SHIFT.
 const BATCH_ID_SHIFT: u32 = 48;
@@ -47,6 +47,10 @@ impl ModelShardRole {
     }
 
     pub fn on_request(&mut self, now: Nanos, m: fb::RequestMeta, out: &mut Vec<Envelope>, rank: &mut Vec<ToRank>) {
+        if m.app >= APPS {
+            self.stats.rejected += 1;
+            return;
+        }
         self.stats.requests += 1;
         self.shard.on_request(now, request_of(&m));
         self.drain(out, rank);
@@ -70,8 +74,12 @@ impl ModelShardRole {
         while let Some(o) = self.shard.poll_output() {
             match o {
                 ShardOutput::ToRank(m) => rank.push(m),
+                // Symphony's model shard plans no subnets; were one to,
+                // its requests are dropped and the refusal counted.
                 ShardOutput::Decision(d) => {
-                    let _ = self.decisions.push(d, out);
+                    if self.decisions.push(d, out).is_err() {
+                        self.stats.refused += 1;
+                    }
                 }
             }
         }

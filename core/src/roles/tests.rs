@@ -44,7 +44,7 @@ impl Cluster {
         let scenario = Scenario::parse(SCENARIO).unwrap();
         let table = ModelTable::from_scenario(&scenario, FLOATS).unwrap();
         let latency = table.models.iter().map(|m| m.latency.clone()).collect();
-        let sched = SchedulerRole::new(policy.build(&scenario, 0.0), latency, 2);
+        let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, 0.0), latency, 2);
         let backends =
             (0..2).map(|b| BackendRole::new(b, Box::new(table.emulated_executor(0.0, u64::from(b))))).collect();
         Self { fe: Frontend::new(1, capacity), table, sched, backends, answers: Vec::new() }
@@ -189,4 +189,88 @@ fn bad_requests_get_typed_errors_and_nothing_else() {
     d.run(vec![(0, request(9, &huge, 25.0, &[0.0; FLOATS]))].into());
     let why = d.answers[0].1.message.as_deref().unwrap();
     assert!(why.starts_with("no model named") && why.len() < 200, "{} bytes", why.len());
+}
+
+#[test]
+fn a_scenario_with_faults_is_refused_not_served_without_them() {
+    let text = format!("{SCENARIO}[[faults]]\nat_s = 1.0\nbackend = 0\n");
+    let scenario = Scenario::parse(&text).unwrap();
+    let err = ModelTable::from_scenario(&scenario, FLOATS).unwrap_err();
+    assert!(err.to_string().contains("faults"), "{err}");
+}
+
+#[test]
+fn a_request_naming_an_app_its_model_lacks_is_refused_not_served_as_app_0() {
+    let mut c = Cluster::new(PolicyKind::Symphony, 10);
+    let mut other_app = request(0, "m", 25.0, &[0.0; FLOATS]);
+    other_app.app = 1;
+    c.run(vec![(0, other_app), (0, request(1, "m", 25.0, &[0.0; FLOATS]))].into());
+    let a = &c.answers.iter().find(|a| a.1.id == 0).unwrap().1;
+    assert_eq!((a.status, a.error_code), (fb::Status::Error, fb::ErrorCode::UnknownModel));
+    assert!(a.message.as_deref().unwrap().contains("no app 1"), "{:?}", a.message);
+    assert_eq!(c.answers.iter().find(|a| a.1.id == 1).unwrap().1.status, fb::Status::Ok);
+    // Metadata naming another app that reaches the scheduler (from a peer
+    // over TCP) is rejected, not queued as app 0.
+    let before = c.sched.stats;
+    let meta = fb::RequestMeta { id: 99, frontend: 1, model: 0, app: 1, arrival_ns: 0, deadline_ns: 1 << 40 };
+    let mut out = Vec::new();
+    c.sched.on_message(0, Message::RequestMeta(meta), &mut out);
+    assert_eq!((c.sched.stats.rejected, c.sched.stats.requests), (before.rejected + 1, before.requests));
+}
+
+/// A policy that dispatches every request at once on backend 0, on `subnet`.
+struct SubnetPolicy {
+    subnet: Option<u16>,
+    out: VecDeque<baton_sched::types::Output>,
+    done: u32,
+}
+
+impl baton_sched::types::Scheduler for SubnetPolicy {
+    fn on_request(&mut self, now: Nanos, req: baton_sched::types::Request) {
+        use baton_sched::types::{BackendId, BatchPlan, Output};
+        let plan = BatchPlan {
+            model: req.model,
+            backend: BackendId(0),
+            exec_at: now,
+            requests: vec![req.id],
+            prefix: None,
+            subnet: self.subnet,
+        };
+        self.out.push_back(Output::Dispatch(plan));
+    }
+    fn on_batch_done(&mut self, _: Nanos, _: &baton_sched::types::BatchDone<'_>) {
+        self.done += 1;
+    }
+    fn on_timeout(&mut self, _: Nanos) {}
+    fn next_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn poll_output(&mut self) -> Option<baton_sched::types::Output> {
+        self.out.pop_front()
+    }
+}
+
+#[test]
+fn a_plan_running_a_subnet_is_refused_not_sent_as_the_whole_model() {
+    let meta = fb::RequestMeta { id: 5, frontend: 1, model: 0, app: 0, arrival_ns: 0, deadline_ns: 1 << 40 };
+    for subnet in [None, Some(0), Some(3)] {
+        let policy = SubnetPolicy { subnet, out: VecDeque::new(), done: 0 };
+        let mut sched = SchedulerRole::new(Box::new(policy), vec![vec![1_000]], 1);
+        let mut out = Vec::new();
+        sched.on_message(0, Message::RequestMeta(meta.clone()), &mut out);
+        let plans = out.iter().filter(|e| matches!(e.msg, Message::BatchPlan(_))).count();
+        let drops: Vec<_> = out
+            .iter()
+            .filter_map(|e| match &e.msg {
+                Message::Dropped(d) => Some((d.reason, d.requests.clone().unwrap_or_default())),
+                _ => None,
+            })
+            .collect();
+        if subnet.is_none() {
+            assert_eq!((plans, drops.len(), sched.stats.refused, sched.inflight()), (1, 0, 0, 1));
+        } else {
+            assert_eq!((plans, sched.stats.refused, sched.inflight()), (0, 1, 0), "{subnet:?}");
+            assert_eq!(drops, vec![(fb::DropReason::NoBackend, vec![5])], "answered once, typed");
+        }
+    }
 }
