@@ -1,5 +1,6 @@
-//! The CUDA executor on a GPU machine (issue 8's "must show" 1 and 2):
-//! each model's outputs against the CPU reference, and per batch the host
+//! The CUDA executor on a GPU machine (perf/README.md, "The CUDA executor
+//! on an H100", items 1 and 2): each model's outputs against the CPU
+//! reference, and per batch the host
 //! time to enqueue it — one graph launch vs the kernels and GEMMs one by
 //! one — with the device time it took. Without a GPU it reports the typed
 //! "no CUDA device" and measures nothing.

@@ -1,4 +1,5 @@
-//! The engine measured end to end on loopback (issue 3's numbers):
+//! The engine measured end to end on loopback (perf/README.md, "The engine
+//! end to end"):
 //!
 //! 1. Table 4 ResNet50 served by `baton serve`'s runtime under the load
 //!    generator, against `baton sim` on the same file, rate and seed — at

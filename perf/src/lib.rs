@@ -5,7 +5,8 @@
 //! under `src/bin/` with a `--quick` mode that the test suite runs, so the
 //! harnesses never rot; the full runs are commands, never timed tests.
 //! Results are ratios from one invocation: both sides of a comparison run
-//! on the same scenario and seed.
+//! on the same scenario and seed. `readme` renders perf/README.md's tables
+//! from the stored results (`render_readme`).
 
 pub mod compare;
 pub mod cuda_bench;
@@ -18,6 +19,7 @@ pub mod load;
 pub mod nexus_bench;
 pub mod orloj_grid;
 pub mod plot;
+pub mod readme;
 pub mod report;
 pub mod sched_speed;
 pub mod subnetact_bench;
