@@ -226,7 +226,7 @@ fn function_lengths() -> Vec<(usize, String, String)> {
             }
         }
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|l| std::cmp::Reverse(l.0));
     out
 }
 

@@ -10,16 +10,22 @@ use std::rc::Rc;
 
 use baton_sched::build;
 use baton_sched::glet::{plan_once, Planner};
+use baton_sched::scenario::builder::ScenarioText;
 use baton_sched::sim::run_with;
 use baton_sched::time::Nanos;
 use baton_sched::{
     BackendId, BatchDone, BatchPlan, ModelId, Output, Partition, PolicyKind, Request, RequestId, Scenario, Scheduler,
 };
 
-fn scenario(text: &str) -> Scenario {
+/// A scenario text whose files are read from the shipped scenarios' folder.
+fn text(toml: &str) -> ScenarioText {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).map_err(|e| e.to_string());
-    Scenario::parse_with(text, &read).expect("valid scenario")
+    ScenarioText::from_toml(toml)
+        .reading(Rc::new(move |f: &str| std::fs::read_to_string(dir.join(f)).map_err(|e| e.to_string())))
+}
+
+fn scenario(toml: &str) -> Scenario {
+    text(toml).scenario()
 }
 
 const TWO: &str = r#"
@@ -112,8 +118,7 @@ fn a_batch_started_next_to_a_running_sibling_takes_the_co_run_latency() {
 
 #[test]
 fn partition_plans_run_on_their_partitions() {
-    let text = TWO.replace("gpus = 1", "gpus = 2").replace("slo_ms = 1000", "slo_ms = 40");
-    let s = scenario(&text);
+    let s = text(TWO).set("cluster.gpus", 2).set("models[0].slo_ms", 40).set("models[1].slo_ms", 40).scenario();
     for policy in PolicyKind::GLET_SET {
         let planner = Planner::of(policy).expect("glet family");
         let serving = build::serving(planner, &s, 1500.0).expect("a glet scenario");

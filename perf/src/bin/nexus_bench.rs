@@ -4,6 +4,7 @@
 use baton_perf::load_scenario;
 use baton_perf::nexus_bench::{early_vs_lazy, epochs, game_scenario, latency_split, plan_vs_bound, prefix_scaling};
 use baton_sched::nexus::plan_report;
+use baton_sched::scenario::builder::ScenarioText;
 use baton_sched::sim::find_goodput;
 use baton_sched::{PolicyKind, Scenario};
 
@@ -44,8 +45,7 @@ fn main() {
 fn fork_join_scenario(split: &str) -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nexus-forkjoin.toml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(text.contains("split = \"dp\""), "nexus-forkjoin.toml names its split");
-    Scenario::parse(&text.replace("split = \"dp\"", &format!("split = \"{split}\""))).unwrap_or_else(|e| panic!("{e}"))
+    ScenarioText::from_toml(&text).set("queries[0].split", split).scenario()
 }
 
 /// Planned GPUs and the exact lower bound at `rate_qps` queries/s.

@@ -164,11 +164,12 @@ mod tests {
 
     #[test]
     fn bad_rows_are_typed_errors_with_lines() {
-        let e = PartitionProfiles::parse(&INF.replace("0.0134", "x"), CO, MEM).unwrap_err();
+        let bad_latency = "m,1,50,throughput,100,latency,0.010,1\nm,2,50,throughput,150,latency,x,1\n";
+        let e = PartitionProfiles::parse(bad_latency, CO, MEM).unwrap_err();
         assert_eq!((e.file, e.line), ("inference.csv", 2));
         let e = PartitionProfiles::parse(INF, "m,1,50\n", MEM).unwrap_err();
         assert_eq!((e.file, e.line), ("interference.csv", 1));
-        let e = PartitionProfiles::parse(INF, CO, &MEM.replace("10,", "-,")).unwrap_err();
+        let e = PartitionProfiles::parse(INF, CO, "m,1,50,mem_util,-,l2_util,20,0\n").unwrap_err();
         assert_eq!(e.file, "mem_util.csv");
     }
 }

@@ -15,14 +15,26 @@
 //! Paths are dotted keys with `[i]` for an element of an array of tables:
 //! `cluster.gpus`, `models[0].apps[1].exec_ms`.
 
+use std::rc::Rc;
+
 use toml::{Table, Value};
 
 use super::{Scenario, ScenarioError};
 
+/// Returns the text of a file the scenario names (the caller does the I/O).
+pub type Reader = Rc<dyn Fn(&str) -> Result<String, String>>;
+
 /// A scenario file under construction.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct ScenarioText {
     doc: Table,
+    read: Option<Reader>,
+}
+
+impl std::fmt::Debug for ScenarioText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
 }
 
 /// One step of a path: a key, or a key and an index into its array.
@@ -41,7 +53,14 @@ fn steps(path: &str) -> Vec<(&str, Option<usize>)> {
 impl ScenarioText {
     /// Starts from a TOML text (panics if it is not TOML: a test's own bug).
     pub fn from_toml(text: &str) -> Self {
-        Self { doc: text.parse().unwrap_or_else(|e| panic!("not TOML: {e}")) }
+        Self { doc: text.parse().unwrap_or_else(|e| panic!("not TOML: {e}")), read: None }
+    }
+
+    /// Files the scenario names (`partition_profiles`) are read with `read`.
+    #[must_use]
+    pub fn reading(mut self, read: Reader) -> Self {
+        self.read = Some(read);
+        self
     }
 
     /// The table that holds the last key of `path`, and that key.
@@ -108,9 +127,13 @@ impl ScenarioText {
         toml::to_string(&self.doc).expect("a TOML table serializes")
     }
 
-    /// Parses the text as a scenario file that names no other file.
+    /// Parses the text as a scenario file (naming no other file unless a
+    /// reader was given).
     pub fn parse(&self) -> Result<Scenario, ScenarioError> {
-        Scenario::parse(&self.text())
+        match &self.read {
+            Some(read) => Scenario::parse_with(&self.text(), read.as_ref()),
+            None => Scenario::parse(&self.text()),
+        }
     }
 
     /// Parses it, panicking with the error (for tests of good files).
@@ -118,10 +141,12 @@ impl ScenarioText {
         self.parse().unwrap_or_else(|e| panic!("scenario does not parse: {e}\n{}", self.text()))
     }
 
-    /// Asserts the scenario is refused with an error that names `key`.
-    pub fn rejected_at(&self, key: &str) {
-        let e = self.parse().expect_err("must be rejected");
-        assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`\n{}", self.text());
+    /// Asserts the scenario is refused with an error that names `key`;
+    /// returns the error's text.
+    pub fn rejected_at(&self, key: &str) -> String {
+        let e = self.parse().expect_err("must be rejected").to_string();
+        assert!(e.contains(key), "error `{e}` does not name `{key}`\n{}", self.text());
+        e
     }
 }
 

@@ -275,7 +275,9 @@ impl Scenario {
 
 #[cfg(test)]
 mod tests {
+    use super::builder::ScenarioText;
     use super::*;
+    use crate::types::ModelId;
 
     const GOOD: &str = r#"
 name = "t"
@@ -295,18 +297,17 @@ arrival = "gamma:0.5"
 name = "clockwork"
 "#;
 
+    fn good() -> ScenarioText {
+        ScenarioText::from_toml(GOOD)
+    }
+
     #[test]
     fn parses_the_documented_format() {
-        let s = Scenario::parse(GOOD).unwrap();
+        let s = good().scenario();
         assert_eq!(s.cluster.backends, 8);
         assert_eq!(s.cluster.delay.ctrl, 200_000);
         assert_eq!(s.models[0].arrival, Arrival::Gamma(0.5));
         assert_eq!(s.policy, PolicyKind::Clockwork);
-    }
-
-    fn rejects(text: &str, key: &str) {
-        let e = Scenario::parse(text).expect_err("must be rejected");
-        assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`");
     }
 
     const APPS: &str = r#"
@@ -330,7 +331,8 @@ exec_ms = "bimodal:10,1,30,2,0.7"
 
     #[test]
     fn parses_apps_and_slo_multiples() {
-        let s = Scenario::parse(APPS).unwrap();
+        let apps = || ScenarioText::from_toml(APPS);
+        let s = apps().scenario();
         let d = s.models[0].spec.dynamic.as_ref().unwrap();
         assert_eq!(d.apps.len(), 2);
         assert_eq!(d.kappa, 0.05);
@@ -339,26 +341,43 @@ exec_ms = "bimodal:10,1,30,2,0.7"
         assert!((slo_ms / 1.5 - 51.0).abs() < 2.0, "{slo_ms}");
         // Baselines plan with the mean: 0.5*40 + 0.5*(0.7*10 + 0.3*30) = 28 ms at b = 1.
         assert!((s.models[0].spec.profile.latency(1) as f64 / 1e6 - 28.0).abs() < 0.01);
-        rejects(&APPS.replace("normal:40,5", "normal:40"), "models[0].apps[0].exec_ms");
-        rejects(&APPS.replace("kappa = 0.05", "kappa = 2"), "models[0].kappa");
-        rejects(&APPS.replace("slo_p99_multiple = 1.5", "slo_p99_multiple = 1.5\nslo_ms = 3"), "models[0].slo_ms");
-        rejects(&APPS.replace("exec_ms = \"normal:40,5\"", "exec_ms = \"normal:40,5\"\nexec = 1"), "exec");
-        rejects(&APPS.replace("kappa = 0.05", "kappa = 0.05\nalpha_ms = 1.0\nbeta_ms = 1.0"), "models[0].alpha_ms");
-        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = 25.0\nkappa = 0.1"), "models[0].kappa");
+        apps().set("models[0].apps[0].exec_ms", "normal:40").rejected_at("models[0].apps[0].exec_ms");
+        apps().set("models[0].kappa", 2.0).rejected_at("models[0].kappa");
+        apps().add("models[0].slo_ms", 3.0).rejected_at("models[0].slo_ms");
+        apps().add("models[0].apps[0].exec", 1).rejected_at("exec");
+        apps().add("models[0].alpha_ms", 1.0).add("models[0].beta_ms", 1.0).rejected_at("models[0].alpha_ms");
+        good().add("models[0].kappa", 0.1).rejected_at("models[0].kappa");
     }
 
     #[test]
     fn names_the_key_at_fault() {
-        rejects(&GOOD.replace("seed = 7", "seed = 7\nsede = 3"), "sede");
-        rejects(&GOOD.replace("gpus = 8", "gpus = 0"), "cluster.gpus");
-        rejects(&GOOD.replace("gpus = 8", "gpus = 8\ngpu = 1"), "gpu");
-        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = 5.0"), "models[0].slo_ms");
-        rejects(&GOOD.replace("slo_ms = 25.0", "slo_ms = -1.0"), "models[0].slo_ms");
-        rejects(&GOOD.replace("gamma:0.5", "gamma:-2"), "models[0].arrival");
-        rejects(&GOOD.replace("gamma:0.5", "bursty"), "models[0].arrival");
-        rejects(&GOOD.replace("clockwork", "fifo"), "policy.name");
-        rejects(&GOOD.replace("beta_ms = 5.072", ""), "models[0].alpha_ms");
-        rejects(&GOOD.replace("duration_s = 3", "duration_s = 0"), "duration_s");
-        rejects(&GOOD.replace("alpha_ms = 1.053", "alpha_ms = 1.053\nwieght = 2"), "wieght");
+        good().add("sede", 3).rejected_at("sede");
+        good().set("cluster.gpus", 0).rejected_at("cluster.gpus");
+        good().add("cluster.gpu", 1).rejected_at("gpu");
+        good().set("models[0].slo_ms", 5.0).rejected_at("models[0].slo_ms");
+        good().set("models[0].slo_ms", -1.0).rejected_at("models[0].slo_ms");
+        good().set("models[0].arrival", "gamma:-2").rejected_at("models[0].arrival");
+        good().set("models[0].arrival", "bursty").rejected_at("models[0].arrival");
+        good().set("policy.name", "fifo").rejected_at("policy.name");
+        good().remove("models[0].beta_ms").rejected_at("models[0].alpha_ms");
+        good().set("duration_s", 0).rejected_at("duration_s");
+        good().add("models[0].wieght", 2).rejected_at("wieght");
+    }
+
+    #[test]
+    fn each_model_takes_its_latencies_from_one_source() {
+        let table = || good().remove("models[0].alpha_ms").remove("models[0].beta_ms");
+        let s = table().add("models[0].latency_ms", vec![1.0, 1.5, 2.0]).scenario();
+        assert_eq!(s.models[0].spec.profile.max_batch(), 3);
+        table().add("models[0].latency_ms", vec![1.0]).add("models[0].max_batch", 4).rejected_at("models[0].max_batch");
+        good().add("models[0].latency_ms", vec![1.0]).rejected_at("models[0].alpha_ms");
+        good().add("models[0].supernet", "default").rejected_at("models[0].alpha_ms");
+        good().add("models[0].prefix_of", "p").rejected_at("models[0].prefix_of");
+        let shared =
+            good().push("prefixes", "name = \"p\"\nalpha_ms = 0.5\nbeta_ms = 2.0").add("models[0].prefix_of", "p");
+        let s = shared.scenario();
+        // Alone, a prefix member runs prefix and suffix back to back.
+        assert_eq!(s.models[0].spec.profile.latency(1), crate::time::ms_to_nanos(1.053 + 5.072 + 0.5 + 2.0));
+        assert_eq!(s.cluster.prefixes[0].members, vec![ModelId(0)]);
     }
 }

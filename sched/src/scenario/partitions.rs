@@ -78,6 +78,7 @@ pub(super) fn model_profile(
 
 #[cfg(test)]
 mod tests {
+    use crate::scenario::builder::ScenarioText;
     use crate::scenario::Scenario;
 
     /// Reads files relative to the shipped scenarios' folder.
@@ -103,14 +104,13 @@ slo_ms = 38.1
 name = "glet"
 "#;
 
-    fn rejects(text: &str, key: &str) {
-        let e = Scenario::parse_with(text, &read).expect_err("must be rejected");
-        assert!(e.to_string().contains(key), "error `{e}` does not name `{key}`");
+    fn good() -> ScenarioText {
+        ScenarioText::from_toml(GOOD).reading(std::rc::Rc::new(read))
     }
 
     #[test]
     fn a_profile_gives_the_whole_gpu_latencies() {
-        let s = Scenario::parse_with(GOOD, &read).unwrap();
+        let s = good().scenario();
         let data = s.partitions.as_deref().unwrap();
         let row = s.models[0].partition_profile.unwrap();
         assert_eq!(data.profiles.models[row], "resnet50");
@@ -123,16 +123,17 @@ name = "glet"
 
     #[test]
     fn partition_keys_are_checked() {
-        rejects(&GOOD.replace("\"resnet50\"", "\"resnet5\""), "models[0].profile");
-        rejects(&GOOD.replace("../data/partition-profiles", "../data/nowhere"), "cluster.partition_profiles");
-        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 26.7\nalpha_ms = 1.0"), "models[0].alpha_ms");
-        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 26.7\nmax_batch = 8"), "models[0].max_batch");
-        rejects(&GOOD.replace("partition_profiles = \"../data/partition-profiles\"", ""), "models[0].profile");
-        rejects(&GOOD.replace("slo_ms = 26.7", "slo_ms = 4.0"), "models[0].slo_ms");
-        let no_profile = GOOD.replace("profile = \"vgg16\"", "alpha_ms = 1.0\nbeta_ms = 2.0");
-        rejects(&no_profile, "policy.name");
+        good().set("models[0].profile", "resnet5").rejected_at("models[0].profile");
+        good().set("cluster.partition_profiles", "../data/nowhere").rejected_at("cluster.partition_profiles");
+        good().add("models[0].alpha_ms", 1.0).rejected_at("models[0].alpha_ms");
+        good().add("models[0].max_batch", 8).rejected_at("models[0].max_batch");
+        good().remove("cluster.partition_profiles").rejected_at("models[0].profile");
+        good().set("models[0].slo_ms", 4.0).rejected_at("models[0].slo_ms");
+        let no_profile =
+            good().remove("models[1].profile").add("models[1].alpha_ms", 1.0).add("models[1].beta_ms", 2.0);
+        no_profile.rejected_at("policy.name");
         // Without --policy glet, a model without a profile is fine.
-        assert!(Scenario::parse_with(&no_profile.replace("\"glet\"", "\"nexus\""), &read).is_ok());
+        assert!(no_profile.set("policy.name", "nexus").parse().is_ok());
         // Text parsed without a folder cannot name one.
         let e = Scenario::parse(GOOD).expect_err("no folder to read from");
         assert!(e.to_string().contains("cluster.partition_profiles"), "{e}");

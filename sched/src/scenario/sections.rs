@@ -192,6 +192,7 @@ pub(super) fn parse_apps(
 
 #[cfg(test)]
 mod tests {
+    use crate::scenario::builder::ScenarioText;
     use crate::scenario::Scenario;
 
     /// A detector forking to two recognisers, joined by a ranker.
@@ -233,10 +234,13 @@ model = "rank"
 parents = ["car", "face"]
 "#;
 
-    fn rejects(text: &str, key: &str, words: &str) {
-        let e = Scenario::parse(text).expect_err("must be rejected");
-        let e = e.to_string();
-        assert!(e.contains(key) && e.contains(words), "error `{e}` does not name `{key}` with `{words}`");
+    fn fork_join() -> ScenarioText {
+        ScenarioText::from_toml(FORK_JOIN)
+    }
+
+    fn rejects(text: &ScenarioText, key: &str, words: &str) {
+        let e = text.rejected_at(key);
+        assert!(e.contains(words), "error `{e}` does not say `{words}`");
     }
 
     #[test]
@@ -257,44 +261,34 @@ parents = ["car", "face"]
 
     #[test]
     fn rejects_bad_parents_naming_the_key() {
-        let rank = "parents = [\"car\", \"face\"]";
-        let k = "queries[0].stages[3]";
-        rejects(
-            &FORK_JOIN.replace(rank, "parent = \"car\"\nparents = [\"face\"]"),
-            &format!("{k}.parents"),
-            "not both",
-        );
-        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"car\"]"), &format!("{k}.parents"), "twice");
-        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"bus\"]"), &format!("{k}.parents"), "`bus`");
-        rejects(&FORK_JOIN.replace(rank, "parents = [\"car\", \"rank\"]"), &format!("{k}.parents"), "earlier");
-        rejects(&FORK_JOIN.replace(rank, "parents = []"), &format!("{k}.parents"), "root");
-        rejects(&FORK_JOIN.replace("parent = \"det\"", "parent = \"face\""), "queries[0].stages[1].parent", "earlier");
-        rejects(&FORK_JOIN.replace("model = \"det\"", "model = \"det\"\ngamma = 2.0"), "stages[0].gamma", "once");
-        rejects(
-            &FORK_JOIN.replace("model = \"det\"", "model = \"det\"\nparents = [\"car\"]"),
-            "stages[0].parents",
-            "root",
-        );
+        let rank = "queries[0].stages[3].parents";
+        let joined = |parents: &[&str]| fork_join().set(rank, parents.to_vec());
+        rejects(&fork_join().add("queries[0].stages[3].parent", "car"), rank, "not both");
+        rejects(&joined(&["car", "car"]), rank, "twice");
+        rejects(&joined(&["car", "bus"]), rank, "`bus`");
+        rejects(&joined(&["car", "rank"]), rank, "earlier");
+        rejects(&joined(&[]), rank, "root");
+        rejects(&fork_join().set("queries[0].stages[1].parent", "face"), "queries[0].stages[1].parent", "earlier");
+        rejects(&fork_join().add("queries[0].stages[0].gamma", 2.0), "stages[0].gamma", "once");
+        rejects(&fork_join().add("queries[0].stages[0].parents", vec!["car"]), "stages[0].parents", "root");
     }
 
     #[test]
     fn the_dp_split_needs_a_fork_join_graph() {
         // car also feeds a sink past the join: a bridge, not series-parallel.
-        let bridge = format!(
-            "{}[[models]]\nname = \"log\"\nalpha_ms = 1.0\nbeta_ms = 1.0\n",
-            FORK_JOIN.split("[[queries]]").next().expect("models first")
-        ) + "[[queries]]"
-            + FORK_JOIN.split("[[queries]]").nth(1).expect("a query")
-            + "[[queries.stages]]\nmodel = \"log\"\nparent = \"car\"\n";
+        let bridge = fork_join()
+            .push("models", "name = \"log\"\nalpha_ms = 1.0\nbeta_ms = 1.0")
+            .push("queries[0].stages", "model = \"log\"\nparent = \"car\"");
         rejects(&bridge, "queries[0].split", "series-parallel");
         // 1 ns models under a 2 ns SLO: each fits alone, three in a row cannot.
-        let mut tiny = FORK_JOIN.replace("slo_ms = 300.0", "slo_ms = 0.000002");
-        for x in ["4.0", "10.0", "2.0", "5.0", "2.5", "6.0", "1.0", "3.0"] {
-            tiny = tiny.replace(&format!("_ms = {x}\n"), "_ms = 0.0000005\n");
+        let mut tiny = fork_join().set("queries[0].slo_ms", 0.000002);
+        for m in 0..4 {
+            for k in ["alpha_ms", "beta_ms"] {
+                tiny = tiny.set(&format!("models[{m}].{k}"), 0.0000005);
+            }
         }
         rejects(&tiny, "queries[0].slo_ms", "longest path");
-        let even = bridge.replace("slo_ms = 300.0", "slo_ms = 300.0\nsplit = \"even\"");
-        let s = Scenario::parse(&even).expect("the even split takes any DAG");
+        let s = bridge.add("queries[0].split", "even").parse().expect("the even split takes any DAG");
         assert!(s.queries[0].stages.iter().all(|st| st.deadline_offset <= s.queries[0].slo));
     }
 
@@ -308,6 +302,6 @@ parents = ["car", "face"]
         for i in 1..=crate::query::MAX_STAGES {
             text += &format!("[[queries.stages]]\nmodel = \"m{i}\"\nparent = \"m{}\"\n", i - 1);
         }
-        rejects(&text, "queries[0].stages", "at most");
+        rejects(&ScenarioText::from_toml(&text), "queries[0].stages", "at most");
     }
 }

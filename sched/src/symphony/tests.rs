@@ -157,7 +157,7 @@ fn candidates_match_the_reference_and_every_request_ends_once() {
             match last_candidate.flatten() {
                 None => assert!(model.is_empty() || last_candidate.is_none(), "seed {seed}: queue without candidate"),
                 Some(c) => {
-                    assert_eq!(c.bs, largest_prefix(&spec, &model, now, 0), "seed {seed}: candidate size");
+                    assert_eq!(c.bs, largest_prefix(&spec, model, now, 0), "seed {seed}: candidate size");
                     assert!(c.exec_at >= now + spec.delay.of(c.bs));
                     assert!(c.exec_at <= c.invalid_after, "seed {seed}: candidate past its validity");
                     assert_eq!(c.invalid_after + profile.latency(c.bs), model[0].0);
