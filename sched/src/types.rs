@@ -264,7 +264,7 @@ pub struct Partition {
     pub percent: u32,
 }
 
-/// The sans-IO interface the simulator (and later the engine) drives. Time is
+/// The sans-IO interface the simulator and the engine drive. Time is
 /// always an argument; decisions are drained with `poll_output`; the
 /// scheduler says when it next needs to be woken.
 pub trait Scheduler {

@@ -7,10 +7,12 @@
 //! The same runtime executes glet's partition plans (`glet/serve.rs`):
 //! each backend is then a GPU partition with its own per-session profiles.
 //!
-//! Epochs: the planner runs once per simulated run, on the offered rates —
-//! what an epoch planner measures when arrivals are stationary, as in every
-//! shipped scenario. Re-planning on measured rates mid-run (and moving
-//! queued requests when sessions move) belongs to the Nexus issue.
+//! Epochs: without `[policy] epoch_s` the planner runs once, on the offered
+//! rates — what an epoch planner measures when arrivals are stationary.
+//! With it, the runtime re-plans every epoch from the rates it measured
+//! (`incremental.rs`: Nexus §6.1's incremental update, or a plan from
+//! scratch when that has clearly more headroom) and moves queued requests
+//! to their sessions' new backends.
 
 mod incremental;
 mod report;
