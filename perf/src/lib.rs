@@ -18,6 +18,7 @@ pub mod hull_bench;
 pub mod load;
 pub mod nexus_bench;
 pub mod orloj_grid;
+pub mod overhead;
 pub mod plot;
 pub mod readme;
 pub mod report;

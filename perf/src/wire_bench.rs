@@ -23,7 +23,18 @@ pub fn answer(id: u64) -> Message {
     Message::InferResponse(fb::InferResponse {
         id,
         status: fb::Status::Ok,
-        timing: Some(fb::Timing { queue_ns: 1_000, exec_ns: 20_000, batch_size: 32 }),
+        timing: Some(fb::Timing {
+            queue_ns: 1_000,
+            exec_ns: 20_000,
+            batch_size: 32,
+            received_ns: 1_000_000,
+            seen_ns: 1_010_000,
+            exec_at_ns: 1_020_000,
+            started_ns: 1_020_500,
+            finished_ns: 1_040_500,
+            written_ns: 1_041_000,
+            origin_unix_ns: 1_795_000_000_000_000_000,
+        }),
         outputs: Some(vec![fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![4]), data: Some(data) }]),
         ..Default::default()
     })

@@ -200,11 +200,15 @@ fn glet_elastic_plans_are_valid_and_never_beat_the_exhaustive_ideal() {
 #[test]
 fn engine_bench_accounts_for_every_request() {
     // Timings here mean nothing (a shared machine); the accounting must hold.
-    let e = baton_perf::engine_bench::table4(1.0);
+    let e = baton_perf::engine_bench::table4(1.0, 2);
     for r in [&e.engine, &e.roles_over_tcp, &e.split_symphony] {
         assert_eq!((r.unanswered, r.duplicates, r.errors), (0, 0, 0), "{r:?}");
         assert!(r.ok > 0, "{r:?}");
     }
+    assert_eq!(e.goodput_probes.len(), 2);
+    // Every ok answer carries the engine's timing, and its parts add up:
+    // batches start at or after exec_at, answers after batches end.
+    assert_eq!(e.engine.overhead.count, e.engine.ok + e.engine.late);
     let t = baton_perf::engine_bench::throughput(5_000.0, 0.5, 0);
     assert!(t.probes.iter().all(|p| p.2.unanswered == 0 && p.2.duplicates == 0));
 }

@@ -333,7 +333,16 @@ mod check {
         if requests != frontends {
             return Err(DecodeError::Mismatched { field: "frontends", got: frontends, want: requests }.into());
         }
-        Ok(())
+        seen_per_request(r.seen_ns()?.map(|v| v.len()), requests)
+    }
+    /// `seen_ns`, when present, has one entry per request.
+    fn seen_per_request(seen: Option<usize>, requests: usize) -> R {
+        match seen {
+            Some(got) if got != requests => {
+                Err(DecodeError::Mismatched { field: "seen_ns", got, want: requests }.into())
+            }
+            _ => Ok(()),
+        }
     }
     #[allow(non_snake_case)]
     pub fn FetchInputs(r: &fb::FetchInputsRef<'_>, _: usize, l: &Limits) -> R {
@@ -346,7 +355,9 @@ mod check {
     }
     #[allow(non_snake_case)]
     pub fn Results(r: &fb::ResultsRef<'_>, payload: usize, l: &Limits) -> R {
-        ids("requests", r.requests()?.map(|v| v.len()), l)?;
+        let requests = r.requests()?.map(|v| v.len());
+        ids("requests", requests, l)?;
+        seen_per_request(r.seen_ns()?.map(|v| v.len()), requests.unwrap_or(0))?;
         tensors(r.outputs()?, &mut Budget::new(payload), l)
     }
     #[allow(non_snake_case)]

@@ -32,7 +32,18 @@ fn samples() -> Vec<Message> {
             drop_reason: fb::DropReason::Shed,
             error_code: fb::ErrorCode::UnknownModel,
             message: Some("shed under overload".into()),
-            timing: Some(fb::Timing { queue_ns: 1, exec_ns: 2, batch_size: 3 }),
+            timing: Some(fb::Timing {
+                queue_ns: 1,
+                exec_ns: 2,
+                batch_size: 3,
+                received_ns: 4,
+                seen_ns: 5,
+                exec_at_ns: 6,
+                started_ns: 7,
+                finished_ns: 8,
+                written_ns: 9,
+                origin_unix_ns: 10,
+            }),
             outputs: Some(vec![tensor("logits", &[1, 10], fb::DType::F16, 20)]),
         }),
         Message::RequestMeta(fb::RequestMeta { id: 1, frontend: 2, model: 3, app: 4, arrival_ns: 5, deadline_ns: 6 }),
@@ -45,6 +56,7 @@ fn samples() -> Vec<Message> {
             subnet: 5,
             requests: Some(ids.clone()),
             frontends: Some(vec![0, 1, 0, 1]),
+            seen_ns: Some(vec![10, 11, 12, 13]),
         }),
         Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()), backend: 2 }),
         Message::Inputs(fb::Inputs {
@@ -59,6 +71,10 @@ fn samples() -> Vec<Message> {
             outputs: Some(vec![tensor("logits", &[4, 10], fb::DType::I64, 320)]),
             exec_ns: 5_000_000,
             batch_size: 4,
+            seen_ns: Some(vec![10, 11, 12, 13]),
+            exec_at_ns: 100,
+            started_ns: 101,
+            finished_ns: 180,
         }),
         Message::BatchDone(fb::BatchDone {
             batch_id: 9,
@@ -143,8 +159,13 @@ fn bad_input_gets_typed_errors() {
         subnet: 0,
         requests: Some(vec![1, 2, 3]),
         frontends: Some(vec![0, 0]),
+        seen_ns: None,
     });
     assert_eq!(err(&encode(&plan).unwrap()), DecodeError::Mismatched { field: "frontends", got: 2, want: 3 });
+    let Message::BatchPlan(mut plan) = plan else { unreachable!() };
+    (plan.frontends, plan.seen_ns) = (Some(vec![0; 3]), Some(vec![7; 2]));
+    let plan = encode(&Message::BatchPlan(plan)).unwrap();
+    assert_eq!(err(&plan), DecodeError::Mismatched { field: "seen_ns", got: 2, want: 3 });
 
     let good = request_with(vec![ok]);
     assert_eq!(err(&good[..good.len() - 1]), DecodeError::Truncated { need: good.len(), have: good.len() - 1 });

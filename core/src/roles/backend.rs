@@ -55,6 +55,8 @@ struct Running {
     finish: Nanos,
     in_flight: bool,
     requests: Vec<u64>,
+    /// When the scheduler saw each of `requests` (0 where the plan did not say).
+    seen: Vec<Nanos>,
     outputs: Vec<Vec<f32>>,
     failed: bool,
 }
@@ -178,10 +180,13 @@ impl BackendRole {
         // Inputs in plan order; a request its frontend no longer held (it
         // has already been answered) is left out of the run.
         let mut requests = Vec::with_capacity(job.inputs.len());
+        let mut seen = Vec::with_capacity(job.inputs.len());
         let mut data: Vec<Vec<f32>> = Vec::with_capacity(job.inputs.len());
-        for &id in plan.requests.as_deref().unwrap_or(&[]) {
+        let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
+        for (i, &id) in plan.requests.as_deref().unwrap_or(&[]).iter().enumerate() {
             if let Some((_, bytes)) = job.inputs.iter().find(|(r, _)| *r == id) {
                 requests.push(id);
+                seen.push(seen_at(i));
                 data.push(f32s(bytes));
             }
         }
@@ -197,7 +202,7 @@ impl BackendRole {
                 Err(_) => (now + 1, false, true),
             }
         };
-        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, outputs, failed });
+        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, outputs, failed });
     }
 
     fn finish(&mut self, r: Running, out: &mut Vec<Envelope>) {
@@ -206,22 +211,23 @@ impl BackendRole {
         self.stats.failed_batches += u64::from(r.failed);
         let exec_ns = r.finish - r.start;
         let batch_size = r.requests.len() as u32;
-        let mut per_fe: Vec<(u32, Vec<u64>, Vec<fb::Tensor>)> = Vec::new();
+        let mut per_fe: Vec<(u32, Vec<u64>, Vec<Nanos>, Vec<fb::Tensor>)> = Vec::new();
         for (i, &id) in r.requests.iter().enumerate() {
             let fe = frontend_of(id);
             let k = match per_fe.iter().position(|x| x.0 == fe) {
                 Some(k) => k,
                 None => {
-                    per_fe.push((fe, Vec::new(), Vec::new()));
+                    per_fe.push((fe, Vec::new(), Vec::new(), Vec::new()));
                     per_fe.len() - 1
                 }
             };
             per_fe[k].1.push(id);
+            per_fe[k].2.push(r.seen[i]);
             if !r.failed {
-                per_fe[k].2.push(f32_tensor(le_bytes(&r.outputs[i])));
+                per_fe[k].3.push(f32_tensor(le_bytes(&r.outputs[i])));
             }
         }
-        for (fe, ids, outputs) in per_fe {
+        for (fe, ids, seen, outputs) in per_fe {
             let msg = if r.failed {
                 Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed })
             } else {
@@ -231,6 +237,10 @@ impl BackendRole {
                     outputs: Some(outputs),
                     exec_ns,
                     batch_size,
+                    seen_ns: Some(seen),
+                    exec_at_ns: r.plan.exec_at_ns,
+                    started_ns: r.start,
+                    finished_ns: r.finish,
                 };
                 Message::Results(results)
             };
@@ -311,6 +321,7 @@ mod tests {
             subnet: 0,
             requests: Some(requests),
             frontends: Some(vec![0]),
+            seen_ns: None,
         })
     }
 

@@ -6,6 +6,8 @@
 //! carry out as the policy decided it is refused (`Refused`), never sent
 //! changed.
 
+use std::collections::HashMap;
+
 use baton_sched::time::Nanos;
 use baton_sched::types::{BatchPlan, DropReason, Output};
 use baton_wire::{fb, Limits, Message};
@@ -52,6 +54,9 @@ pub struct Decisions {
     latency: Vec<Vec<Nanos>>,
     next_batch: u64,
     drops: Vec<(u32, fb::DropReason, Vec<u64>)>,
+    /// When the scheduler saw each request it holds (for its answer's
+    /// timing); an entry leaves with the request's dispatch or drop.
+    seen: HashMap<u64, Nanos>,
     pub batches: u64,
     pub dropped: u64,
 }
@@ -60,7 +65,17 @@ impl Decisions {
     /// Batch ids start at `first_batch`.
     pub fn new(latency: Vec<Vec<Nanos>>, first_batch: u64) -> Self {
         assert!(latency.iter().all(|l| !l.is_empty()), "every model has l(1)");
-        Self { latency, next_batch: first_batch, drops: Vec::new(), batches: 0, dropped: 0 }
+        Self { latency, next_batch: first_batch, drops: Vec::new(), seen: HashMap::new(), batches: 0, dropped: 0 }
+    }
+
+    /// The scheduler sees request `id` at `now`.
+    pub fn saw(&mut self, id: u64, now: Nanos) {
+        self.seen.insert(id, now);
+    }
+
+    /// Requests seen and not yet dispatched or dropped.
+    pub fn holding(&self) -> usize {
+        self.seen.len()
     }
 
     /// l(1) of `model`.
@@ -84,6 +99,7 @@ impl Decisions {
                 self.batches += 1;
                 let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
                 let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
+                let seen = requests.iter().map(|r| self.seen.remove(r).unwrap_or(0)).collect();
                 let l = self.latency[plan.model.index()].get(requests.len() - 1).copied().unwrap_or(0);
                 let msg = fb::BatchPlan {
                     batch_id,
@@ -94,6 +110,7 @@ impl Decisions {
                     subnet: 0,
                     requests: Some(requests),
                     frontends: Some(frontends),
+                    seen_ns: Some(seen),
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
                 Ok(Some((batch_id, plan)))
@@ -107,6 +124,7 @@ impl Decisions {
 
     pub fn drop(&mut self, request: u64, reason: fb::DropReason) {
         self.dropped += 1;
+        self.seen.remove(&request);
         let fe = frontend_of(request);
         match self.drops.iter_mut().find(|d| d.0 == fe && d.1 == reason) {
             Some(d) => d.2.push(request),

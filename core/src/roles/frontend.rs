@@ -50,6 +50,8 @@ struct Held {
 
 pub struct Frontend {
     index: u32,
+    /// The cluster clock's origin on the Unix clock, which answers carry.
+    origin_unix_ns: u64,
     next_seq: u64,
     capacity: usize,
     held: HashMap<u64, Held>,
@@ -65,10 +67,11 @@ fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
 
 impl Frontend {
     /// Frontend number `index`, holding at most `capacity` requests (beyond
-    /// that new requests are refused as overloaded).
-    pub fn new(index: u32, capacity: usize) -> Self {
+    /// that new requests are refused as overloaded), on a cluster clock
+    /// whose origin is `origin_unix_ns` on the Unix clock.
+    pub fn new(index: u32, capacity: usize, origin_unix_ns: u64) -> Self {
         assert!(index < 1 << (64 - FRONTEND_SHIFT), "frontend index {index} does not fit a request id");
-        Self { index, next_seq: 0, capacity, held: HashMap::new(), stats: FrontendStats::default() }
+        Self { index, origin_unix_ns, next_seq: 0, capacity, held: HashMap::new(), stats: FrontendStats::default() }
     }
 
     pub fn index(&self) -> u32 {
@@ -181,18 +184,30 @@ impl Frontend {
     pub fn on_results(&mut self, now: Nanos, r: fb::Results, out: &mut Vec<Answer>) {
         let ids = r.requests.unwrap_or_default();
         let mut outputs = r.outputs.unwrap_or_default().into_iter();
+        let mut seen = r.seen_ns.unwrap_or_default().into_iter();
         for id in ids {
-            let output = outputs.next();
+            let (output, seen_ns) = (outputs.next(), seen.next().unwrap_or(0));
             let Some(h) = self.take(id) else { continue };
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
-            let queue_ns = now.saturating_sub(h.arrival).saturating_sub(r.exec_ns);
+            let timing = fb::Timing {
+                queue_ns: now.saturating_sub(h.arrival).saturating_sub(r.exec_ns),
+                exec_ns: r.exec_ns,
+                batch_size: r.batch_size,
+                received_ns: h.arrival,
+                seen_ns,
+                exec_at_ns: r.exec_at_ns,
+                started_ns: r.started_ns,
+                finished_ns: r.finished_ns,
+                written_ns: now,
+                origin_unix_ns: self.origin_unix_ns,
+            };
             out.push((
                 h.conn,
                 fb::InferResponse {
                     id: h.client_id,
                     status: fb::Status::Ok,
-                    timing: Some(fb::Timing { queue_ns, exec_ns: r.exec_ns, batch_size: r.batch_size }),
+                    timing: Some(timing),
                     outputs: Some(output.into_iter().collect()),
                     ..Default::default()
                 },

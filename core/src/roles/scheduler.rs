@@ -74,6 +74,7 @@ impl SchedulerRole {
         match msg {
             Message::RequestMeta(m) if m.model < self.models && m.app < APPS => {
                 self.stats.requests += 1;
+                self.decisions.saw(m.id, now);
                 self.policy.on_request(now, request_of(&m));
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {

@@ -52,6 +52,7 @@ impl ModelShardRole {
             return;
         }
         self.stats.requests += 1;
+        self.decisions.saw(m.id, now);
         self.shard.on_request(now, request_of(&m));
         self.drain(out, rank);
     }

@@ -156,7 +156,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
-        fe: Frontend::new(index, capacity),
+        fe: Frontend::new(index, capacity, clock.origin_unix_ns()),
         table,
         clock,
         conns: HashMap::new(),
