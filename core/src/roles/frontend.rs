@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
+use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::models::ModelTable;
 
@@ -52,6 +53,8 @@ pub struct Frontend {
     index: u32,
     /// The cluster clock's origin on the Unix clock, which answers carry.
     origin_unix_ns: u64,
+    /// What to keep back from each SLO for the path around a batch.
+    reserve: Reserve,
     next_seq: u64,
     capacity: usize,
     held: HashMap<u64, Held>,
@@ -68,10 +71,20 @@ fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
 impl Frontend {
     /// Frontend number `index`, holding at most `capacity` requests (beyond
     /// that new requests are refused as overloaded), on a cluster clock
-    /// whose origin is `origin_unix_ns` on the Unix clock.
-    pub fn new(index: u32, capacity: usize, origin_unix_ns: u64) -> Self {
+    /// whose origin is `origin_unix_ns` on the Unix clock, keeping back at
+    /// least `reserve_floor` of each SLO for the client's network path
+    /// (`reserve.rs`).
+    pub fn new(index: u32, capacity: usize, origin_unix_ns: u64, reserve_floor: Nanos) -> Self {
         assert!(index < 1 << (64 - FRONTEND_SHIFT), "frontend index {index} does not fit a request id");
-        Self { index, origin_unix_ns, next_seq: 0, capacity, held: HashMap::new(), stats: FrontendStats::default() }
+        Self {
+            index,
+            origin_unix_ns,
+            reserve: Reserve::new(reserve_floor),
+            next_seq: 0,
+            capacity,
+            held: HashMap::new(),
+            stats: FrontendStats::default(),
+        }
     }
 
     pub fn index(&self) -> u32 {
@@ -105,8 +118,9 @@ impl Frontend {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
         let deadline = now.saturating_add(req.slo_ns);
+        let planned = deadline - self.reserve.of(req.slo_ns);
         self.held.insert(id, Held { conn, client_id: req.id, arrival: now, deadline, input });
-        Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: deadline })
+        Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: planned })
     }
 
     fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<u32, (fb::ErrorCode, String)> {
@@ -190,6 +204,10 @@ impl Frontend {
             let Some(h) = self.take(id) else { continue };
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
+            let around = seen_ns.saturating_sub(h.arrival)
+                + r.started_ns.saturating_sub(r.exec_at_ns)
+                + now.saturating_sub(r.finished_ns);
+            self.reserve.observe(around);
             let timing = fb::Timing {
                 queue_ns: now.saturating_sub(h.arrival).saturating_sub(r.exec_ns),
                 exec_ns: r.exec_ns,

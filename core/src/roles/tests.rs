@@ -47,7 +47,7 @@ impl Cluster {
         let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, 0.0), latency, 2);
         let backends =
             (0..2).map(|b| BackendRole::new(b, Box::new(table.emulated_executor(0.0, u64::from(b))))).collect();
-        Self { fe: Frontend::new(1, capacity, 0), table, sched, backends, answers: Vec::new() }
+        Self { fe: Frontend::new(1, capacity, 0, 0), table, sched, backends, answers: Vec::new() }
     }
 
     /// Delivers `out` and everything it causes, at `now`.

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use baton_net::framing::FrameBuf;
+use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
@@ -139,12 +140,13 @@ pub struct Setup {
     pub addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
     pub table: Arc<Published<ModelTable>>,
     pub capacity: usize,
+    pub reserve_floor: Nanos,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
 }
 
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
-    let Setup { index, listen, addr_tx, table, capacity, clock, stop } = setup;
+    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop } = setup;
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));
@@ -156,7 +158,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
-        fe: Frontend::new(index, capacity, clock.origin_unix_ns()),
+        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor),
         table,
         clock,
         conns: HashMap::new(),

@@ -37,6 +37,7 @@
 mod alarms;
 mod conn;
 mod frontend_shard;
+mod lead;
 mod link;
 mod process;
 mod router;
@@ -53,6 +54,7 @@ use std::time::Duration;
 use baton_net::mesh::mesh;
 use baton_sched::scenario::Scenario;
 use baton_sched::symphony::CandidateRule;
+use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 use glommio::{LocalExecutorBuilder, Placement};
 
@@ -64,6 +66,10 @@ use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
 use link::{Layout, Link, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
 use sched_shard::SchedulerPart;
+
+/// The default `reserve_floor`: loopback TCP both ways on a loaded small
+/// machine, measured as the ingress and egress parts' p99 (`baton load`).
+pub const DEFAULT_RESERVE_FLOOR: Nanos = 250_000;
 
 /// How long an idle shard sleeps before looking at its ring again.
 pub const IDLE: Duration = Duration::from_micros(50);
@@ -107,6 +113,10 @@ pub struct EngineConfig {
     pub numa_node: Option<usize>,
     /// What runs the batches.
     pub executor: ExecutorChoice,
+    /// The least each frontend keeps back of a request's SLO for the
+    /// client's network path, which no server clock sees; it adds what it
+    /// measures around batches (`roles/reserve.rs`).
+    pub reserve_floor: Nanos,
 }
 
 impl Default for EngineConfig {
@@ -121,6 +131,7 @@ impl Default for EngineConfig {
             model_shards: 0,
             numa_node: None,
             executor: ExecutorChoice::Emulated,
+            reserve_floor: DEFAULT_RESERVE_FLOOR,
         }
     }
 }
@@ -259,6 +270,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             addr_tx,
             table,
             capacity: cfg.frontend_capacity,
+            reserve_floor: cfg.reserve_floor,
             clock,
             stop: Arc::clone(&stop),
         };

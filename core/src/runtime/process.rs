@@ -209,6 +209,7 @@ async fn frontend(
         addr_tx,
         table: Arc::new(Published::new(table)),
         capacity: cfg.frontend_capacity,
+        reserve_floor: cfg.reserve_floor,
         clock,
         stop,
     };

@@ -24,8 +24,9 @@ use baton_sched::PolicyKind;
 use baton_wire::Message;
 
 use super::alarms::Alarms;
+use super::lead::Lead;
 use super::link::{Link, ShardMsg};
-use super::{pause, EngineConfig};
+use super::{pause, EngineConfig, IDLE, MIN_SLEEP};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
@@ -237,6 +238,7 @@ impl State {
 
 pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBool>) -> Report {
     let mut incoming = Vec::new();
+    let mut lead = Lead::default();
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
         link.poll(&mut incoming);
@@ -256,7 +258,14 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
             busy = true;
         }
         let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
-        pause(busy, next).await;
+        // Spin, not sleep, through the last `lead` before a due timer.
+        let spin = lead.imminent(next);
+        let before = clock.now();
+        pause(busy || spin, next).await;
+        if !(busy || spin) {
+            let asked = next.map_or(IDLE, |d| d.clamp(MIN_SLEEP, IDLE));
+            lead.slept(asked, Duration::from_nanos(clock.now() - before));
+        }
     }
     s.report()
 }

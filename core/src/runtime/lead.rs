@@ -1,0 +1,62 @@
+//! Batches start on time. A shard that sleeps until its next timer wakes
+//! late by the OS's wake-up latency (tens to hundreds of microseconds on a
+//! busy VM), and a batch planned to finish just before its earliest
+//! deadline starts that much late. So a shard does not sleep into the last
+//! `lead` before a due timer: it yields round after round instead (serving
+//! its sockets and rings) and fires the timer the moment it is due.
+//!
+//! `lead` follows the measured oversleep: after each sleep the shard
+//! reports how much later than asked it woke; the lead jumps to a larger
+//! sample at once and decays by 1/DECAY of the gap per smaller one, kept
+//! within [MIN_LEAD, MAX_LEAD]. Spinning costs CPU only in the last
+//! `lead` before work is due, never while idle.
+
+use std::time::Duration;
+
+const MIN_LEAD: Duration = Duration::from_micros(10);
+const MAX_LEAD: Duration = Duration::from_micros(250);
+const DECAY: u32 = 64;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Lead {
+    lead: Duration,
+}
+
+impl Default for Lead {
+    fn default() -> Self {
+        Self { lead: MIN_LEAD }
+    }
+}
+
+impl Lead {
+    /// Whether a timer `until` away is too close to sleep for.
+    pub fn imminent(&self, until: Option<Duration>) -> bool {
+        until.is_some_and(|d| d <= self.lead)
+    }
+
+    /// A sleep asked for `asked` and lasted `slept`.
+    pub fn slept(&mut self, asked: Duration, slept: Duration) {
+        let over = slept.saturating_sub(asked).min(MAX_LEAD);
+        self.lead = if over >= self.lead { over } else { self.lead - (self.lead - over) / DECAY };
+        self.lead = self.lead.max(MIN_LEAD);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lead_jumps_to_an_oversleep_and_decays_slowly() {
+        let mut l = Lead::default();
+        assert_eq!(l.lead, MIN_LEAD);
+        l.slept(Duration::from_micros(50), Duration::from_micros(130));
+        assert_eq!(l.lead, Duration::from_micros(80));
+        assert!(l.imminent(Some(Duration::from_micros(80))) && !l.imminent(Some(Duration::from_micros(81))));
+        l.slept(Duration::from_micros(50), Duration::from_micros(50));
+        assert_eq!(l.lead, Duration::from_micros(80) - Duration::from_micros(80) / DECAY);
+        l.slept(Duration::ZERO, Duration::from_secs(1));
+        assert_eq!(l.lead, MAX_LEAD, "bounded");
+        assert!(!l.imminent(None));
+    }
+}
