@@ -71,6 +71,11 @@ impl<T> ShardLinks<T> {
         Ok(self.route(to)?.push_batch(msgs))
     }
 
+    /// Whether any peer has a message waiting (a snapshot).
+    pub fn pending(&self) -> bool {
+        self.from.iter().flatten().any(|c| !c.is_empty())
+    }
+
     /// Receives up to `budget` messages, visiting peers round-robin from
     /// where the last poll stopped; `f(from, msg)` gets each. Returns how
     /// many were received.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
-use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
+use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
 use baton_gpu::cuda::CudaConfig;
 use baton_perf::load::{self, LoadConfig};
 use baton_perf::{load_scenario, SERVE_SCENARIO};
@@ -45,6 +45,14 @@ pub struct EngineArgs {
     /// What runs the batches.
     #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
     executor: ExecutorKind,
+    /// Microseconds a shard keeps polling after its last work before it
+    /// parks (0: park at once; a core is spent only while work flows).
+    #[arg(long, default_value_t = 0)]
+    poll_us: u64,
+    /// The least each frontend keeps back of every SLO for the client's
+    /// network path, microseconds (it adds what it measures around batches).
+    #[arg(long, default_value_t = DEFAULT_RESERVE_FLOOR / 1_000)]
+    reserve_us: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -247,6 +255,8 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         model_shards: a.model_shards,
         numa_node: a.numa_node,
         executor: a.executor.choice(),
+        poll: Duration::from_micros(a.poll_us),
+        reserve_floor: a.reserve_us * 1_000,
         ..Default::default()
     }
 }

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
 use baton_sched::time::Nanos;
@@ -32,8 +33,9 @@ use glommio::net::{TcpListener, TcpStream};
 
 use super::conn::{self, Conn};
 use super::link::{Link, ShardMsg};
+use super::park::{Bell, Doorbell, Rhythm};
 use super::router::{role_addr, Router};
-use super::{pause, IDLE};
+use super::IDLE;
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -60,6 +62,8 @@ struct Shard {
     router: Option<Rc<Router>>,
     connections: u64,
     bad_frames: u64,
+    /// Wakes the pump when a connection task leaves it work.
+    bell: Bell,
 }
 
 impl Shard {
@@ -143,10 +147,17 @@ pub struct Setup {
     pub reserve_floor: Nanos,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    /// The shard's doorbell and busy-poll budget (`park.rs`).
+    pub doorbell: Doorbell,
+    pub poll: Duration,
 }
 
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
-    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop } = setup;
+    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop, doorbell, poll } = setup;
+    let mut rhythm = Rhythm::new(doorbell.on_shard(), poll);
+    if let Some(r) = &router {
+        *r.bell.borrow_mut() = Some(rhythm.bell());
+    }
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));
@@ -166,6 +177,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         router,
         connections: 0,
         bad_frames: 0,
+        bell: rhythm.bell(),
     }));
     glommio::spawn_local(accept(listener, Rc::clone(&shard))).detach();
 
@@ -189,7 +201,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 busy = true;
             }
         }
-        pause(busy, None).await;
+        let has_work = || link.pending() || !shard.borrow().outbound.is_empty();
+        rhythm.end_round(busy, None, has_work).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
     let (report, conns) = {
@@ -246,7 +259,11 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
                     router.read_peer(reader, buf, conn, true, greet).await;
                     return;
                 }
-                Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
+                Ok(Some(Ok(msg))) => {
+                    let mut s = shard.borrow_mut();
+                    s.on_frame(&conn, id, msg);
+                    s.bell.ring();
+                }
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;
                     send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));

@@ -34,6 +34,10 @@ impl Lead {
         until.is_some_and(|d| d <= self.lead)
     }
 
+    pub fn get(&self) -> Duration {
+        self.lead
+    }
+
     /// A sleep asked for `asked` and lasted `slept`.
     pub fn slept(&mut self, asked: Duration, slept: Duration) {
         let over = slept.saturating_sub(asked).min(MAX_LEAD);

@@ -14,6 +14,7 @@ use baton_net::mesh::{SendError, ShardLinks};
 use baton_sched::symphony::{shard_of, ToModel, ToRank};
 use baton_wire::Message;
 
+use super::park::Bell;
 use super::router::Router;
 use crate::roles::symphony::model_of;
 use crate::roles::{Addr, Envelope};
@@ -61,11 +62,24 @@ impl Layout {
 }
 
 pub enum Link {
-    Ring { links: ShardLinks<ShardMsg>, layout: Layout },
+    /// `bells[i]` wakes shard `i` when it has parked (`park.rs`).
+    Ring {
+        links: ShardLinks<ShardMsg>,
+        layout: Layout,
+        bells: Vec<Bell>,
+    },
     Tcp(Rc<Router>),
 }
 
 impl Link {
+    /// Whether messages are waiting (a snapshot, for parking).
+    pub fn pending(&self) -> bool {
+        match self {
+            Link::Ring { links, .. } => links.pending(),
+            Link::Tcp(r) => !r.inbox.borrow().is_empty(),
+        }
+    }
+
     /// Messages that arrived since the last call.
     pub fn poll(&mut self, out: &mut Vec<ShardMsg>) {
         match self {
@@ -79,17 +93,26 @@ impl Link {
     /// Sends what it can of `q`, in order; a full ring leaves the rest queued.
     pub fn flush(&mut self, q: &mut VecDeque<ShardMsg>) {
         match self {
-            Link::Ring { links, layout } => {
+            Link::Ring { links, layout, bells } => {
+                let mut sent_to = 0u64;
                 while let Some(m) = q.pop_front() {
-                    match links.send(layout.shard_for(&m), m) {
-                        Ok(()) => {}
+                    let to = layout.shard_for(&m);
+                    match links.send(to, m) {
+                        Ok(()) => sent_to |= 1 << to.min(63),
                         Err(SendError::Full(m)) => {
                             q.push_front(m);
-                            return;
+                            break;
                         }
                         Err(SendError::NoRoute { to, shards }) => {
                             panic!("layout routes to shard {to} of {shards}")
                         }
+                    }
+                }
+                // Each shard that got something is rung once, after its
+                // messages are published.
+                for (i, bell) in bells.iter().enumerate() {
+                    if sent_to & (1 << i.min(63)) != 0 {
+                        bell.ring();
                     }
                 }
             }

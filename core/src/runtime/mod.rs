@@ -39,6 +39,7 @@ mod conn;
 mod frontend_shard;
 mod lead;
 mod link;
+mod park;
 mod process;
 mod router;
 mod sched_shard;
@@ -65,32 +66,16 @@ use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
 use link::{Layout, Link, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
+use park::{doorbell, Bell, Doorbell, Rhythm};
 use sched_shard::SchedulerPart;
 
 /// The default `reserve_floor`: loopback TCP both ways on a loaded small
 /// machine, measured as the ingress and egress parts' p99 (`baton load`).
 pub const DEFAULT_RESERVE_FLOOR: Nanos = 250_000;
 
-/// How long an idle shard sleeps before looking at its ring again.
+/// How long a connection whose client reads too slowly waits before
+/// looking at its unsent bytes again.
 pub const IDLE: Duration = Duration::from_micros(50);
-/// The shortest sleep of an idle round.
-const MIN_SLEEP: Duration = Duration::from_micros(1);
-
-/// Waits between two rounds of a shard's pump. After a busy round it only
-/// yields its task queue: the reactor reaps socket completions without
-/// blocking and the connection tasks run, with no timer armed (arming and
-/// cancelling an io_uring timeout per round was the largest single cost in
-/// the profile). An idle round sleeps until the shard's next timer, at
-/// most `IDLE`: the pump never spins idle, because on a machine with fewer
-/// cores than threads (the load generator beside the server) a spinning
-/// shard holds its core for whole scheduler time slices and everyone
-/// else's latency grows by milliseconds.
-async fn pause(busy: bool, next_timer: Option<Duration>) {
-    if busy {
-        return glommio::executor().yield_task_queue_now().await;
-    }
-    glommio::timer::sleep(next_timer.map_or(IDLE, |d| d.clamp(MIN_SLEEP, IDLE))).await;
-}
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -117,6 +102,9 @@ pub struct EngineConfig {
     /// client's network path, which no server clock sees; it adds what it
     /// measures around batches (`roles/reserve.rs`).
     pub reserve_floor: Nanos,
+    /// How long a shard keeps polling after its last work before it parks
+    /// (0: it parks at once; `park.rs`).
+    pub poll: Duration,
 }
 
 impl Default for EngineConfig {
@@ -132,6 +120,7 @@ impl Default for EngineConfig {
             numa_node: None,
             executor: ExecutorChoice::Emulated,
             reserve_floor: DEFAULT_RESERVE_FLOOR,
+            poll: Duration::ZERO,
         }
     }
 }
@@ -212,6 +201,10 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let fe_links = links.next().expect("a frontend shard");
+    let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
+    let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
+    let bells: Vec<Bell> = doorbells.as_slice().iter().map(Doorbell::bell).collect();
+    let fe_doorbell = doorbells.next().expect("a frontend shard");
     let cores = topology::cores(cfg.numa_node).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
     let cfg = &EngineConfig {
@@ -233,13 +226,16 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         };
         let (clock, stop) = (clock.clone(), Arc::clone(&stop));
         let (scenario, table, cfg, ready) = (scenario.clone(), table.clone(), cfg.clone(), ready_tx.clone());
+        let (doorbell, bells) = (doorbells.next().expect("one per shard"), bells.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
             .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
                 match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
                     Ok(state) => {
                         let _ = ready.send(Ok(()));
-                        sched_shard::run(state, Link::Ring { links: shard_links, layout }, clock, stop).await
+                        let link = Link::Ring { links: shard_links, layout, bells };
+                        let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+                        sched_shard::run(state, link, clock, stop, rhythm).await
                     }
                     Err(why) => {
                         let _ = ready.send(Err(why));
@@ -273,10 +269,12 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             reserve_floor: cfg.reserve_floor,
             clock,
             stop: Arc::clone(&stop),
+            doorbell: fe_doorbell,
+            poll: cfg.poll,
         };
         LocalExecutorBuilder::new(Placement::Fixed(core(FRONTEND_SHARD)))
             .name("baton-frontend")
-            .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout }, None))
+            .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout, bells }, None))
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
     let engine = Engine { addr: cfg.listen, stop, frontend, sched };

@@ -26,6 +26,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use super::conn::Conn;
 use super::link::Link;
+use super::park::{doorbell, Rhythm};
 use super::router::{connect, role_addr, Router};
 use super::sched_shard::SchedulerPart;
 use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport};
@@ -154,6 +155,13 @@ async fn scheduler(
             return EngineReport::default();
         }
     };
+    let doorbell = match doorbell() {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot make a doorbell: {e}")));
+            return EngineReport::default();
+        }
+    };
     let listener = match TcpListener::bind(listen) {
         Ok(l) => l,
         Err(e) => {
@@ -177,7 +185,8 @@ async fn scheduler(
         }
     })
     .detach();
-    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
 }
@@ -202,6 +211,13 @@ async fn frontend(
     let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
     let router = Rc::new(Router::default());
     attach(&router, Addr::Scheduler, (reader, conn, buf));
+    let doorbell = match doorbell() {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot make a doorbell: {e}")));
+            return EngineReport::default();
+        }
+    };
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
@@ -212,6 +228,8 @@ async fn frontend(
         reserve_floor: cfg.reserve_floor,
         clock,
         stop,
+        doorbell,
+        poll: cfg.poll,
     };
     // The shard binds its listener first thing and says so on `addr_tx`.
     let shard =
@@ -273,8 +291,13 @@ async fn backends(
         Ok(s) => s,
         Err(why) => return fail(why),
     };
+    let doorbell = match doorbell() {
+        Ok(d) => d,
+        Err(e) => return fail(format!("cannot make a doorbell: {e}")),
+    };
     let _ = ready.send(Ok(None));
-    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop).await;
+    let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm).await;
     router.close_all().await;
     EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }
 }

@@ -27,6 +27,7 @@ use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 
 use super::conn::{self, Conn};
+use super::park::Bell;
 use crate::roles::{frontend_of, Addr, Envelope};
 
 #[derive(Default)]
@@ -39,6 +40,8 @@ pub struct Router {
     /// Whether this process hosts the scheduler, which must hear of a
     /// backend whose connection closed.
     pub hosts_scheduler: bool,
+    /// Wakes the pump when the inbox gets something (`park.rs`).
+    pub bell: RefCell<Option<Bell>>,
 }
 
 /// The role a message between roles is for, by its content.
@@ -68,6 +71,14 @@ impl Router {
     /// The router of the scheduler's process.
     pub fn for_scheduler() -> Self {
         Self { hosts_scheduler: true, ..Default::default() }
+    }
+
+    /// Puts `e` in the inbox and wakes the pump if it has parked.
+    fn deliver(&self, e: Envelope) {
+        self.inbox.borrow_mut().push(e);
+        if let Some(bell) = &*self.bell.borrow() {
+            bell.ring();
+        }
     }
 
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
@@ -117,7 +128,7 @@ impl Router {
                         on_hello(&self, &h, &conn);
                     }
                     Ok(Some(Ok(msg))) => match addressee(&msg).filter(|_| greeted) {
-                        Some(to) => self.inbox.borrow_mut().push(Envelope { to, msg }),
+                        Some(to) => self.deliver(Envelope { to, msg }),
                         None => self.bad_frames.set(self.bad_frames.get() + 1),
                     },
                     Ok(Some(Err(_))) => self.bad_frames.set(self.bad_frames.get() + 1),
@@ -152,7 +163,7 @@ impl Router {
             peers.remove(&a);
             if let (Addr::Backend(backend), true) = (a, self.hosts_scheduler) {
                 let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
-                self.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+                self.deliver(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
             }
         }
     }

@@ -26,7 +26,8 @@ use baton_wire::Message;
 use super::alarms::Alarms;
 use super::lead::Lead;
 use super::link::{Link, ShardMsg};
-use super::{pause, EngineConfig, IDLE, MIN_SLEEP};
+use super::park::Rhythm;
+use super::EngineConfig;
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
@@ -236,9 +237,12 @@ impl State {
     }
 }
 
-pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBool>) -> Report {
+pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBool>, mut rhythm: Rhythm) -> Report {
     let mut incoming = Vec::new();
     let mut lead = Lead::default();
+    if let Link::Tcp(r) = &link {
+        *r.bell.borrow_mut() = Some(rhythm.bell());
+    }
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
         link.poll(&mut incoming);
@@ -248,9 +252,9 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
         }
         busy |= s.fire(now);
         // A shard whose device is running a batch polls it every round
-        // instead of sleeping: the GPU's completion is seen within
+        // instead of parking: the GPU's completion is seen within
         // microseconds, not a timer tick. (Emulated backends are never in
-        // flight, so small machines keep their idle sleep.)
+        // flight.)
         busy |= s.backends.iter().any(BackendRole::in_flight);
         s.rearm();
         if !s.outbound.is_empty() {
@@ -258,13 +262,15 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
             busy = true;
         }
         let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
-        // Spin, not sleep, through the last `lead` before a due timer.
+        // Spin, not park, through the last `lead` before a due timer, and
+        // park only until `lead` before the next one.
         let spin = lead.imminent(next);
-        let before = clock.now();
-        pause(busy || spin, next).await;
-        if !(busy || spin) {
-            let asked = next.map_or(IDLE, |d| d.clamp(MIN_SLEEP, IDLE));
-            lead.slept(asked, Duration::from_nanos(clock.now() - before));
+        let asked = next.map(|d| d.saturating_sub(lead.get()));
+        let parked = rhythm.end_round(busy || spin, asked, || link.pending()).await;
+        if let (Some(asked), Some(parked)) = (asked, parked) {
+            if parked >= asked {
+                lead.slept(asked, parked);
+            }
         }
     }
     s.report()

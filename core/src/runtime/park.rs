@@ -1,0 +1,160 @@
+//! Idle shards park. A shard with nothing to do sleeps in its reactor
+//! until a timer is due, an I/O completion arrives (glommio wakes the task
+//! that waits for it), or another thread or task has work for it — never
+//! waking on its own to look (an idle `baton serve` takes no CPU).
+//!
+//! Work that arrives from elsewhere rings the shard's `Bell`: the shard's
+//! `parked` flag says whether anyone must, and the ring itself is one byte
+//! written to a socket pair whose other end the parked shard reads through
+//! io_uring. The handshake that loses no wake-up (Dekker's):
+//!
+//! ```text
+//! shard:   parked = true;  fence(SeqCst);  if work is there: unpark, go on;  else wait for a byte
+//! sender:  publish work;   fence(SeqCst);  if parked.swap(false): write a byte
+//! ```
+//!
+//! Either the shard's check sees the work or the sender's load sees the
+//! flag. Only the sender that swaps the flag down writes, so a burst costs
+//! one write. A full socket buffer means a wake-up is already pending.
+//!
+//! A parked shard also wakes after `MAX_PARK` at the latest, to see its stop
+//! flag; that is ten wake-ups a second, far below a percent of a core.
+//!
+//! Operators who trade a core for latency give a busy-poll budget
+//! (`EngineConfig::poll`): the shard keeps yielding that long after its
+//! last work before it parks.
+
+use std::io::Write;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::unix::net::UnixStream as StdStream;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_lite::AsyncReadExt;
+
+/// The longest a shard stays parked without being rung.
+pub const MAX_PARK: Duration = Duration::from_millis(100);
+
+/// What any thread or task holds to wake one shard.
+#[derive(Clone, Debug)]
+pub struct Bell {
+    parked: Arc<AtomicBool>,
+    tx: Arc<StdStream>,
+}
+
+impl Bell {
+    /// Wakes the shard if it is parked. Call after publishing the work.
+    pub fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::AcqRel) {
+            self.write();
+        }
+    }
+
+    fn write(&self) {
+        // WouldBlock: the buffer is full of earlier wake-ups, one will do.
+        let _ = (&*self.tx).write(&[1]);
+    }
+}
+
+/// A shard's bell before the shard starts: it moves to the shard's thread.
+#[derive(Debug)]
+pub struct Doorbell {
+    bell: Bell,
+    rx: StdStream,
+}
+
+/// A bell and the doorbell it rings.
+pub fn doorbell() -> std::io::Result<Doorbell> {
+    let (tx, rx) = StdStream::pair()?;
+    tx.set_nonblocking(true)?;
+    rx.set_nonblocking(true)?;
+    Ok(Doorbell { bell: Bell { parked: Arc::new(AtomicBool::new(false)), tx: Arc::new(tx) }, rx })
+}
+
+impl Doorbell {
+    pub fn bell(&self) -> Bell {
+        self.bell.clone()
+    }
+
+    /// The shard's side, on the shard's executor.
+    pub fn on_shard(self) -> Parking {
+        // SAFETY: `into_raw_fd` hands over sole ownership of a valid, open,
+        // non-blocking socket; glommio's stream closes it when dropped.
+        let rx = unsafe { glommio::net::UnixStream::from_raw_fd(self.rx.into_raw_fd()) };
+        Parking { bell: self.bell, rx, buf: [0; 64] }
+    }
+}
+
+/// The shard's own side: parks until rung or a deadline.
+pub struct Parking {
+    bell: Bell,
+    rx: glommio::net::UnixStream,
+    buf: [u8; 64],
+}
+
+impl Parking {
+    pub fn bell(&self) -> Bell {
+        self.bell.clone()
+    }
+
+    /// Parks until the bell rings or `timeout` passes (at most `MAX_PARK`).
+    /// `has_work` looks for work once the flag is up (the handshake above);
+    /// if it finds some the shard does not sleep.
+    pub async fn park(&mut self, timeout: Option<Duration>, has_work: impl FnOnce() -> bool) {
+        self.bell.parked.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if has_work() {
+            self.bell.parked.store(false, Ordering::Relaxed);
+            return;
+        }
+        let rung = async {
+            let _ = self.rx.read(&mut self.buf).await;
+        };
+        let timeout = timeout.map_or(MAX_PARK, |d| d.min(MAX_PARK));
+        futures_lite::future::or(rung, glommio::timer::sleep(timeout)).await;
+        self.bell.parked.store(false, Ordering::Relaxed);
+    }
+}
+
+/// A shard pump's rhythm between rounds: yield while there is work (or
+/// within the busy-poll budget after it), park otherwise.
+pub struct Rhythm {
+    parking: Parking,
+    poll: Duration,
+    last_work: std::time::Instant,
+}
+
+impl Rhythm {
+    pub fn new(parking: Parking, poll: Duration) -> Self {
+        Self { parking, poll, last_work: std::time::Instant::now() }
+    }
+
+    pub fn bell(&self) -> Bell {
+        self.parking.bell()
+    }
+
+    /// Ends a round. A busy round only yields the task queue (sockets and
+    /// other tasks run, nothing blocks); an idle one parks until `timeout`,
+    /// a bell or an I/O completion, unless the busy-poll budget since the
+    /// last busy round is not used up. Returns how long it parked (None if
+    /// it did not).
+    pub async fn end_round(
+        &mut self,
+        busy: bool,
+        timeout: Option<Duration>,
+        has_work: impl FnOnce() -> bool,
+    ) -> Option<Duration> {
+        if busy {
+            self.last_work = std::time::Instant::now();
+        }
+        if busy || self.last_work.elapsed() < self.poll {
+            glommio::executor().yield_task_queue_now().await;
+            return None;
+        }
+        let start = std::time::Instant::now();
+        self.parking.park(timeout, has_work).await;
+        Some(start.elapsed())
+    }
+}
