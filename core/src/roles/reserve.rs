@@ -6,7 +6,7 @@
 //! batch, online:
 //!
 //! ```text
-//! sample  = (seen - received) + (started - exec_at) + (written - finished)
+//! sample  = (started - exec_at) + (written - finished)
 //! reserve = floor + p99(last WINDOW samples),  at most slo / MAX_SHARE
 //! planned deadline = received + slo - reserve
 //! ```
@@ -16,13 +16,20 @@
 //! recomputed once per window, so the reserve moves in steps, not per
 //! request. The frontend still counts lateness against the client's true
 //! deadline; only the scheduler sees the earlier one.
+//!
+//! What a sample leaves out, and the bound, keep the reserve from feeding
+//! on itself: the hop from frontend to scheduler (`seen - received`) grows
+//! with the scheduler's backlog, and a reserve that grew with it would
+//! shrink batches, lengthen the backlog and grow again (measured: a burst
+//! of machine noise tipped `engine-tiny` at 80,000 r/s into 6% bad that
+//! way). The policy sees that hop anyway: it plans from `seen`.
 
 use baton_sched::time::Nanos;
 
 /// Samples per recomputation of the p99.
 const WINDOW: usize = 1024;
 /// The reserve takes at most this fraction (1/MAX_SHARE) of an SLO.
-const MAX_SHARE: Nanos = 5;
+const MAX_SHARE: Nanos = 10;
 
 #[derive(Clone, Debug)]
 pub struct Reserve {
@@ -66,6 +73,6 @@ mod tests {
         assert_eq!(r.of(1_000_000), 100, "moves once per window");
         r.observe(5_000);
         assert_eq!(r.of(1_000_000), 100 + 1013, "p99 of 0..1022 and 5000");
-        assert_eq!(r.of(1_000), 200, "never more than a fifth of the SLO");
+        assert_eq!(r.of(1_000), 100, "never more than a tenth of the SLO");
     }
 }

@@ -19,7 +19,26 @@ fn side_by_side(what: &str, r: &baton_perf::load::LoadReport, serve_rps: f64) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let secs = if quick { 1.0 } else { 10.0 };
-    let e = table4(secs, if quick { 2 } else { 6 });
+    // `--throughput` runs only part 2.
+    let only_throughput = std::env::args().any(|a| a == "--throughput");
+    let e = (!only_throughput).then(|| table4(secs, if quick { 2 } else { 6 }));
+    if let Some(e) = &e {
+        print_table4(e);
+    }
+    let t =
+        throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
+    println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
+    println!(
+        "  at half ({:.0} r/s): latency p50 {:.3} ms p99 {:.3} ms; mean batch {:.2}",
+        t.half.offered_rps, t.half.p50_ms, t.half.p99_ms, t.half.mean_batch
+    );
+    println!("  {}", one_line(&t.half.overhead));
+    if std::env::args().any(|a| a == "--json") {
+        println!("{}", serde_json::json!({ "table4": e, "throughput": t }));
+    }
+}
+
+fn print_table4(e: &baton_perf::engine_bench::EndToEnd) {
     println!(
         "Table 4 ResNet50 goodput (highest rate at <= 1% bad): engine {:.1} r/s, sim {:.1} r/s, ratio {:.3} ({} probes)",
         e.engine_goodput_rps,
@@ -44,15 +63,4 @@ fn main() {
     println!("  {}", one_line(&e.engine.overhead));
     side_by_side("frontend, scheduler and backends over TCP", &e.roles_over_tcp, e.engine.goodput_rps);
     side_by_side("Symphony's model shard on its own shard", &e.split_symphony, e.engine.goodput_rps);
-    let t =
-        throughput(if quick { 5_000.0 } else { 20_000.0 }, if quick { 1.0 } else { 5.0 }, if quick { 0 } else { 3 });
-    println!("highest sustained rate (tiny requests, 16 emulated GPUs): {:.0} r/s", t.sustained_rps);
-    println!(
-        "  at half ({:.0} r/s): latency p50 {:.3} ms p99 {:.3} ms; mean batch {:.2}",
-        t.half.offered_rps, t.half.p50_ms, t.half.p99_ms, t.half.mean_batch
-    );
-    println!("  {}", one_line(&t.half.overhead));
-    if std::env::args().any(|a| a == "--json") {
-        println!("{}", serde_json::json!({ "table4": e, "throughput": t }));
-    }
 }
