@@ -78,22 +78,7 @@ impl SchedulerRole {
                 self.policy.on_request(now, request_of(&m));
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {
-                Some(plan) => {
-                    self.completed.clear();
-                    let solo = self.decisions.solo(plan.model.index());
-                    self.completed.extend(plan.requests.iter().map(|&request| Completed {
-                        request,
-                        app: AppId(0),
-                        solo,
-                    }));
-                    let done = BatchDone {
-                        backend: plan.backend,
-                        model: plan.model,
-                        started: d.started_ns,
-                        members: &self.completed,
-                    };
-                    self.policy.on_batch_done(now, &done);
-                }
+                Some(plan) => self.batch_done(now, &plan, d.started_ns),
                 None => self.stats.rejected += 1,
             },
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
@@ -102,6 +87,16 @@ impl SchedulerRole {
             _ => self.stats.rejected += 1,
         }
         self.drain(now, out);
+    }
+
+    /// Tells the policy `plan` finished at `now` after starting at `started`,
+    /// each member with its model's solo time.
+    fn batch_done(&mut self, now: Nanos, plan: &BatchPlan, started: Nanos) {
+        self.completed.clear();
+        let solo = self.decisions.solo(plan.model.index());
+        self.completed.extend(plan.requests.iter().map(|&request| Completed { request, app: AppId(0), solo }));
+        let done = BatchDone { backend: plan.backend, model: plan.model, started, members: &self.completed };
+        self.policy.on_batch_done(now, &done);
     }
 
     /// `backend` is gone: the policy stops using it, and the batches it
@@ -144,17 +139,7 @@ impl SchedulerRole {
                     // Its requests are dropped; the policy gets its backend
                     // back at once, as if the batch had taken no time.
                     self.stats.refused += 1;
-                    let plan = refused.plan;
-                    self.completed.clear();
-                    let solo = self.decisions.solo(plan.model.index());
-                    self.completed.extend(plan.requests.iter().map(|&request| Completed {
-                        request,
-                        app: AppId(0),
-                        solo,
-                    }));
-                    let done =
-                        BatchDone { backend: plan.backend, model: plan.model, started: now, members: &self.completed };
-                    self.policy.on_batch_done(now, &done);
+                    self.batch_done(now, &refused.plan, now);
                 }
             }
         }
