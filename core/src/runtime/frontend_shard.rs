@@ -35,7 +35,7 @@ use super::conn::{self, Conn};
 use super::link::{Link, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::{role_addr, Router};
-use super::IDLE;
+use super::{Progress, IDLE};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -64,9 +64,17 @@ struct Shard {
     bad_frames: u64,
     /// Wakes the pump when a connection task leaves it work.
     bell: Bell,
+    /// Connections open, and where the gauges are published.
+    open: u64,
+    progress: Arc<Progress>,
 }
 
 impl Shard {
+    /// Publishes the gauges (requests held, connections open).
+    fn publish(&self) {
+        self.progress.set_frontend(self.fe.held() as u64, self.open);
+    }
+
     fn answer(&mut self, answers: &mut Vec<Answer>) {
         for (conn, a) in answers.drain(..) {
             match self.conns.get(&conn) {
@@ -96,7 +104,8 @@ impl Shard {
                 match admitted {
                     Ok(meta) => {
                         let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
-                        self.outbound.push_back(ShardMsg::Env(meta))
+                        self.outbound.push_back(ShardMsg::Env(meta));
+                        self.publish();
                     }
                     Err(e) => send_small(conn, &Message::InferResponse(e)),
                 }
@@ -147,13 +156,14 @@ pub struct Setup {
     pub reserve_floor: Nanos,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    pub progress: Arc<Progress>,
     /// The shard's doorbell and busy-poll budget (`park.rs`).
     pub doorbell: Doorbell,
     pub poll: Duration,
 }
 
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
-    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop, doorbell, poll } = setup;
+    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop, progress, doorbell, poll } = setup;
     let mut rhythm = Rhythm::new(doorbell.on_shard(), poll);
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -178,6 +188,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         connections: 0,
         bad_frames: 0,
         bell: rhythm.bell(),
+        open: 0,
+        progress,
     }));
     glommio::spawn_local(accept(listener, Rc::clone(&shard))).detach();
 
@@ -196,6 +208,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 }
             }
             s.answer(&mut answers);
+            s.publish();
             if !s.outbound.is_empty() {
                 link.flush(&mut s.outbound);
                 busy = true;
@@ -224,12 +237,24 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>) {
         let Ok(stream) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
         next += 1;
-        shard.borrow_mut().connections += 1;
+        {
+            let mut s = shard.borrow_mut();
+            s.connections += 1;
+            s.open += 1;
+            s.publish();
+        }
         glommio::spawn_local(connection(stream, next, Rc::clone(&shard))).detach();
     }
 }
 
 async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
+    serve_connection(stream, id, &shard).await;
+    let mut s = shard.borrow_mut();
+    s.open -= 1;
+    s.publish();
+}
+
+async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>) {
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, flusher) = Conn::spawn(writer);
     shard.borrow_mut().conns.insert(id, Rc::clone(&conn));

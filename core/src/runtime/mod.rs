@@ -48,7 +48,7 @@ mod topology;
 pub use process::{start_role, RoleProcess, RoleSpec};
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -159,8 +159,56 @@ pub struct EngineReport {
     pub held_at_stop: u64,
 }
 
+/// What a running engine (or role process) has done so far, published as
+/// it goes for whoever waits for an event instead of sleeping (tests, a
+/// supervisor): the frontend shard stores its gauges whenever they change,
+/// the scheduler-side shards add their backends' batches once per round.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests the frontend has admitted and not answered yet.
+    held: AtomicU64,
+    /// Connections open on the frontend (clients, and backends of other
+    /// processes).
+    open: AtomicU64,
+    /// Batches this process's backends have run.
+    batches: AtomicU64,
+}
+
+impl Progress {
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Acquire)
+    }
+
+    pub fn connections_open(&self) -> u64 {
+        self.open.load(Ordering::Acquire)
+    }
+
+    pub fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Acquire)
+    }
+
+    /// No connection is open on the frontend and every request it read has
+    /// been answered: a client that left has had all its requests finish.
+    pub fn drained(&self) -> bool {
+        // `open` first: the frontend stores `held` before `open`, so a
+        // closed connection's last admissions are seen here.
+        self.connections_open() == 0 && self.held() == 0
+    }
+
+    /// The frontend's gauges (`held` before `open`, for `drained`).
+    fn set_frontend(&self, held: u64, open: u64) {
+        self.held.store(held, Ordering::Release);
+        self.open.store(open, Ordering::Release);
+    }
+
+    fn add_batches(&self, n: u64) {
+        self.batches.fetch_add(n, Ordering::AcqRel);
+    }
+}
+
 pub struct Engine {
     pub addr: SocketAddr,
+    progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     frontend: glommio::ExecutorJoinHandle<frontend_shard::Report>,
     sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
@@ -196,6 +244,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     raise_memlock();
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Progress::default());
     // Symphony's model shards get shards of their own when asked for.
     let rule = CandidateRule::of(policy).filter(|_| cfg.model_shards > 0);
     let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
@@ -224,7 +273,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };
-        let (clock, stop) = (clock.clone(), Arc::clone(&stop));
+        let (clock, stop, progress) = (clock.clone(), Arc::clone(&stop), Arc::clone(&progress));
         let (scenario, table, cfg, ready) = (scenario.clone(), table.clone(), cfg.clone(), ready_tx.clone());
         let (doorbell, bells) = (doorbells.next().expect("one per shard"), bells.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
@@ -235,7 +284,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
                         let _ = ready.send(Ok(()));
                         let link = Link::Ring { links: shard_links, layout, bells };
                         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-                        sched_shard::run(state, link, clock, stop, rhythm).await
+                        sched_shard::run(state, link, clock, stop, rhythm, progress).await
                     }
                     Err(why) => {
                         let _ = ready.send(Err(why));
@@ -269,6 +318,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             reserve_floor: cfg.reserve_floor,
             clock,
             stop: Arc::clone(&stop),
+            progress: Arc::clone(&progress),
             doorbell: fe_doorbell,
             poll: cfg.poll,
         };
@@ -277,7 +327,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout, bells }, None))
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
-    let engine = Engine { addr: cfg.listen, stop, frontend, sched };
+    let engine = Engine { addr: cfg.listen, progress, stop, frontend, sched };
     match addr_rx.recv() {
         Ok(Ok(addr)) => Ok(Engine { addr, ..engine }),
         Ok(Err(e)) => {
@@ -292,6 +342,11 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
 }
 
 impl Engine {
+    /// What it has done so far (`Progress`), while it runs.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
     /// Stops every shard and reports. Requests still held are answered
     /// `dropped` before the connections close.
     pub fn shutdown(self) -> EngineReport {

@@ -29,7 +29,7 @@ use super::link::Link;
 use super::park::{doorbell, Rhythm};
 use super::router::{connect, role_addr, Router};
 use super::sched_shard::SchedulerPart;
-use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport};
+use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport, Progress};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::publish::Published;
@@ -60,11 +60,17 @@ pub enum RoleSpec {
 pub struct RoleProcess {
     /// Where it listens (scheduler and frontend).
     pub addr: Option<SocketAddr>,
+    progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     handle: glommio::ExecutorJoinHandle<EngineReport>,
 }
 
 impl RoleProcess {
+    /// What it has done so far (`Progress`), while it runs.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
         self.handle.join().expect("a role's shard does not panic")
@@ -72,6 +78,9 @@ impl RoleProcess {
 }
 
 type Ready = mpsc::Sender<Result<Option<SocketAddr>, String>>;
+
+/// The role's stop flag, and where it publishes its `Progress`.
+type Control = (Arc<AtomicBool>, Arc<Progress>);
 
 /// Starts one role of `scenario`'s cluster in this process.
 pub fn start_role(
@@ -94,24 +103,28 @@ pub fn start_role(
     }
     raise_memlock();
     let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Progress::default());
     let (ready, ready_rx) = mpsc::channel();
-    let (scenario, cfg, stop2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop));
+    let (scenario, cfg, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
     let handle = LocalExecutorBuilder::new(Placement::Unbound)
         .name("baton-role")
         .spawn(move || async move {
             match spec {
-                RoleSpec::Scheduler { listen } => scheduler(listen, scenario, policy, table, cfg, stop2, ready).await,
+                RoleSpec::Scheduler { listen } => {
+                    scheduler(listen, scenario, policy, table, cfg, (stop2, progress2), ready).await
+                }
                 RoleSpec::Frontend { index, listen, scheduler } => {
-                    frontend(index, listen, scheduler, table, cfg, stop2, ready).await
+                    frontend(index, listen, scheduler, table, cfg, (stop2, progress2), ready).await
                 }
                 RoleSpec::Backends { first, count, scheduler, frontends } => {
-                    backends(first..first + count, scheduler, frontends, scenario, table, cfg, stop2, ready).await
+                    let local = first..first + count;
+                    backends(local, scheduler, frontends, scenario, table, cfg, (stop2, progress2), ready).await
                 }
             }
         })
         .map_err(|e| EngineError::Shard(e.to_string()))?;
     match ready_rx.recv() {
-        Ok(Ok(addr)) => Ok(RoleProcess { addr, stop, handle }),
+        Ok(Ok(addr)) => Ok(RoleProcess { addr, progress, stop, handle }),
         Ok(Err(why)) => {
             let _ = handle.join();
             Err(EngineError::Shard(why))
@@ -142,7 +155,7 @@ async fn scheduler(
     policy: PolicyKind,
     table: ModelTable,
     cfg: EngineConfig,
-    stop: Arc<AtomicBool>,
+    (stop, progress): Control,
     ready: Ready,
 ) -> EngineReport {
     let clock = Clock::new();
@@ -186,7 +199,7 @@ async fn scheduler(
     })
     .detach();
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm).await;
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
 }
@@ -197,7 +210,7 @@ async fn frontend(
     sched_addr: SocketAddr,
     table: ModelTable,
     cfg: EngineConfig,
-    stop: Arc<AtomicBool>,
+    (stop, progress): Control,
     ready: Ready,
 ) -> EngineReport {
     let (reader, conn, buf, reply) =
@@ -228,6 +241,7 @@ async fn frontend(
         reserve_floor: cfg.reserve_floor,
         clock,
         stop,
+        progress,
         doorbell,
         poll: cfg.poll,
     };
@@ -266,7 +280,7 @@ async fn backends(
     scenario: Scenario,
     table: ModelTable,
     cfg: EngineConfig,
-    stop: Arc<AtomicBool>,
+    (stop, progress): Control,
     ready: Ready,
 ) -> EngineReport {
     let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
@@ -297,7 +311,7 @@ async fn backends(
     };
     let _ = ready.send(Ok(None));
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm).await;
+    let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
     EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }
 }

@@ -27,7 +27,7 @@ use super::alarms::Alarms;
 use super::lead::Lead;
 use super::link::{Link, ShardMsg};
 use super::park::Rhythm;
-use super::EngineConfig;
+use super::{EngineConfig, Progress};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
@@ -237,8 +237,17 @@ impl State {
     }
 }
 
-pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBool>, mut rhythm: Rhythm) -> Report {
+pub async fn run(
+    mut s: State,
+    mut link: Link,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    mut rhythm: Rhythm,
+    progress: Arc<Progress>,
+) -> Report {
     let mut incoming = Vec::new();
+    // Batches of the local backends already added to `progress`.
+    let mut published = 0;
     let mut lead = Lead::default();
     if let Link::Tcp(r) = &link {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -257,6 +266,11 @@ pub async fn run(mut s: State, mut link: Link, clock: Clock, stop: Arc<AtomicBoo
         // flight.)
         busy |= s.backends.iter().any(BackendRole::in_flight);
         s.rearm();
+        let batches: u64 = s.backends.iter().map(|b| b.stats.batches).sum();
+        if batches > published {
+            progress.add_batches(batches - published);
+            published = batches;
+        }
         if !s.outbound.is_empty() {
             link.flush(&mut s.outbound);
             busy = true;
