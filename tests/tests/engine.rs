@@ -3,10 +3,13 @@
 //! contracts — every request answered exactly once, bad input answered or
 //! closed without harming other clients — never timings (the machine is
 //! shared and noisy; timings are measured by `baton demo` and perf runs).
+//! Nor do they sleep for something to happen: they wait for the event
+//! (an answer, the engine's `Progress`), with `PATIENCE` as a safety net
+//! that fails the test with a message instead of hanging it.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use baton_core::runtime::{start, Engine, EngineConfig};
 use baton_net::framing::{FrameBuf, Outbox};
@@ -17,6 +20,18 @@ use baton_wire::frame::{FrameHeader, Kind};
 use baton_wire::{encode, fb, Message};
 
 const FLOATS: usize = 16;
+
+/// The longest any test waits for an event; only a hung engine takes it.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Waits until `done()` holds, checking every few milliseconds.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
 
 fn scenario() -> Scenario {
     Scenario::parse(SERVE_SCENARIO).expect("built-in scenario parses")
@@ -56,7 +71,7 @@ struct Client {
 impl Client {
     fn connect(e: &Engine) -> Self {
         let s = TcpStream::connect(e.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
         Self { s, buf: FrameBuf::default() }
     }
 
@@ -196,8 +211,11 @@ fn a_client_that_leaves_mid_request_harms_no_one() {
     }
     drop(c);
     still_serves(&e);
-    // Let the abandoned requests finish; each is answered (to no one) once.
-    std::thread::sleep(Duration::from_millis(200));
+    // Wait for the abandoned requests to finish, each answered (to no one)
+    // once: the server has closed both connections (so it read all it will
+    // read of the first; it was accepted before the second, which was
+    // answered) and holds no request.
+    wait_for("the abandoned requests to finish", || e.progress().drained());
     let r = e.shutdown();
     let f = r.frontend;
     // Requests read before the close (a reset can discard unread ones) are
@@ -226,7 +244,8 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
         duration: Duration::from_secs(2),
         connections: 3,
         input_floats: vec![FLOATS],
-        drain: Duration::from_secs(5),
+        // A safety net: the run ends as soon as every request is answered.
+        drain: PATIENCE,
         progress: false,
     };
     let l = load::run(&s, &cfg).expect("load runs");
@@ -284,12 +303,18 @@ fn a_backend_process_that_dies_loses_no_request() {
             duration: Duration::from_secs(2),
             connections: 2,
             input_floats: vec![FLOATS],
-            drain: Duration::from_secs(3),
+            drain: PATIENCE,
             progress: false,
         };
         load::run(&scenario(), &cfg).expect("load runs")
     });
-    std::thread::sleep(Duration::from_millis(700));
+    // The first process dies once it has run a batch, with the load still
+    // running (it runs backends 0 and 1 of 4, so it gets work early on).
+    wait_for("the first backend process to run a batch", || {
+        let ran = a.progress().batches() > 0;
+        assert!(ran || !load.is_finished(), "the load ended before the first backend process ran a batch");
+        ran
+    });
     let killed = a.shutdown();
     let l = load.join().unwrap();
     let (f, s, b) = (fe.shutdown(), sched.shutdown(), b.shutdown());

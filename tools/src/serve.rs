@@ -8,6 +8,16 @@
 //! - `baton demo [--scenario FILE] [--rate R]`: starts a server in process,
 //!   drives it with the load generator, and prints what it measured next to
 //!   what `baton sim` predicts for the same file, rate and seed.
+//!
+//! Servers and role processes say when they are ready, on one stderr line
+//! printed after the signal handlers are installed: `baton serve: ... on
+//! ADDR`, `baton scheduler: ... on ADDR`, `baton frontend: ... on ADDR` —
+//! ADDR being the bound address, so `--listen 127.0.0.1:0` works — and
+//! `baton backend: ... connected`, once the scheduler has registered the
+//! backends (it answers their `Hello` after registering them) and every
+//! frontend's connection is open. Whoever drives them (tests, scripts)
+//! waits for that line, and stops them with SIGINT or SIGTERM; the final
+//! report follows on stdout.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -164,6 +174,10 @@ pub struct LoadArgs {
     /// Seconds of sending.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Seconds to wait for the last answers after the last send (beyond
+    /// the longest SLO); the run ends as soon as every request is answered.
+    #[arg(long, default_value_t = 2.0)]
+    drain: f64,
     #[arg(long, default_value_t = 4)]
     connections: usize,
     /// Floats in each request's input: one size for every model, or one
@@ -332,6 +346,7 @@ fn role(a: &RoleArgs, name: &str, spec: RoleSpec, plan_rate: Option<f64>) -> Res
     let cfg = config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate);
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
     install_signals();
+    // The readiness line (see the top of this file).
     match p.addr {
         Some(addr) => eprintln!("baton {name}: {} on {addr}", s.name),
         None => eprintln!("baton {name}: {} connected", s.name),
@@ -375,7 +390,8 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
         connections: a.connections.max(1),
         input_floats: a.input_floats,
-        drain: Duration::from_secs(2),
+        drain: Duration::try_from_secs_f64(a.drain)
+            .map_err(|_| format!("--drain: must be at least 0, got {}", a.drain))?,
         progress: !a.json,
     };
     let r = load::run(&s, &cfg).map_err(|e| e.to_string())?;

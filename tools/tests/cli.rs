@@ -2,8 +2,12 @@
 //! JSON carries the documented fields, and bad scenarios are rejected with a
 //! message naming the key, before anything runs.
 
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 fn baton(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("baton runs")
@@ -98,33 +102,124 @@ fn trace_writes_an_azure_schema_file_that_scenarios_read() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("models[0].arrival"));
 }
 
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    format!("127.0.0.1:{port}")
+/// The safety net for every wait on a process: long enough for a loaded CI
+/// machine, short enough that a hung process fails the test with a message
+/// rather than hanging it.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A server or role process under test. It is started without a usable
+/// lifetime (`--duration` is only a backstop, so that a process whose test
+/// was killed does not live forever): the test waits for its readiness line
+/// on stderr, drives it, then stops it with SIGTERM (`stop`) and reads the
+/// final JSON report it prints on its way out. Nothing depends on how long
+/// the machine takes to start, serve or stop it. Dropping it (a failed
+/// test) kills the process.
+struct Proc {
+    name: String,
+    child: Child,
+    /// Its stderr, line by line, as it comes (a reader thread owns the pipe).
+    lines: mpsc::Receiver<String>,
+    stderr: Vec<String>,
+    /// Its whole stdout, sent once the pipe closes (the process exited).
+    stdout: mpsc::Receiver<Vec<u8>>,
 }
 
-fn spawn(args: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("baton starts")
-}
-
-fn wait_listening(addr: &str) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+impl Proc {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .args(["--duration", "600", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("baton starts");
+        let (line_tx, lines) = mpsc::channel();
+        let err = BufReader::new(child.stderr.take().expect("piped"));
+        std::thread::spawn(move || {
+            for line in err.lines() {
+                let Ok(line) = line else { break };
+                if line_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (out_tx, stdout) = mpsc::channel();
+        let mut out = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = out.read_to_end(&mut bytes);
+            let _ = out_tx.send(bytes);
+        });
+        Self { name: format!("baton {}", args[0]), child, lines, stderr: Vec::new(), stdout }
     }
-    panic!("nothing listens on {addr}");
+
+    /// Waits for its readiness line, `baton ROLE: ...` (the first line it
+    /// prints with that prefix), and returns it.
+    fn ready(&mut self) -> String {
+        let prefix = format!("{}:", self.name);
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stderr.push(line.clone());
+                    if line.starts_with(&prefix) {
+                        return line;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{} printed no readiness line in {PATIENCE:?}; stderr: {:?}", self.name, self.stderr)
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait().expect("waited for");
+                    panic!("{} exited ({status}) before it was ready; stderr: {:?}", self.name, self.stderr)
+                }
+            }
+        }
+    }
+
+    /// Waits for the readiness line and returns the address it reports.
+    fn listening(&mut self) -> String {
+        let line = self.ready();
+        let addr = line.rsplit_once(" on ").map(|(_, a)| a.trim()).unwrap_or_else(|| panic!("no address: {line}"));
+        addr.parse::<SocketAddr>().unwrap_or_else(|e| panic!("`{addr}` in `{line}`: {e}"));
+        addr.to_string()
+    }
+
+    /// Stops it with SIGTERM and returns its final JSON report.
+    fn stop(mut self) -> serde_json::Value {
+        // SAFETY: kill(2) on the pid of our own child, which has not been
+        // waited for (so the pid is still its).
+        let sent = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(sent, 0, "{} could not be signalled", self.name);
+        // Its stdout closes when it exits, after the report.
+        let out = self.stdout.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+            panic!("{} did not exit within {PATIENCE:?} of SIGTERM; stderr: {:?}", self.name, self.stderr)
+        });
+        let status = self.child.wait().expect("waited for");
+        self.stderr.extend(self.lines.try_iter());
+        assert!(status.success(), "{} exited with {status}; stderr: {:?}", self.name, self.stderr);
+        serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("{}: not one JSON object ({e}): {}", self.name, String::from_utf8_lossy(&out)))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// `baton load --json` against `addr`: its object, checked for the
-/// documented fields and complete accounting.
+/// documented fields and complete accounting. It sends for 1 s and then
+/// waits for the last answers (`--drain`, a safety net: the run ends as
+/// soon as every request is answered).
 fn load_json(addr: &str, rate: &str) -> serde_json::Value {
+    let drain = PATIENCE.as_secs().to_string();
     let load = baton(&[
         "load",
         &scenario("serve-default.toml"),
@@ -134,6 +229,8 @@ fn load_json(addr: &str, rate: &str) -> serde_json::Value {
         rate,
         "--duration",
         "1",
+        "--drain",
+        &drain,
         "--json",
     ]);
     assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
@@ -149,36 +246,31 @@ fn load_json(addr: &str, rate: &str) -> serde_json::Value {
     v
 }
 
-/// A role process's final JSON report, after its --duration.
-fn report(p: std::process::Child) -> serde_json::Value {
-    let out = p.wait_with_output().expect("exits after --duration");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
-}
-
 #[test]
 fn serve_and_load_as_separate_processes_account_for_every_request() {
-    let addr = free_addr();
-    let server = spawn(&["serve", "--listen", &addr, "--duration", "6", "--json"]);
-    wait_listening(&addr);
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"]);
+    let addr = server.listening();
     let v = load_json(&addr, "500");
-    let s = report(server);
+    let s = server.stop();
     assert_eq!(s["received"], v["sent"], "{s}");
     assert_eq!(s["duplicates"].as_u64(), Some(0));
 }
 
 #[test]
 fn frontend_scheduler_and_backend_processes_serve_like_serve() {
-    let (sched, fe) = (free_addr(), free_addr());
-    let s = spawn(&["scheduler", "--listen", &sched, "--duration", "9", "--json"]);
-    wait_listening(&sched);
-    let f = spawn(&["frontend", "--listen", &fe, "--scheduler", &sched, "--duration", "8", "--json"]);
-    wait_listening(&fe);
-    let b = spawn(&["backend", "--scheduler", &sched, "--frontends", &fe, "--duration", "7", "--json"]);
-    // The backend is ready once the scheduler has it; give it a moment.
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // Each role is ready when it says so: the scheduler and the frontend
+    // once they listen (the frontend also once the scheduler registered
+    // it), the backend once the scheduler registered its GPUs and it holds
+    // a connection to the frontend.
+    let mut s = Proc::start(&["scheduler", "--listen", "127.0.0.1:0"]);
+    let sched = s.listening();
+    let mut f = Proc::start(&["frontend", "--listen", "127.0.0.1:0", "--scheduler", &sched]);
+    let fe = f.listening();
+    let mut b = Proc::start(&["backend", "--scheduler", &sched, "--frontends", &fe]);
+    b.ready();
     let v = load_json(&fe, "500");
-    let (s, f, b) = (report(s), report(f), report(b));
+    // Stopped in the order they depend on each other: backend, frontend, scheduler.
+    let (b, f, s) = (b.stop(), f.stop(), s.stop());
     assert_eq!(f["received"], v["sent"], "{f}");
     assert_eq!(
         (f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()),
