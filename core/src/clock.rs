@@ -13,8 +13,10 @@
 //! project's VMs), which over a run would pull the processes of one
 //! cluster — and the load generator, which reads the monotonic clock —
 //! apart by milliseconds; re-anchoring bounds the disagreement to the
-//! drift over one interval (about 1 µs). A re-anchor that would step time
-//! back holds it instead: reads never decrease.
+//! drift over one interval plus the width of the anchoring read pair (a
+//! pair wider than `TIGHT`, a thread preempted between its two reads, is
+//! not taken as an anchor). A re-anchor that would step time back holds it
+//! instead: reads never decrease.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -23,6 +25,8 @@ use baton_sched::time::Nanos;
 
 /// How often reads re-anchor on the monotonic clock.
 const REANCHOR: Duration = Duration::from_millis(100);
+/// The widest a quanta/monotonic read pair may be to become an anchor.
+const TIGHT: Duration = Duration::from_micros(20);
 
 #[derive(Clone, Debug)]
 pub struct Clock {
@@ -74,7 +78,12 @@ impl Clock {
             at + since.as_nanos() as Nanos
         } else {
             let mono = self.at_start + self.mono_start.elapsed().as_nanos() as Nanos;
-            self.anchor.set((q, mono));
+            // A thread preempted between the two reads would anchor that
+            // far off: only a tight pair becomes the anchor, else the old
+            // one serves until the next read tries again.
+            if self.fast.now().saturating_duration_since(q) <= TIGHT {
+                self.anchor.set((q, mono));
+            }
             mono
         };
         let t = t.max(self.last.get());
