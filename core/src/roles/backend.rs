@@ -71,6 +71,15 @@ pub struct BackendRole {
     pub stats: BackendStats,
 }
 
+/// A finished batch's requests held by one frontend, with what goes back.
+#[derive(Default)]
+struct FrontendPart {
+    fe: u32,
+    ids: Vec<u64>,
+    seen: Vec<Nanos>,
+    outputs: Vec<fb::Tensor>,
+}
+
 /// The distinct frontends of a plan's requests, in first-seen order.
 fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
     let mut fes: Vec<u32> = Vec::new();
@@ -211,23 +220,23 @@ impl BackendRole {
         self.stats.failed_batches += u64::from(r.failed);
         let exec_ns = r.finish - r.start;
         let batch_size = r.requests.len() as u32;
-        let mut per_fe: Vec<(u32, Vec<u64>, Vec<Nanos>, Vec<fb::Tensor>)> = Vec::new();
+        let mut per_fe: Vec<FrontendPart> = Vec::new();
         for (i, &id) in r.requests.iter().enumerate() {
             let fe = frontend_of(id);
-            let k = match per_fe.iter().position(|x| x.0 == fe) {
+            let k = match per_fe.iter().position(|x| x.fe == fe) {
                 Some(k) => k,
                 None => {
-                    per_fe.push((fe, Vec::new(), Vec::new(), Vec::new()));
+                    per_fe.push(FrontendPart { fe, ..Default::default() });
                     per_fe.len() - 1
                 }
             };
-            per_fe[k].1.push(id);
-            per_fe[k].2.push(r.seen[i]);
+            per_fe[k].ids.push(id);
+            per_fe[k].seen.push(r.seen[i]);
             if !r.failed {
-                per_fe[k].3.push(f32_tensor(le_bytes(&r.outputs[i])));
+                per_fe[k].outputs.push(f32_tensor(le_bytes(&r.outputs[i])));
             }
         }
-        for (fe, ids, seen, outputs) in per_fe {
+        for FrontendPart { fe, ids, seen, outputs } in per_fe {
             let msg = if r.failed {
                 Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed })
             } else {

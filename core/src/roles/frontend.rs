@@ -103,14 +103,14 @@ impl Frontend {
         conn: ConnId,
         req: fb::InferRequest,
         table: &ModelTable,
-    ) -> Result<fb::RequestMeta, fb::InferResponse> {
+    ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
         self.stats.received += 1;
         let checked = self.check(&req, table);
         let model = match checked {
             Ok(model) => model,
             Err((code, why)) => {
                 self.stats.errors += 1;
-                return Err(error(req.id, code, why));
+                return Err(Box::new(error(req.id, code, why)));
             }
         };
         // Checked: exactly one tensor; its bytes move, uncopied, into the store.

@@ -97,7 +97,7 @@ impl Cluster {
                         let env = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
                         self.deliver(now, vec![env]);
                     }
-                    Err(e) => self.answers.push((7, e)),
+                    Err(e) => self.answers.push((7, *e)),
                 }
             }
             self.fire(now);

@@ -107,7 +107,7 @@ impl Shard {
                         self.outbound.push_back(ShardMsg::Env(meta));
                         self.publish();
                     }
-                    Err(e) => send_small(conn, &Message::InferResponse(e)),
+                    Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
             other => {
