@@ -1,6 +1,7 @@
 //! The engine's clock. Roles read time here and nowhere else (the router's
-//! connection patience and the emulated executor's spin pacing measure
-//! their own short waits with `std::time::Instant`, never cluster time). It
+//! connection patience, the emulated executor's spin pacing and a shard's
+//! busy-poll budget measure their own short waits with
+//! `std::time::Instant`, never cluster time). It
 //! hands out `Nanos` since the cluster clock's origin, the unit
 //! `baton-sched` works in. Every shard of one process has a clone; roles in
 //! separate processes on one host agree on the origin (the scheduler's,

@@ -1,6 +1,7 @@
 //! # baton-core — the engine
 //!
-//! **Owns:** the clock (`clock`: quanta, the only place Baton reads time),
+//! **Owns:** the clock (`clock`: quanta re-anchored on the monotonic
+//! clock, the only source of cluster time),
 //! the hierarchical timer wheel (`timer`), read-mostly state published with
 //! crossbeam-epoch (`publish`: the model table, read per request), the
 //! model table and what the engine refuses to serve (`models`), the role
