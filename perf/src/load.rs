@@ -57,6 +57,10 @@ pub struct LoadReport {
     pub unanswered: u64,
     pub duplicates: u64,
     pub bad_rate: f64,
+    /// In-SLO answers per second at this offered rate, under the name
+    /// `baton sim --json` gives the same quantity. Goodput in the papers'
+    /// sense is the highest rate at <= 1% bad, found by search
+    /// (`engine_bench::engine_goodput`).
     pub goodput_rps: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -371,7 +375,7 @@ pub fn print(r: &LoadReport) {
         "sent {}  ok {}  late {}  dropped {}  errors {}  unanswered {}  duplicates {}",
         r.sent, r.ok, r.late, r.dropped, r.errors, r.unanswered, r.duplicates
     );
-    println!("goodput {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
+    println!("in SLO {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
     println!("latency p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms", r.p50_ms, r.p99_ms, r.p999_ms);
     println!("mean batch {:.2}  max send lag {:.3} ms", r.mean_batch, r.max_send_lag_ms);
     println!("{}", crate::overhead::one_line(&r.overhead));

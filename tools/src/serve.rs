@@ -441,7 +441,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         load::print(&measured);
         print_engine(&report);
         println!(
-            "baton sim, same file, rate and seed: goodput {:.1} r/s  bad rate {:.4}  mean batch {:.2}",
+            "baton sim, same file, rate and seed: in SLO {:.1} r/s  bad rate {:.4}  mean batch {:.2}",
             predicted.goodput_rps, predicted.bad_rate, predicted.mean_batch
         );
     }
