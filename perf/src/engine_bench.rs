@@ -45,6 +45,7 @@ fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: u
         input_floats: vec![input_floats],
         drain: Duration::from_secs(2),
         progress: false,
+        cores: Vec::new(),
     };
     load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
 }

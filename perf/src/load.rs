@@ -40,6 +40,9 @@ pub struct LoadConfig {
     pub input_floats: Vec<usize>,
     pub drain: Duration,
     pub progress: bool,
+    /// Cores the generator's threads are pinned to, round-robin (the
+    /// sender is the calling thread, which stays pinned); empty: not pinned.
+    pub cores: Vec<usize>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -76,6 +79,8 @@ pub struct LoadReport {
     pub overhead_histograms: Overhead,
     /// The longest the generator ran behind its schedule.
     pub max_send_lag_ms: f64,
+    /// The cores the generator's threads were pinned to (empty: any).
+    pub generator_cores: Vec<usize>,
     pub drop_reasons: Vec<(String, u64)>,
     pub error_codes: Vec<(String, u64)>,
 }
@@ -245,13 +250,25 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
         answers: AtomicU64::new(0),
     });
+    let cores: Arc<[usize]> = cfg.cores.clone().into();
+    let pin = move |i: usize| {
+        if !cores.is_empty() {
+            core_affinity::set_for_current(core_affinity::CoreId { id: cores[i % cores.len()] });
+        }
+    };
     let readers: Vec<_> = streams
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let (s, shared) = (s.try_clone().map_err(LoadError::Connect)?, Arc::clone(&shared));
-            Ok(std::thread::spawn(move || reader(s, shared)))
+            let pin = pin.clone();
+            Ok(std::thread::spawn(move || {
+                pin(i + 1);
+                reader(s, shared)
+            }))
         })
         .collect::<Result<_, LoadError>>()?;
+    pin(0);
 
     // Send each request at its time, all due ones in one write per connection.
     yield_to_the_server();
@@ -364,13 +381,18 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         overhead: t.overhead.report(),
         overhead_histograms: t.overhead,
         max_send_lag_ms: max_lag as f64 / 1e6,
+        generator_cores: cfg.cores.clone(),
         drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
     })
 }
 
 pub fn print(r: &LoadReport) {
-    println!("target {}  offered {:.0} r/s for {:.1} s", r.target, r.offered_rps, r.duration_s);
+    let cores = if r.generator_cores.is_empty() { "any".to_string() } else { format!("{:?}", r.generator_cores) };
+    println!(
+        "target {}  offered {:.0} r/s for {:.1} s  generator on cores {cores}",
+        r.target, r.offered_rps, r.duration_s
+    );
     println!(
         "sent {}  ok {}  late {}  dropped {}  errors {}  unanswered {}  duplicates {}",
         r.sent, r.ok, r.late, r.dropped, r.errors, r.unanswered, r.duplicates

@@ -247,6 +247,7 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
         // A safety net: the run ends as soon as every request is answered.
         drain: PATIENCE,
         progress: false,
+        cores: Vec::new(),
     };
     let l = load::run(&s, &cfg).expect("load runs");
     let r = e.shutdown();
@@ -305,6 +306,7 @@ fn a_backend_process_that_dies_loses_no_request() {
             input_floats: vec![FLOATS],
             drain: PATIENCE,
             progress: false,
+            cores: Vec::new(),
         };
         load::run(&scenario(), &cfg).expect("load runs")
     });

@@ -185,6 +185,11 @@ pub struct LoadArgs {
     /// models take 9408 and 49152).
     #[arg(long, value_delimiter = ',', default_value = "16")]
     input_floats: Vec<usize>,
+    /// Cores to pin the generator's threads to, comma-separated (default:
+    /// not pinned); give it cores the server does not use where the
+    /// machine has them.
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -200,6 +205,9 @@ pub struct DemoArgs {
     /// Seconds of load.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Cores to pin the load generator's threads to (default: not pinned).
+    #[arg(long, value_delimiter = ',')]
+    load_cores: Vec<usize>,
     #[arg(long)]
     json: bool,
 }
@@ -242,9 +250,15 @@ fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
 }
 
 /// What a server serves, for its start-up line.
-fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs) -> String {
+fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs, cores: &[usize]) -> String {
     let (models, gpus, kind) = (s.models.len(), s.cluster.backends, a.executor.noun());
-    format!("{} ({models} models, {gpus} {kind} GPUs, policy {})", s.name, policy.as_str())
+    let cores: Vec<String> = cores.iter().map(usize::to_string).collect();
+    format!(
+        "{} ({models} models, {gpus} {kind} GPUs, policy {}, shards on cores {})",
+        s.name,
+        policy.as_str(),
+        cores.join(",")
+    )
 }
 
 fn positive(name: &str, x: f64) -> Result<f64, String> {
@@ -311,7 +325,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
     let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
     install_signals();
-    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine), engine.addr);
+    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &engine.cores), engine.addr);
     run_until_stopped(a.duration);
     let report = engine.shutdown();
     if a.json {
@@ -393,6 +407,7 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         drain: Duration::try_from_secs_f64(a.drain)
             .map_err(|_| format!("--drain: must be at least 0, got {}", a.drain))?,
         progress: !a.json,
+        cores: a.cores.clone(),
     };
     let r = load::run(&s, &cfg).map_err(|e| e.to_string())?;
     if a.json {
@@ -411,7 +426,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let engine = start(&s, policy, &config(&a.engine, listen, rate)).map_err(|e| e.to_string())?;
     eprintln!(
         "baton demo: serving {} on {}; {rate} r/s for {duration} s ...",
-        serving(&s, policy, &a.engine),
+        serving(&s, policy, &a.engine, &engine.cores),
         engine.addr
     );
     let cfg = LoadConfig {
@@ -422,6 +437,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         input_floats: request_sizes(&a.engine, &s)?,
         drain: Duration::from_secs(2),
         progress: !a.json,
+        cores: a.load_cores.clone(),
     };
     let measured = load::run(&s, &cfg);
     let report = engine.shutdown();

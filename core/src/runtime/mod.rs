@@ -208,6 +208,8 @@ impl Progress {
 
 pub struct Engine {
     pub addr: SocketAddr,
+    /// The core each shard is pinned to: the frontend shard's first.
+    pub cores: Vec<usize>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     frontend: glommio::ExecutorJoinHandle<frontend_shard::Report>,
@@ -327,7 +329,8 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout, bells }, None))
             .map_err(|e| EngineError::Shard(e.to_string()))?
     };
-    let engine = Engine { addr: cfg.listen, progress, stop, frontend, sched };
+    let cores = (0..layout.shards()).map(core).collect();
+    let engine = Engine { addr: cfg.listen, cores, progress, stop, frontend, sched };
     match addr_rx.recv() {
         Ok(Ok(addr)) => Ok(Engine { addr, ..engine }),
         Ok(Err(e)) => {
