@@ -69,18 +69,19 @@ impl Overhead {
     /// Records one answer: `sent_unix_ns` and `received_unix_ns` are the
     /// client's times on the Unix clock.
     pub fn record(&mut self, sent_unix_ns: u64, received_unix_ns: u64, t: &fb::Timing) {
-        let server = |x: u64| t.origin_unix_ns + x;
+        // In i128: whatever a server puts in its answer cannot overflow.
+        let server = |x: u64| t.origin_unix_ns as i128 + x as i128;
         let parts = [
-            server(t.seen_ns) as i128 - sent_unix_ns as i128,
+            server(t.seen_ns) - sent_unix_ns as i128,
             t.started_ns as i128 - t.exec_at_ns as i128,
             t.written_ns as i128 - t.finished_ns as i128,
-            received_unix_ns as i128 - server(t.written_ns) as i128,
+            received_unix_ns as i128 - server(t.written_ns),
         ];
         for (h, v) in self.parts.iter_mut().zip(parts) {
             if v < 0 {
                 self.clock_skew += 1;
             }
-            h.saturating_record(v.max(0) as u64);
+            h.saturating_record(v.clamp(0, u64::MAX as i128) as u64);
         }
     }
 
@@ -177,6 +178,16 @@ mod tests {
         // A client clock ahead of the server's: a negative ingress is 0, counted.
         o.record(1_000_400, 1_000_000 + 2_070 + 400, &timing(300, 1_000, 1_050, 2_000, 2_070));
         assert_eq!(o.report().clock_skew, 1);
+    }
+
+    #[test]
+    fn any_timing_a_server_sends_is_recorded_without_panicking() {
+        let mut o = Overhead::default();
+        let mut t = timing(0, 0, 0, 0, 0);
+        (t.origin_unix_ns, t.seen_ns, t.written_ns, t.finished_ns) = (u64::MAX, u64::MAX, u64::MAX, 0);
+        o.record(0, u64::MAX, &t);
+        o.record(u64::MAX, 0, &timing(0, u64::MAX, 0, u64::MAX, 0));
+        assert_eq!(o.report().count, 2);
     }
 
     #[test]

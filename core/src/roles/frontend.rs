@@ -204,7 +204,7 @@ impl Frontend {
             let Some(h) = self.take(id) else { continue };
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
-            let around = r.started_ns.saturating_sub(r.exec_at_ns) + now.saturating_sub(r.finished_ns);
+            let around = r.started_ns.saturating_sub(r.exec_at_ns).saturating_add(now.saturating_sub(r.finished_ns));
             self.reserve.observe(around);
             let timing = fb::Timing {
                 queue_ns: now.saturating_sub(h.arrival).saturating_sub(r.exec_ns),

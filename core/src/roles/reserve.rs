@@ -55,7 +55,7 @@ impl Reserve {
 
     /// What to keep back from a request with this SLO.
     pub fn of(&self, slo: Nanos) -> Nanos {
-        (self.floor + self.measured).min(slo / MAX_SHARE)
+        self.floor.saturating_add(self.measured).min(slo / MAX_SHARE)
     }
 }
 

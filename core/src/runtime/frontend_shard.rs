@@ -105,7 +105,6 @@ impl Shard {
                     Ok(meta) => {
                         let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
                         self.outbound.push_back(ShardMsg::Env(meta));
-                        self.publish();
                     }
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
@@ -280,15 +279,12 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
                         break 'read;
                     };
                     router.register(role_addr(&h), Rc::clone(&conn));
+                    shard.borrow().bell.ring();
                     let greet = |r: &Router, h: &fb::Hello, c: &Rc<Conn>| r.register(role_addr(h), Rc::clone(c));
                     router.read_peer(reader, buf, conn, true, greet).await;
                     return;
                 }
-                Ok(Some(Ok(msg))) => {
-                    let mut s = shard.borrow_mut();
-                    s.on_frame(&conn, id, msg);
-                    s.bell.ring();
-                }
+                Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;
                     send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
@@ -300,7 +296,10 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
                 }
             }
         }
+        // What this read admitted waits for the pump: one ring per read.
+        shard.borrow().bell.ring();
     }
+    shard.borrow().bell.ring();
     // The client is gone or sent a bad header: flush what is pending, close.
     shard.borrow_mut().conns.remove(&id);
     conn.close();

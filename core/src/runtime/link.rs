@@ -109,7 +109,8 @@ impl Link {
                     }
                 }
                 // Each shard that got something is rung once, after its
-                // messages are published.
+                // messages are published (shards past 63 share the last
+                // bit: a spare ring at worst, never a lost one).
                 for (i, bell) in bells.iter().enumerate() {
                     if sent_to & (1 << i.min(63)) != 0 {
                         bell.ring();

@@ -14,8 +14,8 @@
 //! them. The model table is published at start-up and read per request
 //! through crossbeam-epoch (`Published`); nothing republishes it yet.
 //! Each shard runs one pump task that drains its link, fires due timers
-//! and flushes what it produced, yielding to the reactor between rounds
-//! (`pause`) so sockets are served.
+//! and flushes what it produced; between rounds it yields to the reactor
+//! while busy, so sockets are served, and parks when idle (`park.rs`).
 //!
 //! The same two shard programs run the roles as separate processes
 //! (`process.rs`): there the link is a `Router` of TCP peers (`router.rs`)

@@ -406,8 +406,9 @@ impl Orloj {
                 let slo = self.spec.models[m].slo;
                 let st = &self.models[m];
                 let beta_lambda = st.beta * st.rate.rate_rps() / 1e9;
-                let frontrun_at = st.frontrun_at(&pick, slo, &mut top);
-                let exec_at = CandidateRule::NonWorkConserving.exec_at(pick.batch, now, frontrun_at, beta_lambda);
+                let rule = CandidateRule::NonWorkConserving;
+                let frontrun_at = rule.waits(pick.batch, beta_lambda).then(|| st.frontrun_at(&pick, slo, &mut top));
+                let exec_at = rule.exec_at(pick.batch, now, frontrun_at.flatten(), beta_lambda);
                 if exec_at > now {
                     wake = Some(wake.map_or(exec_at, |w| w.min(exec_at)));
                 } else if best.is_none_or(|b| (pick.priority, pick.batch) > (b.priority, b.batch)) {

@@ -82,15 +82,24 @@ impl CandidateRule {
         }
     }
 
+    /// Whether a candidate of `bs` waits for its frontrun time at all, if
+    /// it can still grow (callers may skip computing that time otherwise).
+    pub fn waits(self, bs: u32, beta_lambda: f64) -> bool {
+        match self {
+            CandidateRule::WorkConserving => false,
+            CandidateRule::NonWorkConserving => (bs as f64) < beta_lambda,
+            CandidateRule::FrontrunOnly => true,
+        }
+    }
+
     /// When to run a candidate of `bs`, given the moment it can start at the
     /// earliest, the moment it stops being able to grow (None: it cannot
     /// grow), and beta*lambda.
     #[must_use]
     pub fn exec_at(self, bs: u32, earliest: Nanos, frontrun_at: Option<Nanos>, beta_lambda: f64) -> Nanos {
-        match (self, frontrun_at) {
-            (CandidateRule::WorkConserving, _) | (_, None) => earliest,
-            (CandidateRule::NonWorkConserving, Some(_)) if bs as f64 >= beta_lambda => earliest,
-            (CandidateRule::NonWorkConserving | CandidateRule::FrontrunOnly, Some(f)) => earliest.max(f),
+        match frontrun_at {
+            Some(f) if self.waits(bs, beta_lambda) => earliest.max(f),
+            _ => earliest,
         }
     }
 }
