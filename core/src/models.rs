@@ -149,15 +149,9 @@ impl ModelTable {
         let models = self
             .models
             .iter()
-            .map(|m| EmulatedModel {
-                info: ModelInfo {
-                    name: m.name.clone(),
-                    input_len: m.input_floats,
-                    output_len: m.output_floats,
-                    max_batch: m.latency.len() as u32,
-                    variants: 1,
-                },
-                latency: m.latency.iter().map(|&ns| Duration::from_nanos(ns)).collect(),
+            .map(|m| {
+                let info = ModelInfo::fixed(&m.name, m.input_floats, m.output_floats, m.latency.len() as u32);
+                EmulatedModel::fixed(info, m.latency.iter().map(|&ns| Duration::from_nanos(ns)).collect())
             })
             .collect();
         Emulated::new(models, jitter, seed).with_pacing(Pacing::Deferred)

@@ -73,12 +73,12 @@ mod tests {
 
     #[test]
     fn the_emulated_executor_conforms_and_takes_its_profile() {
-        let info = |name: &str| ModelInfo { name: name.into(), input_len: 8, output_len: 3, max_batch: 4, variants: 1 };
+        let info = |name: &str| ModelInfo::fixed(name, 8, 3, 4);
         let lat = |us: u64| (1..=4).map(|b| Duration::from_micros(us * b)).collect();
         let mut e = Emulated::new(
             vec![
-                EmulatedModel { info: info("a"), latency: lat(50) },
-                EmulatedModel { info: info("b"), latency: lat(80) },
+                EmulatedModel::fixed(info("a"), lat(50)),
+                EmulatedModel::fixed(info("b"), lat(80)),
             ],
             0.0,
             1,
@@ -92,7 +92,7 @@ mod tests {
 
         // Deferred pacing: the same checks and outputs, the profile's time
         // returned instead of spent.
-        let mut d = Emulated::new(vec![EmulatedModel { info: info("a"), latency: lat(50_000) }], 0.0, 1)
+        let mut d = Emulated::new(vec![EmulatedModel::fixed(info("a"), lat(50_000))], 0.0, 1)
             .with_pacing(Pacing::Deferred);
         check(&mut d, "emulated-deferred");
         let took = d.run(&Batch { model: 0, variant: None, inputs: &[&x, &x] }, &mut out).unwrap();

@@ -1,5 +1,7 @@
-//! The emulated executor: a batch of b takes the model's l(b) (times an
-//! optional jitter, from a seeded generator); outputs are a deterministic
+//! The emulated executor: a batch of b takes the model's l(b) — of the
+//! variant it names, for a supernet — or, for a dynamic model, g(b, its
+//! longest member's solo time), which each input carries (`BatchTime`);
+//! times an optional jitter from a seeded generator; outputs are a deterministic
 //! function of the inputs (a checksum per request), so results can be told
 //! apart and checked end to end.
 //!
@@ -12,12 +14,68 @@
 
 use std::time::{Duration, Instant};
 
-use crate::executor::{validate, Batch, ExecError, Executor, ModelInfo};
+use crate::executor::{validate, Batch, ExecError, Executor, ModelInfo, Work};
 
 pub struct EmulatedModel {
+    /// Its `variants` and `max_batch` follow `time`; `work` is set for a
+    /// dynamic model.
     pub info: ModelInfo,
-    /// l(b) for b = 1..=max_batch.
-    pub latency: Vec<Duration>,
+    pub time: BatchTime,
+}
+
+/// How long an emulated batch takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BatchTime {
+    /// l(b) for b = 1..=max_batch, one table per variant (a supernet's
+    /// subnets by index; the default variant is the last, the most
+    /// accurate).
+    Profile(Vec<Vec<Duration>>),
+    /// Input-dependent (Orloj): each input's first float is its solo time
+    /// in µs (`Work::Micros`), and a batch of b runs `g(b, x) = x (1 +
+    /// kappa (b - 1))`, x its longest member's solo time — the simulator's
+    /// rule (`baton_sched::types::DynamicExec`).
+    Dynamic { kappa: f64 },
+}
+
+impl EmulatedModel {
+    /// An ordinary model of profile `latency` (l(b), b = 1..).
+    pub fn fixed(info: ModelInfo, latency: Vec<Duration>) -> Self {
+        Self::variants(info, vec![latency])
+    }
+
+    /// A model with one profile per variant (a supernet's subnets).
+    pub fn variants(info: ModelInfo, tables: Vec<Vec<Duration>>) -> Self {
+        assert!(!tables.is_empty() && tables.len() <= u16::MAX as usize, "{}: 1 to 65535 variants", info.name);
+        assert!(tables.iter().all(|t| !t.is_empty()), "{}: every variant has l(1)", info.name);
+        let max_batch = tables.iter().map(|t| t.len() as u32).max().expect("non-empty");
+        let info = ModelInfo { variants: tables.len() as u16, max_batch, work: None, ..info };
+        Self { info, time: BatchTime::Profile(tables) }
+    }
+
+    /// A dynamic model: solo times up to `max_us` µs, batches padded to
+    /// their longest member with `kappa`.
+    pub fn dynamic(info: ModelInfo, kappa: f64, max_us: f32) -> Self {
+        assert!(kappa.is_finite() && kappa >= 0.0, "{}: kappa {kappa}", info.name);
+        assert!(max_us > 0.0, "{}: solo times up to {max_us} µs", info.name);
+        let info = ModelInfo { variants: 1, work: Some(Work::Micros { max_us }), ..info };
+        Self { info, time: BatchTime::Dynamic { kappa } }
+    }
+
+    /// What `batch` (already validated) takes before jitter.
+    fn batch_time(&self, batch: &Batch<'_>) -> Result<Duration, ExecError> {
+        let b = batch.inputs.len();
+        match &self.time {
+            BatchTime::Profile(tables) => {
+                let t = &tables[batch.variant.map_or(tables.len() - 1, usize::from)];
+                t.get(b - 1).copied().ok_or(ExecError::BatchTooLarge { batch: b, max: t.len() as u32 })
+            }
+            BatchTime::Dynamic { kappa } => {
+                let work = self.info.work.as_ref().expect("dynamic models have work");
+                let longest = batch.inputs.iter().filter_map(|x| work.solo_time(x)).max().unwrap_or_default();
+                Ok(longest.mul_f64(1.0 + kappa * (b - 1) as f64))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +98,6 @@ impl Emulated {
     /// `jitter` in [0, 1): each batch runs `l(b)*(1+u)`, u uniform in ±jitter.
     pub fn new(models: Vec<EmulatedModel>, jitter: f64, seed: u64) -> Self {
         assert!((0.0..1.0).contains(&jitter));
-        for m in &models {
-            assert_eq!(m.latency.len(), m.info.max_batch as usize, "{}: one latency per batch size", m.info.name);
-        }
         let infos = models.iter().map(|m| m.info.clone()).collect();
         Self { models, infos, jitter, state: seed | 1, pacing: Pacing::Spin }
     }
@@ -69,7 +124,7 @@ impl Executor for Emulated {
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
         validate(&self.infos, batch)?;
         let m = &self.models[batch.model as usize];
-        let l = m.latency[batch.inputs.len() - 1];
+        let l = m.batch_time(batch)?;
         let out_len = m.info.output_len;
         let scale = if self.jitter > 0.0 { 1.0 + self.jitter * (2.0 * self.unit() - 1.0) } else { 1.0 };
         let run = l.mul_f64(scale);
@@ -86,5 +141,48 @@ impl Executor for Emulated {
             std::hint::spin_loop();
         }
         Ok(start.elapsed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deferred(m: EmulatedModel) -> Emulated {
+        Emulated::new(vec![m], 0.0, 1).with_pacing(Pacing::Deferred)
+    }
+
+    #[test]
+    fn a_supernet_runs_the_variant_it_is_given_and_its_most_accurate_by_default() {
+        let us = |x: u64| Duration::from_micros(x);
+        let info = ModelInfo::fixed("s", 2, 1, 0);
+        let mut e = deferred(EmulatedModel::variants(info, vec![vec![us(10), us(15)], vec![us(40), us(70)]]));
+        assert_eq!((e.models()[0].variants, e.models()[0].max_batch), (2, 2));
+        crate::conformance::check(&mut e, "emulated-supernet");
+        let x = [1.0f32, 2.0];
+        let mut out = Vec::new();
+        let run = |e: &mut Emulated, variant, n, out: &mut Vec<Vec<f32>>| {
+            let inputs = vec![&x[..]; n];
+            e.run(&Batch { model: 0, variant, inputs: &inputs }, out)
+        };
+        assert_eq!(run(&mut e, Some(0), 2, &mut out), Ok(us(15)));
+        assert_eq!(run(&mut e, Some(1), 1, &mut out), Ok(us(40)));
+        assert_eq!(run(&mut e, None, 2, &mut out), Ok(us(70)));
+        assert_eq!(run(&mut e, Some(2), 1, &mut out), Err(ExecError::UnknownVariant { model: 0, variant: 2 }));
+    }
+
+    #[test]
+    fn a_dynamic_batch_runs_for_g_of_its_longest_member() {
+        let mut e = deferred(EmulatedModel::dynamic(ModelInfo::fixed("d", 3, 1, 8), 0.25, 1e6));
+        let (short, long) = ([100.0f32, 0.0, 0.0], [400.0f32, 5.0, 5.0]);
+        let mut out = Vec::new();
+        let took = e.run(&Batch { model: 0, variant: None, inputs: &[&short, &long, &short] }, &mut out);
+        // g(3, 400 µs) = 400 (1 + 0.25 * 2) = 600 µs.
+        assert_eq!(took, Ok(Duration::from_micros(600)));
+        assert_eq!(e.models()[0].work.as_ref().and_then(|w| w.solo_time(&long)), Some(Duration::from_micros(400)));
+        for bad in [[0.0f32, 0.0, 0.0], [-1.0, 0.0, 0.0], [f32::NAN, 0.0, 0.0], [2e6, 0.0, 0.0]] {
+            let r = e.run(&Batch { model: 0, variant: None, inputs: &[&short, &bad] }, &mut out);
+            assert!(matches!(r, Err(ExecError::Work { request: 1, .. })), "{bad:?}: {r:?}");
+        }
     }
 }

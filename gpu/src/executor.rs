@@ -24,6 +24,56 @@ pub struct ModelInfo {
     pub max_batch: u32,
     /// Variants the model can run (1 for an ordinary model).
     pub variants: u16,
+    /// How an input says how much work it is, for a model whose time
+    /// depends on its input (None: every input costs the same).
+    pub work: Option<Work>,
+}
+
+impl ModelInfo {
+    /// An ordinary model: one variant, every input the same work.
+    pub fn fixed(name: &str, input_len: usize, output_len: usize, max_batch: u32) -> Self {
+        Self { name: name.into(), input_len, output_len, max_batch, variants: 1, work: None }
+    }
+}
+
+/// A dynamic model's inputs (Orloj): the first float of an input says how
+/// much work it is, and a batch is padded to its longest member, so it runs
+/// for `g(b, x)`, x the longest member's solo time. The frontend refuses an
+/// input whose work is out of range (`check`), and the backend reports each
+/// member's solo time (`solo_time`), which the scheduler's policy learns
+/// its execution-time distributions from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Work {
+    /// The first float is the input's solo time in microseconds, in
+    /// `(0, max_us]` (the emulated executor's dynamic models).
+    Micros { max_us: f32 },
+    /// The first float is a length `1..=solo.len()` (a sequence length, say)
+    /// and `solo[len - 1]` is what an input of that length takes alone, as
+    /// measured.
+    Levels { solo: Vec<Duration> },
+}
+
+impl Work {
+    /// Whether `input`'s work is in range; why not if it is not.
+    pub fn check(&self, input: &[f32]) -> Result<(), String> {
+        let Some(&x) = input.first() else { return Err("an empty input carries no work".into()) };
+        match self {
+            Self::Micros { max_us } if x.is_finite() && x > 0.0 && x <= *max_us => Ok(()),
+            Self::Micros { max_us } => Err(format!("solo time {x} µs is not in (0, {max_us}]")),
+            Self::Levels { solo } if x >= 1.0 && x <= solo.len() as f32 && x.fract() == 0.0 => Ok(()),
+            Self::Levels { solo } => Err(format!("length {x} is not a whole number in 1..={}", solo.len())),
+        }
+    }
+
+    /// What `input` takes alone; None when its work is out of range.
+    pub fn solo_time(&self, input: &[f32]) -> Option<Duration> {
+        self.check(input).ok()?;
+        let x = input[0];
+        match self {
+            Self::Micros { .. } => Some(Duration::from_nanos((f64::from(x) * 1e3).round() as u64)),
+            Self::Levels { solo } => Some(solo[x as usize - 1]),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +95,11 @@ pub enum ExecError {
         got: usize,
         want: usize,
     },
+    /// A dynamic model's input whose work is out of range (`Work::check`).
+    Work {
+        request: usize,
+        why: String,
+    },
     /// No device to run on, and why (the text names the device kind, e.g.
     /// "no CUDA device: ...").
     NoDevice(String),
@@ -61,6 +116,7 @@ impl std::fmt::Display for ExecError {
             Self::EmptyBatch => write!(f, "empty batch"),
             Self::BatchTooLarge { batch, max } => write!(f, "batch of {batch} exceeds the maximum {max}"),
             Self::InputSize { request, got, want } => write!(f, "request {request}: {got} floats, want {want}"),
+            Self::Work { request, why } => write!(f, "request {request}: {why}"),
             Self::NoDevice(why) => write!(f, "{why}"),
             Self::Device(why) => write!(f, "device error: {why}"),
         }
@@ -123,6 +179,11 @@ pub fn validate(models: &[ModelInfo], batch: &Batch<'_>) -> Result<(), ExecError
     }
     if let Some((request, x)) = batch.inputs.iter().enumerate().find(|(_, x)| x.len() != m.input_len) {
         return Err(ExecError::InputSize { request, got: x.len(), want: m.input_len });
+    }
+    if let Some(work) = &m.work {
+        for (request, x) in batch.inputs.iter().enumerate() {
+            work.check(x).map_err(|why| ExecError::Work { request, why })?;
+        }
     }
     Ok(())
 }

@@ -23,4 +23,4 @@ pub mod reference;
 pub mod supernet;
 mod weights;
 
-pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo};
+pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo, Work};

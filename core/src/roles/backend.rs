@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_device_queue_runs_the_next_batch_behind_the_current_one_and_answers_in_order() {
-        let info = ModelInfo { name: "m".into(), input_len: 2, output_len: 1, max_batch: 4, variants: 1 };
+        let info = ModelInfo::fixed("m", 2, 1, 4);
         let exec = Queue { infos: vec![info], queue: VecDeque::new(), polls: 3, most_in_flight: 0 };
         let mut role = BackendRole::new(0, Box::new(exec));
         let mut out = Vec::new();

@@ -58,6 +58,7 @@ impl ReferenceModels {
             output_len,
             max_batch,
             variants: variants as u16,
+            work: None,
         };
         let io = encoder.seq * encoder.dim;
         vec![

@@ -47,6 +47,7 @@ impl SupernetExecutor {
             output_len: net.config().classes,
             max_batch,
             variants: subnets.len() as u16,
+            work: None,
         }];
         Self { net, subnets, info, scratch: Vec::new() }
     }
