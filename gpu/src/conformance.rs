@@ -1,8 +1,10 @@
 //! The conformance suite every executor runs (emulated, the CPU references
 //! and supernet, and CUDA): the same bad batches get the same typed errors,
-//! outputs have the declared shape, and running is deterministic.
+//! outputs have the declared shape, and running is deterministic. A
+//! dynamic model's inputs carry valid work (its longest and its shortest),
+//! and an input whose work is out of range is refused.
 
-use crate::executor::{Batch, ExecError, Executor};
+use crate::executor::{Batch, ExecError, Executor, Work};
 
 /// Runs every check against `exec`; panics with the executor's name and
 /// the check that failed. A request's output must not depend on its batch
@@ -26,8 +28,20 @@ pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
     );
     for (i, m) in models.iter().enumerate() {
         let model = i as u32;
-        let x: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.37).sin()).collect();
-        let y: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.11).cos()).collect();
+        let mut x: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.37).sin()).collect();
+        let mut y: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.11).cos()).collect();
+        let work = match &m.work {
+            Some(Work::Micros { max_us }) => Some((*max_us, max_us / 2.0)),
+            Some(Work::Levels { solo }) => Some((solo.len() as f32, 1.0)),
+            None => None,
+        };
+        if let Some((most, least)) = work {
+            (x[0], y[0]) = (most, least);
+            let mut bad = x.clone();
+            bad[0] = f32::NAN;
+            let r = exec.run(&Batch { model, variant: None, inputs: &[&x[..], &bad[..]] }, &mut out);
+            assert!(matches!(r, Err(ExecError::Work { request: 1, .. })), "{name}: out-of-range work: {r:?}");
+        }
         let run = |exec: &mut dyn Executor, variant, inputs: &[&[f32]], out: &mut Vec<Vec<f32>>| {
             exec.run(&Batch { model, variant, inputs }, out)
         };
@@ -76,10 +90,7 @@ mod tests {
         let info = |name: &str| ModelInfo::fixed(name, 8, 3, 4);
         let lat = |us: u64| (1..=4).map(|b| Duration::from_micros(us * b)).collect();
         let mut e = Emulated::new(
-            vec![
-                EmulatedModel::fixed(info("a"), lat(50)),
-                EmulatedModel::fixed(info("b"), lat(80)),
-            ],
+            vec![EmulatedModel::fixed(info("a"), lat(50)), EmulatedModel::fixed(info("b"), lat(80))],
             0.0,
             1,
         );
@@ -92,8 +103,8 @@ mod tests {
 
         // Deferred pacing: the same checks and outputs, the profile's time
         // returned instead of spent.
-        let mut d = Emulated::new(vec![EmulatedModel::fixed(info("a"), lat(50_000))], 0.0, 1)
-            .with_pacing(Pacing::Deferred);
+        let mut d =
+            Emulated::new(vec![EmulatedModel::fixed(info("a"), lat(50_000))], 0.0, 1).with_pacing(Pacing::Deferred);
         check(&mut d, "emulated-deferred");
         let took = d.run(&Batch { model: 0, variant: None, inputs: &[&x, &x] }, &mut out).unwrap();
         assert_eq!(took, Duration::from_millis(100));

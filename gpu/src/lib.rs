@@ -9,7 +9,9 @@
 //! NVRTC kernels, checked against the CPU references; one CUDA graph per
 //! model, subnet and batch size; GPU partitions as green contexts; the
 //! profiling behind `baton profile`); plus the conformance suite every
-//! executor runs (`conformance.rs`).
+//! executor runs (`conformance.rs`); and `Threaded` (`threaded.rs`), which
+//! runs any executor on a dedicated thread so that CPU compute does not
+//! block its caller.
 //!
 //! **Is not:** a scheduler: an executor runs the batch it is given, when it
 //! is told. The simulator's emulated backends live in `baton-sched::sim`,
@@ -21,6 +23,8 @@ pub mod emulated;
 pub mod executor;
 pub mod reference;
 pub mod supernet;
+pub mod threaded;
 mod weights;
 
 pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
+pub use threaded::Threaded;

@@ -5,11 +5,18 @@
 //! runs. They are the CPU side of the CUDA executor's correctness check
 //! (the GPU outputs are compared with these within a stated tolerance,
 //! `cuda/tests.rs` and `baton-perf`'s `cuda_bench`) and, behind
-//! the `Executor` trait, a CPU executor that does real compute.
+//! the `Executor` trait, a CPU executor that does real compute. Beside
+//! them, a variable-length encoder (`varlen.rs`, a dynamic model), and the
+//! CPU executor's configuration (`cpu.rs`), which serves all four on a
+//! dedicated thread.
 
 pub mod cnn;
+pub mod cpu;
 pub mod ops;
 pub mod transformer;
+pub mod varlen;
+
+pub use cpu::{CpuConfig, CpuModels};
 
 use std::time::{Duration, Instant};
 

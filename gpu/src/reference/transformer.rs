@@ -52,13 +52,25 @@ impl Encoder {
         self.shape.seq * self.shape.dim
     }
 
-    /// Multi-head self-attention of `h[s x d]` into `out[s x d]`: per head,
-    /// `softmax(Q Kᵀ / sqrt(dh)) V`, as GEMMs on the head's slices.
+    /// Multi-head self-attention of `h[s x d]` into `out[s x d]`: the
+    /// projection `qkv = h · Wqkv + bqkv` as one GEMM, then `attend` (as
+    /// `block` does; the tests check it against the definition).
+    #[cfg(test)]
     fn attention(&self, h: &[f32], out: &mut [f32]) {
-        let EncoderShape { seq: s, dim: d, heads, .. } = self.shape;
-        let dh = d / heads;
+        let EncoderShape { seq: s, dim: d, .. } = self.shape;
         let mut qkv = vec![0.0; s * 3 * d];
         gemm(h, &self.wqkv, Some(&self.bqkv), s, d, 3 * d, &mut qkv);
+        self.attend(&qkv, s, out);
+    }
+
+    /// Attention of `rows` positions that see only each other: from their
+    /// projections `qkv[rows x 3d]` (each row `q | k | v`), per head
+    /// `softmax(Q Kᵀ / sqrt(dh)) V` as GEMMs on the head's slices, into
+    /// `out[rows x d]`.
+    pub(crate) fn attend(&self, qkv: &[f32], rows: usize, out: &mut [f32]) {
+        let EncoderShape { dim: d, heads, .. } = self.shape;
+        let (s, dh) = (rows, d / heads);
+        assert!(qkv.len() == s * 3 * d && out.len() == s * d, "attention shapes");
         let head = |part: usize, hd: usize| -> Vec<f32> {
             (0..s).flat_map(|i| qkv[i * 3 * d + part * d + hd * dh..][..dh].to_vec()).collect()
         };
@@ -78,23 +90,37 @@ impl Encoder {
         }
     }
 
-    pub fn forward(&self, x: &[f32], out: &mut [f32]) {
-        let EncoderShape { seq: s, dim: d, ffn: f, .. } = self.shape;
-        assert_eq!((x.len(), out.len()), (s * d, s * d));
+    /// The block over `rows` stacked positions `x[rows x d]` into
+    /// `out[rows x d]`: every projection and the feed-forward layer are one
+    /// GEMM over all rows (row i of a GEMM's output depends on row i of its
+    /// input alone), and `attend(qkv[rows x 3d], att[rows x d])` says which
+    /// rows attend to which (all of them for one sequence; each member's own
+    /// for a padded batch, `varlen.rs`).
+    pub(crate) fn block(&self, x: &[f32], rows: usize, out: &mut [f32], attend: impl FnOnce(&[f32], &mut [f32])) {
+        let EncoderShape { dim: d, ffn: f, .. } = self.shape;
+        assert_eq!((x.len(), out.len()), (rows * d, rows * d));
         let mut h = x.to_vec();
         layernorm(&mut h, d);
-        let mut att = vec![0.0; s * d];
-        self.attention(&h, &mut att);
-        let mut proj = vec![0.0; s * d];
-        gemm(&att, &self.wo, Some(&self.bo), s, d, d, &mut proj);
+        let mut qkv = vec![0.0; rows * 3 * d];
+        gemm(&h, &self.wqkv, Some(&self.bqkv), rows, d, 3 * d, &mut qkv);
+        let mut att = vec![0.0; rows * d];
+        attend(&qkv, &mut att);
+        let mut proj = vec![0.0; rows * d];
+        gemm(&att, &self.wo, Some(&self.bo), rows, d, d, &mut proj);
         let x1: Vec<f32> = x.iter().zip(&proj).map(|(a, b)| a + b).collect();
         let mut h2 = x1.clone();
         layernorm(&mut h2, d);
-        let mut hidden = vec![0.0; s * f];
-        gemm(&h2, &self.w1, Some(&self.b1), s, d, f, &mut hidden);
+        let mut hidden = vec![0.0; rows * f];
+        gemm(&h2, &self.w1, Some(&self.b1), rows, d, f, &mut hidden);
         gelu(&mut hidden);
-        gemm(&hidden, &self.w2, Some(&self.b2), s, f, d, out);
+        gemm(&hidden, &self.w2, Some(&self.b2), rows, f, d, out);
         out.iter_mut().zip(&x1).for_each(|(o, r)| *o += r);
+    }
+
+    /// One sequence of `seq` positions, all attending to all.
+    pub fn forward(&self, x: &[f32], out: &mut [f32]) {
+        let s = self.shape.seq;
+        self.block(x, s, out, |qkv, att| self.attend(qkv, s, att));
     }
 }
 
