@@ -1,16 +1,18 @@
 //! The model table the engine serves: names clients use, the ids `sched`
-//! uses, input and output sizes, and each model's profile for the emulated
-//! executors. Built once from a scenario at start-up and read by the
-//! frontend per request through `publish::Published` (nothing republishes
-//! it yet: the engine serves a fixed set of models).
+//! uses, input and output sizes, each model's apps (Orloj) and subnets
+//! (SuperServe), and each model's profile for the emulated executors.
+//! Built once from a scenario at start-up and read by the frontend per
+//! request through `publish::Published` (nothing republishes it yet: the
+//! engine serves a fixed set of models).
 
 use std::time::Duration;
 
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
-use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo};
+use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
+use baton_sched::types::{DynamicExec, ModelSpec};
 
 /// Floats in each request's input and output when the engine emulates its
 /// GPUs: the content is checksummed, not computed on, so a small tensor
@@ -18,18 +20,53 @@ use baton_sched::time::Nanos;
 pub const DEFAULT_INPUT_FLOATS: usize = 16;
 pub const DEFAULT_OUTPUT_FLOATS: usize = 4;
 
+/// The longest solo time an emulated dynamic model's input may say it
+/// takes (`Work::Micros`): a minute.
+pub const MAX_SOLO_US: f32 = 60e6;
+
 #[derive(Clone, Debug)]
 pub struct ModelEntry {
     pub name: String,
     pub slo: Nanos,
     pub input_floats: usize,
     pub output_floats: usize,
-    /// l(b) for b = 1..=max_batch.
+    /// l(b) for b = 1..=max_batch: the model's own profile (for a
+    /// supernet, its most accurate subnet's).
     pub latency: Vec<Nanos>,
-    /// Application classes (Orloj) the model serves: a request's `app` is
-    /// below this. Only models with input-dependent times have more than
-    /// one, and the engine refuses those, so today it is 1 (app 0).
-    pub apps: u32,
+    /// Application classes (Orloj) by name: a request's `app` indexes
+    /// them. A model without apps has one, "default".
+    pub apps: Vec<String>,
+    /// A supernet's subnets, least accurate first; empty for another model.
+    pub subnets: Vec<SubnetEntry>,
+    /// Input-dependent execution (Orloj): how an input says its work
+    /// (which the frontend checks at admission) and, for the emulated
+    /// executor, the scenario's kappa.
+    pub dynamic: Option<Dynamic>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubnetEntry {
+    pub name: String,
+    /// Top-1 accuracy, percent.
+    pub accuracy: f64,
+    /// l(b), b = 1..
+    pub latency: Vec<Nanos>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dynamic {
+    pub work: Work,
+    pub kappa: f64,
+}
+
+impl ModelEntry {
+    /// l(b) of the subnet a plan names, or of the model's own profile.
+    pub fn latency_of(&self, subnet: Option<u16>) -> &[Nanos] {
+        match subnet.and_then(|s| self.subnets.get(usize::from(s))) {
+            Some(s) => &s.latency,
+            None => &self.latency,
+        }
+    }
 }
 
 /// What runs the batches: emulated GPUs (each batch takes its profile's
@@ -59,11 +96,30 @@ impl std::fmt::Display for Unsupported {
 
 impl std::error::Error for Unsupported {}
 
+/// How an executor serves one of the scenario's models: its tensor sizes
+/// and, for a dynamic model, how its inputs say their work.
+struct Served {
+    input_floats: usize,
+    output_floats: usize,
+    work: Option<Work>,
+    variants: u16,
+}
+
 impl ModelTable {
     /// The scenario's models. Features whose execution the engine does not
     /// emulate yet are refused rather than served wrongly.
     pub fn from_scenario(s: &Scenario, input_floats: usize) -> Result<Self, Unsupported> {
-        Self::build(s, |_| Ok((input_floats, DEFAULT_OUTPUT_FLOATS)))
+        Self::build(s, |spec| {
+            if spec.dynamic.is_some() && input_floats == 0 {
+                return Err(Unsupported(format!("`{}` is dynamic: its inputs need a float for their work", spec.name)));
+            }
+            Ok(Served {
+                input_floats,
+                output_floats: DEFAULT_OUTPUT_FLOATS,
+                work: spec.dynamic.as_ref().map(|_| Work::Micros { max_us: MAX_SOLO_US }),
+                variants: spec.subnets.len().max(1) as u16,
+            })
+        })
     }
 
     /// The scenario's models as `choice` runs them: emulated with
@@ -86,15 +142,12 @@ impl ModelTable {
                 );
                 return Err(Unsupported(why));
             }
-            Ok((info.input_len, info.output_len))
+            Ok(Served::of(info))
         })
     }
 
-    /// The table, each model's (input, output) floats from `sizes`.
-    fn build(
-        s: &Scenario,
-        sizes: impl Fn(&baton_sched::types::ModelSpec) -> Result<(usize, usize), Unsupported>,
-    ) -> Result<Self, Unsupported> {
+    /// The table, each model as `served` says an executor serves it.
+    fn build(s: &Scenario, served: impl Fn(&ModelSpec) -> Result<Served, Unsupported>) -> Result<Self, Unsupported> {
         if !s.queries.is_empty() {
             return Err(Unsupported("multi-model queries (run them in `baton sim`)".into()));
         }
@@ -104,21 +157,11 @@ impl ModelTable {
         if !s.faults.is_empty() {
             return Err(Unsupported("backend faults (`[[faults]]`; run them in `baton sim`)".into()));
         }
-        let mut models = Vec::with_capacity(s.models.len());
-        for m in &s.models {
-            let spec = &m.spec;
-            if spec.dynamic.is_some() {
-                return Err(Unsupported(format!("`{}` has input-dependent execution times", spec.name)));
-            }
-            if !spec.subnets.is_empty() {
-                return Err(Unsupported(format!("`{}` is a supernet", spec.name)));
-            }
-            let latency = (1..=spec.profile.max_batch()).map(|b| spec.profile.latency(b)).collect();
-            let (input_floats, output_floats) = sizes(spec)?;
-            let (name, slo) = (spec.name.clone(), spec.slo);
-            models.push(ModelEntry { name, slo, input_floats, output_floats, latency, apps: 1 });
-        }
-        Ok(Self { models })
+        s.models
+            .iter()
+            .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))
+            .collect::<Result<_, _>>()
+            .map(|models| Self { models })
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {
@@ -144,17 +187,76 @@ impl ModelTable {
     }
 
     /// An emulated GPU for these models that returns each batch's time
-    /// instead of spending it (the backend role waits it out on its clock).
+    /// instead of spending it (the backend role waits it out on its clock):
+    /// l(b) of the subnet a batch names, or g(b, longest solo time) for a
+    /// dynamic model, as the simulator times them.
     pub fn emulated_executor(&self, jitter: f64, seed: u64) -> Emulated {
+        let durations = |l: &[Nanos]| l.iter().map(|&ns| Duration::from_nanos(ns)).collect::<Vec<_>>();
         let models = self
             .models
             .iter()
             .map(|m| {
                 let info = ModelInfo::fixed(&m.name, m.input_floats, m.output_floats, m.latency.len() as u32);
-                EmulatedModel::fixed(info, m.latency.iter().map(|&ns| Duration::from_nanos(ns)).collect())
+                match (&m.dynamic, m.subnets.is_empty()) {
+                    (Some(d), _) => EmulatedModel::dynamic(info, d.kappa, MAX_SOLO_US),
+                    (None, true) => EmulatedModel::fixed(info, durations(&m.latency)),
+                    (None, false) => {
+                        EmulatedModel::variants(info, m.subnets.iter().map(|s| durations(&s.latency)).collect())
+                    }
+                }
             })
             .collect();
         Emulated::new(models, jitter, seed).with_pacing(Pacing::Deferred)
+    }
+}
+
+impl Served {
+    fn of(info: &ModelInfo) -> Self {
+        let (input_floats, output_floats, work) = (info.input_len, info.output_len, info.work.clone());
+        Self { input_floats, output_floats, work, variants: info.variants }
+    }
+}
+
+impl ModelEntry {
+    /// `spec` as an executor serves it; refused where the two disagree on
+    /// what the model is (a supernet of another number of subnets, a
+    /// dynamic model whose inputs carry no work, or the other way round).
+    fn new(spec: &ModelSpec, served: Served) -> Result<Self, Unsupported> {
+        let name = &spec.name;
+        let table = |p: &baton_sched::profile::Profile| (1..=p.max_batch()).map(|b| p.latency(b)).collect();
+        if !spec.subnets.is_empty() && usize::from(served.variants) != spec.subnets.len() {
+            let why = format!("`{name}` has {} subnets, its executor runs {}", spec.subnets.len(), served.variants);
+            return Err(Unsupported(why));
+        }
+        let dynamic = match (&spec.dynamic, served.work) {
+            (Some(DynamicExec { kappa, .. }), Some(work)) => Some(Dynamic { work, kappa: *kappa }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Unsupported(format!("`{name}` is dynamic, its executor's inputs carry no work")))
+            }
+            (None, Some(_)) => {
+                return Err(Unsupported(format!("`{name}` is dynamic on its executor, not in the scenario")))
+            }
+        };
+        let apps = match &spec.dynamic {
+            Some(d) => d.apps.iter().map(|a| a.name.clone()).collect(),
+            None => vec!["default".to_string()],
+        };
+        let subnets = spec
+            .subnets
+            .iter()
+            .map(|s| SubnetEntry { name: s.name.clone(), accuracy: s.accuracy, latency: table(&s.profile) })
+            .collect();
+        Ok(Self {
+            name: name.clone(),
+            slo: spec.slo,
+            input_floats: served.input_floats,
+            output_floats: served.output_floats,
+            latency: table(&spec.profile),
+            apps,
+            subnets,
+            dynamic,
+        })
     }
 }
 

@@ -71,6 +71,9 @@ pub struct LoadReport {
     pub mean_batch: f64,
     /// Requests answered ok, by the size of the batch that served them.
     pub batch_sizes: std::collections::BTreeMap<u32, u64>,
+    /// Mean accuracy (%) of the subnets that served in-SLO answers of
+    /// supernet models, as `baton sim --json` reports it; None without any.
+    pub mean_accuracy: Option<f64>,
     /// The time the engine added beyond its plan, in four parts
     /// (`overhead.rs`), over the requests answered ok.
     pub overhead: OverheadReport,
@@ -104,17 +107,31 @@ impl std::fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// The requests of one run: scheduled time and model, in time order.
-pub fn schedule(scenario: &Scenario, rate_rps: f64, duration: Duration) -> Result<Vec<(Nanos, u32)>, LoadError> {
+/// One request of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Planned {
+    /// When it is sent, ns from the run's start.
+    pub at: Nanos,
+    pub model: u32,
+    pub app: u32,
+    /// For a dynamic model, its input's first float: the work it carries
+    /// (`Arrivals::input`).
+    pub work: Option<f32>,
+}
+
+/// The requests of one run, in time order: the simulator's arrivals, and
+/// each request's app and work drawn as the simulator draws them.
+pub fn schedule(scenario: &Scenario, rate_rps: f64, duration: Duration) -> Result<Vec<Planned>, LoadError> {
     if !scenario.queries.is_empty() {
         return Err(LoadError::UnknownModel("the load generator sends single-model requests, not queries".into()));
     }
     let end = duration.as_nanos() as Nanos;
     let mut arrivals = Arrivals::new(scenario, rate_rps, scenario.seed, end);
     let mut out = Vec::with_capacity((rate_rps * duration.as_secs_f64() * 1.05) as usize + 16);
-    while let Some((t, src)) = arrivals.pop() {
+    while let Some((at, src)) = arrivals.pop() {
         if let Source::Model(m) = src {
-            out.push((t, m.0));
+            let (app, work) = arrivals.input(m);
+            out.push(Planned { at, model: m.0, app: app.0, work });
         }
     }
     Ok(out)
@@ -128,6 +145,9 @@ struct Tally {
     errors: u64,
     duplicates: u64,
     latency_us: Vec<u32>,
+    /// Accuracy served to in-SLO answers that name a subnet, and their number.
+    accuracy_sum: f64,
+    accuracy_ok: u64,
     overhead: Overhead,
     batch_sum: u64,
     /// Answers ok by the size of the batch that served them.
@@ -149,7 +169,7 @@ struct Shared {
     start_unix_ns: u64,
     /// When each request went out, ns since `start`.
     sent: Vec<AtomicU64>,
-    schedule: Vec<(Nanos, u32)>,
+    schedule: Vec<Planned>,
     slo: Vec<Nanos>,
     answered: Vec<AtomicU8>,
     answers: AtomicU64,
@@ -182,7 +202,7 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
         let now = shared.start.elapsed().as_nanos() as Nanos;
         while let Ok(Some(frame)) = buf.next_frame() {
             let Ok(Message::InferResponse(r)) = frame else { continue };
-            let Some(&(at, model)) = shared.schedule.get(r.id as usize) else { continue };
+            let Some(&Planned { at, model, .. }) = shared.schedule.get(r.id as usize) else { continue };
             if shared.answered[r.id as usize].fetch_add(1, Ordering::Relaxed) > 0 {
                 t.duplicates += 1;
                 continue;
@@ -193,6 +213,10 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
                 fb::Status::Ok => {
                     if latency <= shared.slo[model as usize] {
                         t.ok += 1;
+                        if r.subnet.is_some() {
+                            t.accuracy_sum += f64::from(r.accuracy);
+                            t.accuracy_ok += 1;
+                        }
                     } else {
                         t.late += 1;
                     }
@@ -282,7 +306,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
     while next < n {
         let now = shared.start.elapsed().as_nanos() as Nanos;
-        let due = shared.schedule[next].0;
+        let due = shared.schedule[next].at;
         // Sleep to the next arrival; never spin — on a small machine the
         // generator would take a core from the server it measures. Requests
         // due within `EARLY` go out together (latency still counts from their
@@ -293,19 +317,25 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         }
         max_lag = max_lag.max(now.saturating_sub(due));
         let first = next;
-        while next < n && shared.schedule[next].0 <= now + EARLY {
-            let model = shared.schedule[next].1 as usize;
+        while next < n && shared.schedule[next].at <= now + EARLY {
+            let p = shared.schedule[next];
+            let model = p.model as usize;
+            let mut data = input[model].clone();
+            if let (Some(work), Some(first)) = (p.work, data.first_chunk_mut::<4>()) {
+                *first = work.to_le_bytes();
+            }
             let req = fb::InferRequest {
                 id: next as u64,
                 model: Some(names[model].clone()),
                 slo_ns: shared.slo[model],
-                app: 0,
+                app: p.app,
                 inputs: Some(vec![fb::Tensor {
                     name: None,
                     dtype: fb::DType::F32,
-                    shape: Some(vec![(input[model].len() / 4) as i64]),
-                    data: Some(input[model].clone()),
+                    shape: Some(vec![(data.len() / 4) as i64]),
+                    data: Some(data),
                 }]),
+                app_name: None,
             };
             outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
             conn = (conn + 1) % outs.len();
@@ -345,6 +375,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         t.errors += x.errors;
         t.duplicates += x.duplicates;
         t.latency_us.extend(x.latency_us);
+        t.accuracy_sum += x.accuracy_sum;
+        t.accuracy_ok += x.accuracy_ok;
         t.overhead.merge(&x.overhead);
         t.batch_sum += x.batch_sum;
         for (b, c) in x.batch_sizes {
@@ -378,6 +410,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         p999_ms: percentile_ms(&mut t.latency_us, 0.999),
         mean_batch: if answered_ok == 0 { 0.0 } else { t.batch_sum as f64 / answered_ok as f64 },
         batch_sizes: t.batch_sizes,
+        mean_accuracy: (t.accuracy_ok > 0).then(|| t.accuracy_sum / t.accuracy_ok as f64),
         overhead: t.overhead.report(),
         overhead_histograms: t.overhead,
         max_send_lag_ms: max_lag as f64 / 1e6,
@@ -400,6 +433,9 @@ pub fn print(r: &LoadReport) {
     println!("in SLO {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
     println!("latency p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms", r.p50_ms, r.p99_ms, r.p999_ms);
     println!("mean batch {:.2}  max send lag {:.3} ms", r.mean_batch, r.max_send_lag_ms);
+    if let Some(a) = r.mean_accuracy {
+        println!("mean accuracy of in-SLO answers {a:.2}%");
+    }
     println!("{}", crate::overhead::one_line(&r.overhead));
     let sizes: Vec<String> = r.batch_sizes.iter().map(|(b, c)| format!("{b}:{c}")).collect();
     println!("requests by batch size: {}", sizes.join(" "));

@@ -149,6 +149,12 @@ pub struct AppSpec {
     /// Share of the model's requests.
     pub weight: f64,
     pub exec: ExecDist,
+    /// For a real dynamic model whose inputs say their work as a length
+    /// (a sequence length, say): the distribution of the length a client
+    /// of this app sends, rounded to a whole number of at least 1. None:
+    /// a client sends the solo time it drew from `exec`, in µs (what the
+    /// emulated executor reads). The simulator draws from `exec` either way.
+    pub work: Option<ExecDist>,
 }
 
 /// Input-dependent execution times (Orloj, `../shared/design/orloj.md`):
@@ -201,7 +207,7 @@ impl ModelSpec {
         let kappa = if self.profile.max_batch() >= 2 { self.profile.latency(2) as f64 / l1 - 1.0 } else { 0.0 };
         DynamicExec {
             kappa,
-            apps: vec![AppSpec { name: "default".into(), weight: 1.0, exec: ExecDist::Const(l1 / 1e6) }],
+            apps: vec![AppSpec { name: "default".into(), weight: 1.0, exec: ExecDist::Const(l1 / 1e6), work: None }],
         }
     }
 }

@@ -59,6 +59,7 @@ fn request(id: u64, model: &str, slo_ms: u64, floats: usize) -> fb::InferRequest
             shape: Some(vec![floats as i64]),
             data: Some(vec![0; floats * 4]),
         }]),
+        app_name: None,
     }
 }
 

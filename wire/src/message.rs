@@ -317,6 +317,7 @@ mod check {
     pub fn InferRequest(r: &fb::InferRequestRef<'_>, payload: usize, l: &Limits) -> R {
         let mut b = Budget::new(payload);
         b.string(r.model()?)?;
+        b.string(r.app_name()?)?;
         tensors(r.inputs()?, &mut b, l)
     }
     #[allow(non_snake_case)]
@@ -337,10 +338,12 @@ mod check {
     }
     /// `seen_ns`, when present, has one entry per request.
     fn seen_per_request(seen: Option<usize>, requests: usize) -> R {
-        match seen {
-            Some(got) if got != requests => {
-                Err(DecodeError::Mismatched { field: "seen_ns", got, want: requests }.into())
-            }
+        per_request("seen_ns", seen, requests)
+    }
+    /// `field`, when present, has one entry per request.
+    fn per_request(field: &'static str, len: Option<usize>, requests: usize) -> R {
+        match len {
+            Some(got) if got != requests => Err(DecodeError::Mismatched { field, got, want: requests }.into()),
             _ => Ok(()),
         }
     }
@@ -358,7 +361,14 @@ mod check {
         let requests = r.requests()?.map(|v| v.len());
         ids("requests", requests, l)?;
         seen_per_request(r.seen_ns()?.map(|v| v.len()), requests.unwrap_or(0))?;
+        per_request("solo_ns", r.solo_ns()?.map(|v| v.len()), requests.unwrap_or(0))?;
         tensors(r.outputs()?, &mut Budget::new(payload), l)
+    }
+    #[allow(non_snake_case)]
+    pub fn BatchDone(r: &fb::BatchDoneRef<'_>, _: usize, l: &Limits) -> R {
+        let requests = r.requests()?.map(|v| v.len());
+        ids("requests", requests, l)?;
+        per_request("solo_ns", r.solo_ns()?.map(|v| v.len()), requests.unwrap_or(0))
     }
     #[allow(non_snake_case)]
     pub fn Dropped(r: &fb::DroppedRef<'_>, _: usize, l: &Limits) -> R {
@@ -383,7 +393,6 @@ mod check {
     }
     scalar_only!(
         RequestMeta => RequestMetaRef,
-        BatchDone => BatchDoneRef,
         ModelUnload => ModelUnloadRef,
         Stats => StatsRef,
         Hello => HelloRef

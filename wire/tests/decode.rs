@@ -25,6 +25,7 @@ fn samples() -> Vec<Message> {
             slo_ns: 25_000_000,
             app: 3,
             inputs: Some(vec![image.clone(), tensor("mask", &[8], fb::DType::U8, 8)]),
+            app_name: Some("long".into()),
         }),
         Message::InferResponse(fb::InferResponse {
             id: 42,
@@ -45,6 +46,10 @@ fn samples() -> Vec<Message> {
                 origin_unix_ns: 10,
             }),
             outputs: Some(vec![tensor("logits", &[1, 10], fb::DType::F16, 20)]),
+            app: 2,
+            subnet: Some(3),
+            accuracy: 77.5,
+            solo_ns: 12_345,
         }),
         Message::RequestMeta(fb::RequestMeta { id: 1, frontend: 2, model: 3, app: 4, arrival_ns: 5, deadline_ns: 6 }),
         Message::BatchPlan(fb::BatchPlan {
@@ -53,7 +58,7 @@ fn samples() -> Vec<Message> {
             backend: 2,
             exec_at_ns: 100,
             expected_finish_ns: 200,
-            subnet: 5,
+            subnet: Some(5),
             requests: Some(ids.clone()),
             frontends: Some(vec![0, 1, 0, 1]),
             seen_ns: Some(vec![10, 11, 12, 13]),
@@ -75,6 +80,8 @@ fn samples() -> Vec<Message> {
             exec_at_ns: 100,
             started_ns: 101,
             finished_ns: 180,
+            subnet: None,
+            solo_ns: Some(vec![1, 2, 3, 4]),
         }),
         Message::BatchDone(fb::BatchDone {
             batch_id: 9,
@@ -84,6 +91,8 @@ fn samples() -> Vec<Message> {
             started_ns: 100,
             finished_ns: 180,
             failed: true,
+            requests: Some(vec![7, 8]),
+            solo_ns: Some(vec![30, 40]),
         }),
         Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::CannotMeetDeadline }),
         Message::BackendStatus(fb::BackendStatus {
@@ -119,6 +128,7 @@ fn request_with(inputs: Vec<fb::Tensor>) -> Vec<u8> {
         slo_ns: 1,
         app: 0,
         inputs: Some(inputs),
+        app_name: None,
     }))
     .unwrap()
 }
@@ -156,7 +166,7 @@ fn bad_input_gets_typed_errors() {
         backend: 0,
         exec_at_ns: 0,
         expected_finish_ns: 0,
-        subnet: 0,
+        subnet: None,
         requests: Some(vec![1, 2, 3]),
         frontends: Some(vec![0, 0]),
         seen_ns: None,
@@ -166,6 +176,9 @@ fn bad_input_gets_typed_errors() {
     (plan.frontends, plan.seen_ns) = (Some(vec![0; 3]), Some(vec![7; 2]));
     let plan = encode(&Message::BatchPlan(plan)).unwrap();
     assert_eq!(err(&plan), DecodeError::Mismatched { field: "seen_ns", got: 2, want: 3 });
+    let done = fb::BatchDone { requests: Some(vec![1, 2]), solo_ns: Some(vec![9]), ..Default::default() };
+    let done = encode(&Message::BatchDone(done)).unwrap();
+    assert_eq!(err(&done), DecodeError::Mismatched { field: "solo_ns", got: 1, want: 2 });
 
     let good = request_with(vec![ok]);
     assert_eq!(err(&good[..good.len() - 1]), DecodeError::Truncated { need: good.len(), have: good.len() - 1 });
@@ -210,7 +223,14 @@ fn offsets_aliasing_one_blob_cannot_amplify_a_frame() {
         .map(|_| fb::Tensor::builder().name_as_null().dtype(fb::DType::U8).shape(shape).data(blob).finish(&mut b))
         .collect();
     let inputs = b.create_vector(tensors.as_slice());
-    let root = fb::InferRequest::builder().id(1).model_as_null().slo_ns(1).app(0).inputs(inputs).finish(&mut b);
+    let root = fb::InferRequest::builder()
+        .id(1)
+        .model_as_null()
+        .slo_ns(1)
+        .app(0)
+        .inputs(inputs)
+        .app_name_as_null()
+        .finish(&mut b);
     let payload = b.finish(root, None).to_vec();
     let frame =
         [baton_wire::FrameHeader::new(Kind::InferRequest, payload.len()).unwrap().to_bytes().as_slice(), &payload]

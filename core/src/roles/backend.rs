@@ -3,7 +3,11 @@
 //! from the frontends holding them, starts the batch at
 //! `max(exec_at, previous batch's end)` — the rule the simulator's
 //! emulated backends follow — and when its executor is done sends each
-//! frontend its results and the scheduler a `BatchDone`.
+//! frontend its results and the scheduler a `BatchDone`. A batch runs the
+//! subnet its plan names (SuperServe). For a model whose time depends on
+//! its input (Orloj), it reports each member's solo time — what its input
+//! takes alone, by the executor's measure of its work — to the frontends
+//! (the answers carry it) and to the scheduler (the policy learns from it).
 //!
 //! Executors that return the device time instead of spending it (the
 //! emulated one with deferred pacing) are waited out on the role's clock;
@@ -57,6 +61,8 @@ struct Running {
     requests: Vec<u64>,
     /// When the scheduler saw each of `requests` (0 where the plan did not say).
     seen: Vec<Nanos>,
+    /// Each of `requests`' solo time, for a dynamic model (else empty).
+    solo: Vec<Nanos>,
     outputs: Vec<Vec<f32>>,
     failed: bool,
 }
@@ -77,6 +83,7 @@ struct FrontendPart {
     fe: u32,
     ids: Vec<u64>,
     seen: Vec<Nanos>,
+    solo: Vec<Nanos>,
     outputs: Vec<fb::Tensor>,
 }
 
@@ -200,18 +207,22 @@ impl BackendRole {
             }
         }
         let inputs: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+        let work = self.exec.models().get(plan.model as usize).and_then(|m| m.work.as_ref());
+        let solo = work.map_or_else(Vec::new, |w| {
+            inputs.iter().map(|x| w.solo_time(x).map_or(0, |d| d.as_nanos() as Nanos)).collect()
+        });
         let mut outputs = Vec::new();
         let (finish, in_flight, failed) = if inputs.is_empty() {
             (now + 1, false, false)
         } else {
-            let batch = Batch { model: plan.model, variant: None, inputs: &inputs };
+            let batch = Batch { model: plan.model, variant: plan.subnet, inputs: &inputs };
             match self.exec.launch(&batch, &mut outputs) {
                 Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, false),
                 Ok(Launched::InFlight) => (now + POLL_NS, true, false),
                 Err(_) => (now + 1, false, true),
             }
         };
-        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, outputs, failed });
+        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, failed });
     }
 
     fn finish(&mut self, r: Running, out: &mut Vec<Envelope>) {
@@ -232,11 +243,13 @@ impl BackendRole {
             };
             per_fe[k].ids.push(id);
             per_fe[k].seen.push(r.seen[i]);
+            per_fe[k].solo.extend(r.solo.get(i));
             if !r.failed {
                 per_fe[k].outputs.push(f32_tensor(le_bytes(&r.outputs[i])));
             }
         }
-        for FrontendPart { fe, ids, seen, outputs } in per_fe {
+        let solo = |s: Vec<Nanos>| (!s.is_empty()).then_some(s);
+        for FrontendPart { fe, ids, seen, solo: fe_solo, outputs } in per_fe {
             let msg = if r.failed {
                 Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed })
             } else {
@@ -250,6 +263,8 @@ impl BackendRole {
                     exec_at_ns: r.plan.exec_at_ns,
                     started_ns: r.start,
                     finished_ns: r.finish,
+                    subnet: r.plan.subnet,
+                    solo_ns: solo(fe_solo),
                 };
                 Message::Results(results)
             };
@@ -263,6 +278,8 @@ impl BackendRole {
             started_ns: r.start,
             finished_ns: r.finish,
             failed: r.failed,
+            requests: (!r.solo.is_empty()).then(|| r.requests.clone()),
+            solo_ns: solo(r.solo),
         };
         out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
     }
@@ -327,7 +344,7 @@ mod tests {
             backend: 0,
             exec_at_ns: 0,
             expected_finish_ns: 0,
-            subnet: 0,
+            subnet: None,
             requests: Some(requests),
             frontends: Some(vec![0]),
             seen_ns: None,

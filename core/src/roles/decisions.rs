@@ -2,17 +2,23 @@
 //! for its backend (numbered; batch ids are unique across the scheduler's
 //! shards because each numbers from its own base), and drops become
 //! `Dropped` lists grouped per frontend and reason, chunked within the wire
-//! decoder's id limit so they also cross TCP. A dispatch the engine cannot
-//! carry out as the policy decided it is refused (`Refused`), never sent
-//! changed.
+//! decoder's id limit so they also cross TCP. A plan names the subnet
+//! it runs (SuperServe). A dispatch the engine cannot carry out as the
+//! policy decided it is refused (`Refused`), never sent changed.
+//!
+//! It also remembers, for each request between its arrival and its
+//! dispatch or drop, when the scheduler saw it and its app: the first for
+//! the answer's timing, the second for the policy's completion record
+//! (Orloj learns per app).
 
 use std::collections::HashMap;
 
 use baton_sched::time::Nanos;
-use baton_sched::types::{BatchPlan, DropReason, Output};
+use baton_sched::types::{AppId, BatchPlan, DropReason, Output};
 use baton_wire::{fb, Limits, Message};
 
 use super::{frontend_of, Addr, Envelope};
+use crate::models::ModelTable;
 
 pub fn wire_reason(r: DropReason) -> fb::DropReason {
     match r {
@@ -24,11 +30,10 @@ pub fn wire_reason(r: DropReason) -> fb::DropReason {
     }
 }
 
-/// A dispatch refused instead of sent: it runs a subnet of a supernet or
-/// a prefix group's shared prefix. The engine serves neither (the model
-/// table refuses supernets and prefix groups), and a wire `BatchPlan` has
-/// no field for a prefix and no "none" value for `subnet`, so sending the
-/// plan would run the model's own profile in their place. Its requests are
+/// A dispatch refused instead of sent: it runs a prefix group's shared
+/// prefix, which the engine does not serve (the model table refuses prefix
+/// groups) and a wire `BatchPlan` has no field for, so sending the plan
+/// would run the model's own profile in its place. Its requests are
 /// answered `NoBackend`; the plan comes back so the caller can return its
 /// backend to the policy.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,39 +43,49 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = &self.plan;
-        write!(f, "a batch of model {} ", p.model.0)?;
-        match (p.subnet, p.prefix) {
-            (Some(s), _) => write!(f, "on subnet {s}: the engine runs no subnets"),
-            _ => write!(f, "sharing a prefix: the engine runs no prefix batches"),
-        }
+        write!(f, "a batch of model {} sharing a prefix: the engine runs no prefix batches", self.plan.model.0)
     }
 }
 
 impl std::error::Error for Refused {}
 
+/// A plan sent: its batch id, and its members' apps in plan order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub batch_id: u64,
+    pub plan: BatchPlan,
+    pub apps: Vec<AppId>,
+}
+
 pub struct Decisions {
-    /// l(b) of each model, b = 1.., for a plan's expected finish.
-    latency: Vec<Vec<Nanos>>,
+    /// The models: l(b) for a plan's expected finish, apps per model.
+    table: ModelTable,
     next_batch: u64,
     drops: Vec<(u32, fb::DropReason, Vec<u64>)>,
     /// When the scheduler saw each request it holds (for its answer's
-    /// timing); an entry leaves with the request's dispatch or drop.
-    seen: HashMap<u64, Nanos>,
+    /// timing), and its app; an entry leaves with the request's dispatch
+    /// or drop.
+    seen: HashMap<u64, (Nanos, AppId)>,
     pub batches: u64,
     pub dropped: u64,
 }
 
 impl Decisions {
     /// Batch ids start at `first_batch`.
-    pub fn new(latency: Vec<Vec<Nanos>>, first_batch: u64) -> Self {
-        assert!(latency.iter().all(|l| !l.is_empty()), "every model has l(1)");
-        Self { latency, next_batch: first_batch, drops: Vec::new(), seen: HashMap::new(), batches: 0, dropped: 0 }
+    pub fn new(table: ModelTable, first_batch: u64) -> Self {
+        assert!(table.models.iter().all(|m| !m.latency.is_empty()), "every model has l(1)");
+        Self { table, next_batch: first_batch, drops: Vec::new(), seen: HashMap::new(), batches: 0, dropped: 0 }
     }
 
-    /// The scheduler sees request `id` at `now`.
-    pub fn saw(&mut self, id: u64, now: Nanos) {
-        self.seen.insert(id, now);
+    /// Whether request metadata names a model and one of its apps; a peer
+    /// naming anything else is refused, never served as something else.
+    pub fn knows(&self, m: &fb::RequestMeta) -> bool {
+        self.table.models.get(m.model as usize).is_some_and(|e| (m.app as usize) < e.apps.len())
+    }
+
+    /// The scheduler sees request `id` of `app` at `now`.
+    pub fn saw(&mut self, id: u64, app: AppId, now: Nanos) {
+        self.seen.insert(id, (now, app));
     }
 
     /// Requests seen and not yet dispatched or dropped.
@@ -78,16 +93,18 @@ impl Decisions {
         self.seen.len()
     }
 
-    /// l(1) of `model`.
-    pub fn solo(&self, model: usize) -> Nanos {
-        self.latency[model][0]
+    /// What a request of a plan takes alone when its backend does not say
+    /// (a model whose time does not depend on its input): l(1) of what the
+    /// plan runs.
+    pub fn solo(&self, plan: &BatchPlan) -> Nanos {
+        self.table.models[plan.model.index()].latency_of(plan.subnet)[0]
     }
 
-    /// Turns one decision into messages; a dispatch's plan comes back with
-    /// its batch id. Drops wait in groups until `flush`.
-    pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Result<Option<(u64, BatchPlan)>, Refused> {
+    /// Turns one decision into messages; a dispatch comes back as `Sent`.
+    /// Drops wait in groups until `flush`.
+    pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Result<Option<Sent>, Refused> {
         match o {
-            Output::Dispatch(plan) if plan.subnet.is_some() || plan.prefix.is_some() => {
+            Output::Dispatch(plan) if plan.prefix.is_some() => {
                 for r in &plan.requests {
                     self.drop(r.0, fb::DropReason::NoBackend);
                 }
@@ -99,21 +116,22 @@ impl Decisions {
                 self.batches += 1;
                 let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
                 let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
-                let seen = requests.iter().map(|r| self.seen.remove(r).unwrap_or(0)).collect();
-                let l = self.latency[plan.model.index()].get(requests.len() - 1).copied().unwrap_or(0);
+                let (seen, apps) = requests.iter().map(|r| self.seen.remove(r).unwrap_or((0, AppId(0)))).unzip();
+                let latency = self.table.models[plan.model.index()].latency_of(plan.subnet);
+                let l = latency.get(requests.len() - 1).copied().unwrap_or(0);
                 let msg = fb::BatchPlan {
                     batch_id,
                     model: plan.model.0,
                     backend: plan.backend.0,
                     exec_at_ns: plan.exec_at,
                     expected_finish_ns: plan.exec_at + l,
-                    subnet: 0,
+                    subnet: plan.subnet,
                     requests: Some(requests),
                     frontends: Some(frontends),
                     seen_ns: Some(seen),
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
-                Ok(Some((batch_id, plan)))
+                Ok(Some(Sent { batch_id, plan, apps }))
             }
             Output::Dropped { request, reason } => {
                 self.drop(request.0, wire_reason(reason));

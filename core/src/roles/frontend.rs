@@ -1,7 +1,10 @@
 //! The frontend role: the only role that talks to clients. It validates a
-//! request (known model, positive SLO, one f32 tensor of the model's input
-//! size), assigns it a cluster id, keeps its input bytes, and sends only
-//! metadata to the scheduler. Every request it receives gets exactly one
+//! request (known model and app — by index or by name —, positive SLO, one
+//! f32 tensor of the model's input size, and for a dynamic model an input
+//! whose work is in range), assigns it a cluster id, keeps its input
+//! bytes, and sends only metadata to the scheduler. Answers say the app a
+//! request was served as, the subnet (and its accuracy) of a supernet, and
+//! a dynamic model's measured solo time. Every request it receives gets exactly one
 //! answer: an error at once, or later ok (from a backend's `Results`) or
 //! dropped (from the scheduler's or a backend's `Dropped`). Answers for a
 //! client that has gone are counted and discarded; the request is still
@@ -44,6 +47,8 @@ impl FrontendStats {
 struct Held {
     conn: ConnId,
     client_id: u64,
+    model: u32,
+    app: u32,
     arrival: Nanos,
     deadline: Nanos,
     input: Vec<u8>,
@@ -106,8 +111,8 @@ impl Frontend {
     ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
         self.stats.received += 1;
         let checked = self.check(&req, table);
-        let model = match checked {
-            Ok(model) => model,
+        let (model, app) = match checked {
+            Ok(admitted) => admitted,
             Err((code, why)) => {
                 self.stats.errors += 1;
                 return Err(Box::new(error(req.id, code, why)));
@@ -119,21 +124,17 @@ impl Frontend {
         self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
         let deadline = now.saturating_add(req.slo_ns);
         let planned = deadline - self.reserve.of(req.slo_ns);
-        self.held.insert(id, Held { conn, client_id: req.id, arrival: now, deadline, input });
-        Ok(fb::RequestMeta { id, frontend: self.index, model, app: req.app, arrival_ns: now, deadline_ns: planned })
+        self.held.insert(id, Held { conn, client_id: req.id, model, app, arrival: now, deadline, input });
+        Ok(fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: now, deadline_ns: planned })
     }
 
-    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<u32, (fb::ErrorCode, String)> {
+    /// The request's (model, app), or why it is refused.
+    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = req.model.as_deref().unwrap_or("");
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
         let entry = &table.models[model as usize];
-        if req.app >= entry.apps {
-            // The wire has no code of its own for this; the (model, app)
-            // pair is what is unknown.
-            let why = format!("`{name}` has no app {} (it serves apps 0..{})", req.app, entry.apps);
-            return Err((UnknownModel, why));
-        }
+        let app = app_of(req, entry).map_err(|why| (UnknownApp, why))?;
         if req.slo_ns == 0 {
             return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
         }
@@ -155,10 +156,15 @@ impl Frontend {
                 format!("input has {elements} floats ({} bytes), `{name}` takes {want}", data.len()),
             ));
         }
+        if let Some(d) = &entry.dynamic {
+            // The work is the first float; the rest is not looked at here.
+            let first = data.first_chunk::<4>().map(|b| f32::from_le_bytes(*b));
+            d.work.check(first.as_slice()).map_err(|why| (BadTensor, format!("`{name}`: {why}")))?;
+        }
         if self.held.len() >= self.capacity {
             return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
         }
-        Ok(model)
+        Ok((model, app))
     }
 
     /// A backend asks for the inputs of its batch: those still held, in
@@ -195,13 +201,19 @@ impl Frontend {
     }
 
     /// A batch's results: one ok answer per request still held.
-    pub fn on_results(&mut self, now: Nanos, r: fb::Results, out: &mut Vec<Answer>) {
+    pub fn on_results(&mut self, now: Nanos, r: fb::Results, table: &ModelTable, out: &mut Vec<Answer>) {
         let ids = r.requests.unwrap_or_default();
         let mut outputs = r.outputs.unwrap_or_default().into_iter();
         let mut seen = r.seen_ns.unwrap_or_default().into_iter();
+        let mut solo = r.solo_ns.unwrap_or_default().into_iter();
         for id in ids {
-            let (output, seen_ns) = (outputs.next(), seen.next().unwrap_or(0));
+            let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
             let Some(h) = self.take(id) else { continue };
+            let subnets = table.models.get(h.model as usize).map_or(&[][..], |m| &m.subnets);
+            // A subnet is reported only for a supernet; a plan naming none
+            // ran its most accurate, as the simulator counts it.
+            let subnet = r.subnet.or(subnets.len().checked_sub(1).map(|s| s as u16)).filter(|_| !subnets.is_empty());
+            let accuracy = subnet.and_then(|s| subnets.get(usize::from(s))).map_or(0.0, |s| s.accuracy as f32);
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
             let around = r.started_ns.saturating_sub(r.exec_at_ns).saturating_add(now.saturating_sub(r.finished_ns));
@@ -225,6 +237,10 @@ impl Frontend {
                     status: fb::Status::Ok,
                     timing: Some(timing),
                     outputs: Some(output.into_iter().collect()),
+                    app: h.app,
+                    subnet,
+                    accuracy,
+                    solo_ns,
                     ..Default::default()
                 },
             ));
@@ -257,6 +273,21 @@ impl Frontend {
     /// Counts an answer that found its client gone.
     pub fn orphan(&mut self) {
         self.stats.orphaned += 1;
+    }
+}
+
+/// The app a request names, by index or by name (both: they must agree).
+fn app_of(req: &fb::InferRequest, entry: &crate::models::ModelEntry) -> Result<u32, String> {
+    let name = &entry.name;
+    let by_index = || match entry.apps.get(req.app as usize) {
+        Some(_) => Ok(req.app),
+        None => Err(format!("`{name}` has no app {} (it serves apps 0..{})", req.app, entry.apps.len())),
+    };
+    let Some(app) = req.app_name.as_deref() else { return by_index() };
+    match entry.apps.iter().position(|a| a == app) {
+        Some(i) if req.app == 0 || req.app as usize == i => Ok(i as u32),
+        Some(i) => Err(format!("app `{}` is app {i} of `{name}`, the request says app {}", clip(app), req.app)),
+        None => Err(format!("`{name}` has no app `{}` (it serves {})", clip(app), entry.apps.join(", "))),
     }
 }
 

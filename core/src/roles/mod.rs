@@ -44,13 +44,6 @@ pub fn frontend_of(request: u64) -> u32 {
     (request >> FRONTEND_SHIFT) as u32
 }
 
-/// The application classes the scheduler roles take: app 0 only. The
-/// engine refuses models with input-dependent times (`models.rs`), the
-/// only ones with more than one app, and the frontend refuses a request
-/// naming an app its model does not have; metadata naming another app
-/// (from a peer over TCP) is rejected and counted, never served as app 0.
-pub const APPS: u32 = 1;
-
 /// A request as `baton-sched` knows it, app included.
 pub fn request_of(m: &baton_wire::fb::RequestMeta) -> baton_sched::types::Request {
     use baton_sched::types::{AppId, ModelId, Request, RequestId};

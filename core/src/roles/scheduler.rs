@@ -4,14 +4,15 @@
 //! failed `BackendStatus` into a backend failure, and the policy's outputs
 //! into `BatchPlan`s for backends and `Dropped` lists for frontends. It owns
 //! no policy logic: it only remembers each batch in flight, because a
-//! completion names its batch and the policy wants its members back.
+//! completion names its batch and the policy wants its members back, each
+//! with its app and solo time — as the backend measured it for a model
+//! whose time depends on its input (Orloj learns its distributions from
+//! these), l(1) of what the batch ran otherwise, as in the simulator.
 //!
 //! Reduced: the whole policy runs on one shard (Symphony's model shards and
-//! rank shard inside it exchange messages in process); requests carry app
-//! 0, since the engine refuses models with input-dependent times
-//! (`APPS`). A dispatch the engine cannot carry out as decided (one that
-//! runs a subnet or a shared prefix) is refused, not changed
-//! (`decisions::Refused`).
+//! rank shard inside it exchange messages in process). A dispatch the
+//! engine cannot carry out as decided (one that runs a shared prefix) is
+//! refused, not changed (`decisions::Refused`).
 
 use std::collections::HashMap;
 
@@ -19,8 +20,9 @@ use baton_sched::time::Nanos;
 use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Scheduler};
 use baton_wire::{fb, Message};
 
-use super::decisions::Decisions;
-use super::{request_of, Envelope, APPS};
+use super::decisions::{Decisions, Sent};
+use super::{request_of, Envelope};
+use crate::models::ModelTable;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerStats {
@@ -48,21 +50,20 @@ impl SchedulerStats {
 
 pub struct SchedulerRole {
     policy: Box<dyn Scheduler>,
-    models: u32,
     backends: u32,
     decisions: Decisions,
-    inflight: HashMap<u64, BatchPlan>,
+    /// Batches sent and not yet done, by batch id, with their members' apps.
+    inflight: HashMap<u64, (BatchPlan, Vec<AppId>)>,
     completed: Vec<Completed>,
     pub stats: SchedulerStats,
 }
 
 impl SchedulerRole {
-    pub fn new(policy: Box<dyn Scheduler>, latency: Vec<Vec<Nanos>>, backends: u32) -> Self {
+    pub fn new(policy: Box<dyn Scheduler>, table: ModelTable, backends: u32) -> Self {
         Self {
             policy,
-            models: latency.len() as u32,
             backends,
-            decisions: Decisions::new(latency, 0),
+            decisions: Decisions::new(table, 0),
             inflight: HashMap::new(),
             completed: Vec::new(),
             stats: SchedulerStats::default(),
@@ -72,13 +73,17 @@ impl SchedulerRole {
     /// Handles one message at `now`; what the policy decides goes to `out`.
     pub fn on_message(&mut self, now: Nanos, msg: Message, out: &mut Vec<Envelope>) {
         match msg {
-            Message::RequestMeta(m) if m.model < self.models && m.app < APPS => {
+            Message::RequestMeta(m) if self.decisions.knows(&m) => {
                 self.stats.requests += 1;
-                self.decisions.saw(m.id, now);
-                self.policy.on_request(now, request_of(&m));
+                let req = request_of(&m);
+                self.decisions.saw(m.id, req.app, now);
+                self.policy.on_request(now, req);
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {
-                Some(plan) => self.batch_done(now, &plan, d.started_ns),
+                Some((plan, apps)) => {
+                    let measured = d.requests.as_deref().zip(d.solo_ns.as_deref());
+                    self.batch_done(now, &plan, &apps, d.started_ns, measured);
+                }
                 None => self.stats.rejected += 1,
             },
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
@@ -89,12 +94,31 @@ impl SchedulerRole {
         self.drain(now, out);
     }
 
-    /// Tells the policy `plan` finished at `now` after starting at `started`,
-    /// each member with its model's solo time.
-    fn batch_done(&mut self, now: Nanos, plan: &BatchPlan, started: Nanos) {
+    /// Tells the policy `plan` finished at `now` after starting at `started`.
+    /// Its members are those the backend measured (`measured`: request ids
+    /// and solo times, one each — the decoder checks it; members it did not
+    /// run had been answered already, and ids not of the plan are left
+    /// out), or without measurements every member, each taking l(1) alone.
+    fn batch_done(
+        &mut self,
+        now: Nanos,
+        plan: &BatchPlan,
+        apps: &[AppId],
+        started: Nanos,
+        measured: Option<(&[u64], &[u64])>,
+    ) {
         self.completed.clear();
-        let solo = self.decisions.solo(plan.model.index());
-        self.completed.extend(plan.requests.iter().map(|&request| Completed { request, app: AppId(0), solo }));
+        match measured {
+            Some((ids, solo)) => self.completed.extend(ids.iter().zip(solo).filter_map(|(&id, &solo)| {
+                let i = plan.requests.iter().position(|r| r.0 == id)?;
+                Some(Completed { request: plan.requests[i], app: apps[i], solo })
+            })),
+            None => {
+                let solo = self.decisions.solo(plan);
+                let members = plan.requests.iter().zip(apps);
+                self.completed.extend(members.map(|(&request, &app)| Completed { request, app, solo }));
+            }
+        }
         let done = BatchDone { backend: plan.backend, model: plan.model, started, members: &self.completed };
         self.policy.on_batch_done(now, &done);
     }
@@ -105,9 +129,10 @@ impl SchedulerRole {
     /// refuses the second answer).
     fn backend_failed(&mut self, now: Nanos, backend: BackendId, out: &mut Vec<Envelope>) {
         self.policy.on_backend_failed(now, backend);
-        let lost: Vec<u64> = self.inflight.iter().filter(|(_, p)| p.backend == backend).map(|(&id, _)| id).collect();
+        let lost: Vec<u64> =
+            self.inflight.iter().filter(|(_, (p, _))| p.backend == backend).map(|(&id, _)| id).collect();
         for id in lost {
-            for r in self.inflight.remove(&id).expect("listed").requests {
+            for r in self.inflight.remove(&id).expect("listed").0.requests {
                 self.decisions.drop(r.0, fb::DropReason::BackendFailed);
             }
         }
@@ -131,15 +156,16 @@ impl SchedulerRole {
     fn drain(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         while let Some(o) = self.policy.poll_output() {
             match self.decisions.push(o, out) {
-                Ok(Some((batch_id, plan))) => {
-                    self.inflight.insert(batch_id, plan);
+                Ok(Some(Sent { batch_id, plan, apps })) => {
+                    self.inflight.insert(batch_id, (plan, apps));
                 }
                 Ok(None) => {}
                 Err(refused) => {
                     // Its requests are dropped; the policy gets its backend
                     // back at once, as if the batch had taken no time.
                     self.stats.refused += 1;
-                    self.batch_done(now, &refused.plan, now);
+                    let apps = vec![AppId(0); refused.plan.requests.len()];
+                    self.batch_done(now, &refused.plan, &apps, now, None);
                 }
             }
         }

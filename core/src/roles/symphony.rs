@@ -16,7 +16,8 @@ use baton_wire::fb;
 
 use super::decisions::Decisions;
 use super::scheduler::SchedulerStats;
-use super::{request_of, Envelope, APPS};
+use super::{request_of, Envelope};
+use crate::models::ModelTable;
 
 /// Batch ids of model shard k start at k << BATCH_ID_SHIFT.
 const BATCH_ID_SHIFT: u32 = 48;
@@ -33,11 +34,11 @@ impl ModelShardRole {
         owned: &[ModelId],
         rule: baton_sched::symphony::CandidateRule,
         index: usize,
-        latency: Vec<Vec<Nanos>>,
+        table: ModelTable,
     ) -> Self {
         Self {
             shard: ModelShard::new(spec, owned, rule),
-            decisions: Decisions::new(latency, (index as u64) << BATCH_ID_SHIFT),
+            decisions: Decisions::new(table, (index as u64) << BATCH_ID_SHIFT),
             stats: SchedulerStats::default(),
         }
     }
@@ -47,13 +48,14 @@ impl ModelShardRole {
     }
 
     pub fn on_request(&mut self, now: Nanos, m: fb::RequestMeta, out: &mut Vec<Envelope>, rank: &mut Vec<ToRank>) {
-        if m.app >= APPS {
+        if !self.decisions.knows(&m) {
             self.stats.rejected += 1;
             return;
         }
         self.stats.requests += 1;
-        self.decisions.saw(m.id, now);
-        self.shard.on_request(now, request_of(&m));
+        let req = request_of(&m);
+        self.decisions.saw(m.id, req.app, now);
+        self.shard.on_request(now, req);
         self.drain(out, rank);
     }
 
@@ -75,8 +77,8 @@ impl ModelShardRole {
         while let Some(o) = self.shard.poll_output() {
             match o {
                 ShardOutput::ToRank(m) => rank.push(m),
-                // Symphony's model shard plans no subnets; were one to,
-                // its requests are dropped and the refusal counted.
+                // Symphony's model shard plans no prefix batches; were one
+                // to, its requests are dropped and the refusal counted.
                 ShardOutput::Decision(d) => {
                     if self.decisions.push(d, out).is_err() {
                         self.stats.refused += 1;

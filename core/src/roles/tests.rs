@@ -37,17 +37,23 @@ struct Cluster {
     sched: SchedulerRole,
     backends: Vec<BackendRole>,
     answers: Vec<Answer>,
+    /// Every `BatchDone` the scheduler received.
+    done: Vec<fb::BatchDone>,
 }
 
 impl Cluster {
     fn new(policy: PolicyKind, capacity: usize) -> Self {
-        let scenario = Scenario::parse(SCENARIO).unwrap();
+        Self::of(SCENARIO, policy, capacity)
+    }
+
+    fn of(text: &str, policy: PolicyKind, capacity: usize) -> Self {
+        let scenario = Scenario::parse(text).unwrap();
         let table = ModelTable::from_scenario(&scenario, FLOATS).unwrap();
-        let latency = table.models.iter().map(|m| m.latency.clone()).collect();
-        let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, 0.0), latency, 2);
+        let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, 0.0), table.clone(), 2);
         let backends =
             (0..2).map(|b| BackendRole::new(b, Box::new(table.emulated_executor(0.0, u64::from(b))))).collect();
-        Self { fe: Frontend::new(1, capacity, 0, 0), table, sched, backends, answers: Vec::new() }
+        let fe = Frontend::new(1, capacity, 0, 0);
+        Self { fe, table, sched, backends, answers: Vec::new(), done: Vec::new() }
     }
 
     /// Delivers `out` and everything it causes, at `now`.
@@ -56,10 +62,15 @@ impl Cluster {
         while let Some(e) = queue.pop_front() {
             let mut next = Vec::new();
             match (e.to, e.msg) {
-                (Addr::Scheduler, m) => self.sched.on_message(now, m, &mut next),
+                (Addr::Scheduler, m) => {
+                    if let Message::BatchDone(d) = &m {
+                        self.done.push(d.clone());
+                    }
+                    self.sched.on_message(now, m, &mut next)
+                }
                 (Addr::Backend(b), m) => self.backends[b as usize].on_message(now, m, &mut next),
                 (Addr::Frontend(1), Message::FetchInputs(f)) => next.push(self.fe.inputs(&f)),
-                (Addr::Frontend(1), Message::Results(r)) => self.fe.on_results(now, r, &mut self.answers),
+                (Addr::Frontend(1), Message::Results(r)) => self.fe.on_results(now, r, &self.table, &mut self.answers),
                 (Addr::Frontend(1), Message::Dropped(d)) => self.fe.on_dropped(d, &mut self.answers),
                 (to, m) => panic!("unexpected {m:?} to {to:?}"),
             }
@@ -112,6 +123,7 @@ fn request(id: u64, model: &str, slo_ms: f64, input: &[f32]) -> fb::InferRequest
         slo_ns: ms_to_nanos(slo_ms),
         app: 0,
         inputs: Some(vec![f32_tensor(input.iter().flat_map(|x| x.to_le_bytes()).collect())]),
+        app_name: None,
     }
 }
 
@@ -206,7 +218,7 @@ fn a_request_naming_an_app_its_model_lacks_is_refused_not_served_as_app_0() {
     other_app.app = 1;
     c.run(vec![(0, other_app), (0, request(1, "m", 25.0, &[0.0; FLOATS]))].into());
     let a = &c.answers.iter().find(|a| a.1.id == 0).unwrap().1;
-    assert_eq!((a.status, a.error_code), (fb::Status::Error, fb::ErrorCode::UnknownModel));
+    assert_eq!((a.status, a.error_code), (fb::Status::Error, fb::ErrorCode::UnknownApp));
     assert!(a.message.as_deref().unwrap().contains("no app 1"), "{:?}", a.message);
     assert_eq!(c.answers.iter().find(|a| a.1.id == 1).unwrap().1.status, fb::Status::Ok);
     // Metadata naming another app that reaches the scheduler (from a peer
@@ -218,14 +230,14 @@ fn a_request_naming_an_app_its_model_lacks_is_refused_not_served_as_app_0() {
     assert_eq!((c.sched.stats.rejected, c.sched.stats.requests), (before.rejected + 1, before.requests));
 }
 
-/// A policy that dispatches every request at once on backend 0, on `subnet`.
-struct SubnetPolicy {
-    subnet: Option<u16>,
+/// A policy that dispatches every request at once on backend 0, as `prefix`.
+struct PrefixPolicy {
+    prefix: Option<baton_sched::types::PrefixId>,
     out: VecDeque<baton_sched::types::Output>,
     done: u32,
 }
 
-impl baton_sched::types::Scheduler for SubnetPolicy {
+impl baton_sched::types::Scheduler for PrefixPolicy {
     fn on_request(&mut self, now: Nanos, req: baton_sched::types::Request) {
         use baton_sched::types::{BackendId, BatchPlan, Output};
         let plan = BatchPlan {
@@ -233,8 +245,8 @@ impl baton_sched::types::Scheduler for SubnetPolicy {
             backend: BackendId(0),
             exec_at: now,
             requests: vec![req.id],
-            prefix: None,
-            subnet: self.subnet,
+            prefix: self.prefix,
+            subnet: None,
         };
         self.out.push_back(Output::Dispatch(plan));
     }
@@ -251,11 +263,12 @@ impl baton_sched::types::Scheduler for SubnetPolicy {
 }
 
 #[test]
-fn a_plan_running_a_subnet_is_refused_not_sent_as_the_whole_model() {
+fn a_plan_sharing_a_prefix_is_refused_not_sent_as_the_whole_model() {
     let meta = fb::RequestMeta { id: 5, frontend: 1, model: 0, app: 0, arrival_ns: 0, deadline_ns: 1 << 40 };
-    for subnet in [None, Some(0), Some(3)] {
-        let policy = SubnetPolicy { subnet, out: VecDeque::new(), done: 0 };
-        let mut sched = SchedulerRole::new(Box::new(policy), vec![vec![1_000]], 1);
+    let table = ModelTable::from_scenario(&Scenario::parse(SCENARIO).unwrap(), FLOATS).unwrap();
+    for prefix in [None, Some(baton_sched::types::PrefixId(0))] {
+        let policy = PrefixPolicy { prefix, out: VecDeque::new(), done: 0 };
+        let mut sched = SchedulerRole::new(Box::new(policy), table.clone(), 1);
         let mut out = Vec::new();
         sched.on_message(0, Message::RequestMeta(meta.clone()), &mut out);
         let plans = out.iter().filter(|e| matches!(e.msg, Message::BatchPlan(_))).count();
@@ -266,11 +279,136 @@ fn a_plan_running_a_subnet_is_refused_not_sent_as_the_whole_model() {
                 _ => None,
             })
             .collect();
-        if subnet.is_none() {
+        if prefix.is_none() {
             assert_eq!((plans, drops.len(), sched.stats.refused, sched.inflight()), (1, 0, 0, 1));
         } else {
-            assert_eq!((plans, sched.stats.refused, sched.inflight()), (0, 1, 0), "{subnet:?}");
+            assert_eq!((plans, sched.stats.refused, sched.inflight()), (0, 1, 0), "{prefix:?}");
             assert_eq!(drops, vec![(fb::DropReason::NoBackend, vec![5])], "answered once, typed");
         }
     }
+}
+
+const DYNAMIC: &str = r#"
+name = "dynamic"
+seed = 3
+duration_s = 2
+warmup_s = 0
+[cluster]
+gpus = 2
+[[models]]
+name = "d"
+kappa = 0.1
+max_batch = 8
+slo_ms = 50.0
+[[models.apps]]
+name = "short"
+exec_ms = "normal:1,0.1"
+[[models.apps]]
+name = "long"
+exec_ms = "normal:4,0.4"
+[policy]
+name = "orloj"
+"#;
+
+/// A request of the dynamic model `d` whose input says it takes `solo_us`.
+fn dynamic(id: u64, app: u32, app_name: Option<&str>, solo_us: f32) -> fb::InferRequest {
+    let mut r = request(id, "d", 50.0, &[solo_us, 0.0, 0.0, 0.0]);
+    (r.app, r.app_name) = (app, app_name.map(str::to_string));
+    r
+}
+
+#[test]
+fn a_dynamic_model_is_served_with_its_apps_and_the_policy_learns_each_members_solo_time() {
+    let mut c = Cluster::of(DYNAMIC, PolicyKind::Orloj, 1_000);
+    // Apps by index and by name, mixed on one connection.
+    let reqs = (0..400u64).map(|i| {
+        let long = i % 3 == 0;
+        let req = match (long, i % 2) {
+            (true, 0) => dynamic(i, 1, None, 4_000.0),
+            (true, _) => dynamic(i, 0, Some("long"), 4_000.0),
+            (false, 0) => dynamic(i, 0, None, 1_000.0),
+            (false, _) => dynamic(i, 0, Some("short"), 1_000.0),
+        };
+        (i * 400_000, req)
+    });
+    c.run(reqs.collect());
+    assert_eq!(c.answers.len(), 400, "every request answered once");
+    let ok: Vec<_> = c.answers.iter().map(|a| &a.1).filter(|a| a.status == fb::Status::Ok).collect();
+    assert!(ok.len() >= 390, "{} of 400 ok", ok.len());
+    for a in &ok {
+        let (app, solo) = if a.id % 3 == 0 { (1, 4_000_000) } else { (0, 1_000_000) };
+        assert_eq!((a.app, a.solo_ns, a.subnet), (app, solo, None), "answer {}", a.id);
+        // The batch ran g(b, longest member) = longest (1 + 0.1 (b - 1)).
+        let t = a.timing.unwrap();
+        let g = |x: f64| (x * (1.0 + 0.1 * (t.batch_size - 1) as f64)).round() as u64;
+        assert!(t.exec_ns == g(1e6) || t.exec_ns == g(4e6), "batch of {} ran {} ns", t.batch_size, t.exec_ns);
+    }
+    // Every finished batch told the scheduler its members' solo times.
+    assert!(!c.done.is_empty());
+    for d in &c.done {
+        let (ids, solo) = (d.requests.as_deref().unwrap(), d.solo_ns.as_deref().unwrap());
+        assert_eq!(ids.len(), d.batch_size as usize);
+        assert!(solo.iter().all(|&s| s == 1_000_000 || s == 4_000_000), "{solo:?}");
+    }
+}
+
+#[test]
+fn bad_apps_and_bad_work_get_typed_errors_and_the_next_request_is_served() {
+    use fb::ErrorCode::{BadTensor, UnknownApp};
+    let mut c = Cluster::of(DYNAMIC, PolicyKind::Orloj, 1_000);
+    let bad = [
+        (dynamic(0, 2, None, 1_000.0), UnknownApp, "no app 2"),
+        (dynamic(1, 0, Some("medium"), 1_000.0), UnknownApp, "no app `medium`"),
+        (dynamic(2, 1, Some("short"), 1_000.0), UnknownApp, "is app 0"),
+        (dynamic(3, 0, None, 0.0), BadTensor, "not in (0"),
+        (dynamic(4, 0, None, -5.0), BadTensor, "not in (0"),
+        (dynamic(5, 0, None, f32::NAN), BadTensor, "not in (0"),
+        (dynamic(6, 0, None, 1e9), BadTensor, "not in (0"),
+    ];
+    let mut reqs: VecDeque<_> = bad.iter().map(|(r, _, _)| (0, r.clone())).collect();
+    reqs.push_back((0, dynamic(7, 1, Some("long"), 2_000.0)));
+    c.run(reqs);
+    for (r, code, why) in &bad {
+        let a = &c.answers.iter().find(|a| a.1.id == r.id).unwrap().1;
+        assert_eq!((a.status, a.error_code), (fb::Status::Error, *code), "request {}", r.id);
+        assert!(a.message.as_deref().unwrap().contains(why), "{:?} lacks {why}", a.message);
+    }
+    let good = &c.answers.iter().find(|a| a.1.id == 7).unwrap().1;
+    assert_eq!((good.status, good.app, good.solo_ns), (fb::Status::Ok, 1, 2_000_000));
+    assert_eq!((c.answers.len(), c.sched.stats.requests), (8, 1));
+}
+
+const SUPERNET: &str = r#"
+name = "supernet"
+seed = 3
+duration_s = 2
+warmup_s = 0
+[cluster]
+gpus = 2
+[[models]]
+name = "s"
+supernet = "default"
+max_batch = 16
+slo_ms = 36.0
+[policy]
+name = "slackfit"
+"#;
+
+#[test]
+fn a_supernet_runs_the_subnet_the_policy_chose_and_answers_say_which() {
+    let mut c = Cluster::of(SUPERNET, PolicyKind::SlackFit, 10_000);
+    let reqs = (0..3_000u64).map(|i| (i * 100_000, request(i, "s", 36.0, &[i as f32, 0.0, 0.0, 0.0])));
+    c.run(reqs.collect());
+    assert_eq!(c.answers.len(), 3_000);
+    let subnets = &c.table.models[0].subnets;
+    let mut used = std::collections::BTreeSet::new();
+    for a in c.answers.iter().map(|a| &a.1).filter(|a| a.status == fb::Status::Ok) {
+        let s = a.subnet.expect("a supernet's answer names its subnet") as usize;
+        assert_eq!(a.accuracy, subnets[s].accuracy as f32);
+        let t = a.timing.unwrap();
+        assert_eq!(t.exec_ns, subnets[s].latency[t.batch_size as usize - 1], "subnet {s}'s l(b)");
+        assert_eq!(a.outputs.as_ref().unwrap().len(), 1);
+        used.insert(s);
+    }
+    assert!(used.len() >= 2, "SlackFit moves between subnets with the load: {used:?}");
 }

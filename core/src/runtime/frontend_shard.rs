@@ -119,7 +119,7 @@ impl Shard {
     fn on_envelope(&mut self, e: Envelope, answers: &mut Vec<Answer>) {
         let now = self.clock.now();
         match e.msg {
-            Message::Results(r) => self.fe.on_results(now, r, answers),
+            Message::Results(r) => self.table.read(|t| self.fe.on_results(now, r, t, answers)),
             Message::Dropped(d) => self.fe.on_dropped(d, answers),
             Message::FetchInputs(f) => {
                 let inputs = self.fe.inputs(&f);

@@ -87,17 +87,16 @@ impl State {
     ) -> Result<Self, String> {
         let n = scenario.cluster.backends;
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
-        let latency: Vec<Vec<Nanos>> = table.models.iter().map(|m| m.latency.clone()).collect();
         let spec = &scenario.cluster;
         let part = match part {
             SchedulerPart::None => Part::None,
             SchedulerPart::Whole(p) => {
-                Part::Whole(SchedulerRole::new(build::scheduler(p, scenario, cfg.plan_rate_rps), latency, n))
+                Part::Whole(SchedulerRole::new(build::scheduler(p, scenario, cfg.plan_rate_rps), table.clone(), n))
             }
             SchedulerPart::Rank => Part::Rank(RankRole::new(spec)),
             SchedulerPart::Models { index, of, rule } => {
                 let owned = models_of(index, of, spec.models.len());
-                Part::Models(ModelShardRole::new(spec, &owned, rule, index, latency))
+                Part::Models(ModelShardRole::new(spec, &owned, rule, index, table.clone()))
             }
         };
         let backends: Vec<BackendRole> = local

@@ -116,6 +116,7 @@ pub(super) struct RawApp {
     pub(super) name: String,
     pub(super) weight: Option<f64>,
     pub(super) exec_ms: String,
+    pub(super) work: Option<String>,
 }
 
 #[derive(Deserialize)]

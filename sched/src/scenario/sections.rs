@@ -182,7 +182,8 @@ pub(super) fn parse_apps(
         }
         let weight = non_negative(&akey("weight"), a.weight, 1.0)?;
         let exec = ExecDist::parse(&a.exec_ms).map_err(|e| err(akey("exec_ms"), e))?;
-        out.push(AppSpec { name: a.name, weight, exec });
+        let work = a.work.map(|w| ExecDist::parse(&w).map_err(|e| err(akey("work"), e))).transpose()?;
+        out.push(AppSpec { name: a.name, weight, exec, work });
     }
     if out.iter().all(|a| a.weight == 0.0) {
         return Err(err(key("apps"), "at least one app needs a positive weight"));

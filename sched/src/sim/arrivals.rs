@@ -8,7 +8,7 @@ use crate::arrival::Arrival;
 use crate::heap::IndexedMinHeap;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
-use crate::time::{Nanos, NANOS_PER_S};
+use crate::time::{Nanos, NANOS_PER_MS, NANOS_PER_S};
 use crate::types::{AppId, DynamicExec, ModelId};
 
 struct Stream {
@@ -158,17 +158,40 @@ impl Arrivals {
     /// The app and solo time of a new request of `model` (0 for models
     /// whose batches follow their profile: the simulator knows their l(1)).
     pub fn content(&mut self, model: ModelId) -> (AppId, Nanos) {
-        match &mut self.content[model.index()] {
-            Some((d, total, rng)) => {
-                let mut pick = rng.unit() * *total;
-                let j = d.apps.iter().position(|a| {
-                    pick -= a.weight;
-                    pick < 0.0
-                });
-                let j = j.unwrap_or(d.apps.len() - 1);
-                (AppId(j as u32), d.apps[j].exec.sample(rng))
-            }
-            None => (AppId(0), 0),
+        let (app, draw, _) = self.draw(model, false);
+        (app, draw)
+    }
+
+    /// What a client sends for a new request of `model`: its app, and for
+    /// a dynamic model the first float of its input — the solo time drawn
+    /// as `content` draws it, in µs, or where the app says how its inputs
+    /// carry their work (`AppSpec::work`), a whole length drawn from that.
+    /// The same stream as `content`, so without `work` a client's requests
+    /// take the simulator's solo times one for one.
+    pub fn input(&mut self, model: ModelId) -> (AppId, Option<f32>) {
+        let (app, draw, by_work) = self.draw(model, true);
+        let work = match by_work {
+            true => (draw as f64 / NANOS_PER_MS as f64).round().max(1.0),
+            false => draw as f64 / 1e3,
+        };
+        (app, self.content[model.index()].is_some().then_some(work as f32))
+    }
+
+    /// An app, and a draw from its solo-time distribution — or from its
+    /// work distribution when `work` is asked for and the app has one
+    /// (then the third value is true).
+    fn draw(&mut self, model: ModelId, work: bool) -> (AppId, Nanos, bool) {
+        let Some((d, total, rng)) = &mut self.content[model.index()] else { return (AppId(0), 0, false) };
+        let mut pick = rng.unit() * *total;
+        let j = d.apps.iter().position(|a| {
+            pick -= a.weight;
+            pick < 0.0
+        });
+        let j = j.unwrap_or(d.apps.len() - 1);
+        let app = &d.apps[j];
+        match app.work.as_ref().filter(|_| work) {
+            Some(w) => (AppId(j as u32), w.sample(rng), true),
+            None => (AppId(j as u32), app.exec.sample(rng), false),
         }
     }
 }
