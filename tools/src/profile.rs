@@ -7,6 +7,17 @@
 //! into `DIR/inference.csv` and `DIR/interference.csv` in the format of
 //! the shipped partition profiles. Without a GPU: the typed "no CUDA
 //! device", exit 2.
+//!
+//! With `--executor cpu` it measures the CPU executor instead (`cpu.rs`):
+//! l(b) of its static models and subnets, and the variable-length
+//! encoder's solo times per app and kappa, into an Orloj scenario
+//! (`cpu_scenario.rs`), with `--csv` every solo time and `--svg` their
+//! histogram (`svg.rs`).
+
+mod cpu;
+mod cpu_scenario;
+mod fit;
+mod svg;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,14 +28,27 @@ use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_sched::glet::PARTITIONS;
 use baton_sched::Scenario;
 
+/// Which executor `baton profile` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorKind {
+    /// The CUDA executor on a GPU.
+    Cuda,
+    /// The CPU executor (`CpuConfig::serving`) on one thread.
+    Cpu,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
+    /// The executor to measure.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Cuda)]
+    executor: ExecutorKind,
     /// Where to write the scenario (default: standard output).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Largest batch size measured (and captured as a graph).
-    #[arg(long, default_value_t = 32)]
-    max_batch: u32,
+    /// Largest batch size measured (and captured as a graph) [default: 32 on
+    /// CUDA, 8 on the CPU].
+    #[arg(long)]
+    max_batch: Option<u32>,
     /// Timed runs per batch size (the median is kept), after as many warm-ups.
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -37,19 +61,41 @@ pub struct Args {
     /// Measure GPU partitions (green contexts) into this folder instead.
     #[arg(long)]
     partitions: Option<PathBuf>,
+    /// CPU: the core the executor's thread is pinned to.
+    #[arg(long)]
+    core: Option<usize>,
+    /// CPU: solo inputs measured per app of the dynamic model.
+    #[arg(long, default_value_t = 400)]
+    samples: usize,
+    /// CPU: mixed batches per batch size behind kappa.
+    #[arg(long, default_value_t = 20)]
+    batches: usize,
+    /// CPU: the dynamic model's SLO as a multiple of its P99 solo time.
+    #[arg(long, default_value_t = 1.5)]
+    slo_p99_multiple: f64,
+    /// CPU: write every measured solo time here (app,length,solo_ms).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// CPU: write a histogram of the solo times by app here (SVG).
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<(), String> {
-    if a.max_batch == 0 || a.reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 {
+    let max_batch = a.max_batch.unwrap_or(if a.executor == ExecutorKind::Cpu { 8 } else { 32 });
+    if max_batch == 0 || a.reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 {
         return Err("--max-batch and --reps must be positive, --slo-factor at least 1".into());
     }
-    let cfg = CudaConfig { ordinal: a.device, max_batch: a.max_batch, ..CudaConfig::serving() };
+    if a.executor == ExecutorKind::Cpu {
+        return cpu_profile(&a, max_batch);
+    }
+    let cfg = CudaConfig { ordinal: a.device, max_batch, ..CudaConfig::serving() };
     if let Some(dir) = &a.partitions {
         return partitions(&cfg, dir, a.reps);
     }
     let mut exec = CudaExecutor::new(&cfg).map_err(|e| format!("profile: {e}"))?;
     let device = exec.device().name.clone();
-    let profiles = profile(&mut exec, a.max_batch, a.reps, a.reps).map_err(|e| format!("profile: {e}"))?;
+    let profiles = profile(&mut exec, max_batch, a.reps, a.reps).map_err(|e| format!("profile: {e}"))?;
     for p in &profiles {
         eprintln!(
             "{}: alpha {:.4} ms, beta {:.4} ms (fit within {:.1}%), l(1) {:.3} ms, l({}) {:.3} ms",
@@ -67,6 +113,62 @@ pub fn run(a: Args) -> Result<(), String> {
     match &a.out {
         Some(path) => std::fs::write(path, &text).map_err(|e| format!("--out {}: {e}", path.display()))?,
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `--executor cpu`: measures, reports, writes the scenario (checked by
+/// the parser), the CSV and the SVG.
+fn cpu_profile(a: &Args, max_batch: u32) -> Result<(), String> {
+    if a.samples == 0 || !(a.slo_p99_multiple >= 1.0) || a.partitions.is_some() {
+        return Err("--samples must be positive and --slo-p99-multiple at least 1; no --partitions on the CPU".into());
+    }
+    let command: Vec<String> = std::env::args().collect();
+    let o = cpu::Options {
+        max_batch,
+        reps: a.reps,
+        core: a.core,
+        samples: a.samples,
+        batches: a.batches,
+        seed: 1,
+        command: command.join(" "),
+    };
+    let p = cpu::measure(&o).map_err(|e| format!("profile: {e}"))?;
+    let row = |l: &[Duration]| l.iter().map(|l| format!("{:.3}", ms(*l))).collect::<Vec<_>>().join(" ");
+    for f in &p.fixed {
+        eprintln!("{}: l(b) ms = {}", f.name, row(&f.latency));
+    }
+    for s in &p.subnets {
+        eprintln!("supernet {} ({:.1}%): l(b) ms = {}", s.name, s.accuracy, row(&s.latency));
+    }
+    for app in &p.apps {
+        let (mean, sd) = fit::mean_sd(&app.solo_ms()).unwrap_or_default();
+        let p99 = fit::quantile(&app.solo_ms(), 0.99).unwrap_or_default();
+        eprintln!(
+            "{} app {} (lengths {}..={}): solo mean {mean:.4} ms, sd {sd:.4} ms, p99 {p99:.4} ms over {} inputs",
+            p.dynamic,
+            app.name,
+            app.lengths.start(),
+            app.lengths.end(),
+            app.samples.len()
+        );
+    }
+    eprintln!("{}: kappa {:.4} (rms {:.3}, {} batches)", p.dynamic, p.kappa.kappa, p.kappa.rms, p.kappa.points);
+    let text = cpu_scenario::scenario_text(&p, a.slo_factor, a.slo_p99_multiple)?;
+    Scenario::parse(&text).map_err(|e| format!("profile: the written scenario does not parse: {e}"))?;
+    let write = |flag: &str, path: &PathBuf, body: &str| {
+        std::fs::write(path, body).map_err(|e| format!("{flag} {}: {e}", path.display()))
+    };
+    match &a.out {
+        Some(path) => write("--out", path, &text)?,
+        None => print!("{text}"),
+    }
+    if let Some(path) = &a.csv {
+        write("--csv", path, &cpu_scenario::csv(&p))?;
+    }
+    if let Some(path) = &a.svg {
+        let title = format!("{}: solo latency per input, by app", p.dynamic);
+        write("--svg", path, &svg::histogram(&title, &p.apps))?;
     }
     Ok(())
 }

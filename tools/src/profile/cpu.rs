@@ -1,0 +1,149 @@
+//! `baton profile --executor cpu`: measures the CPU executor's models
+//! (`baton_gpu::reference::CpuConfig::serving`, on its own thread, pinned
+//! with `--core`) and writes the scenario of `cpu_scenario.rs`:
+//!
+//! - l(b), b = 1..B, of resnet-block and encoder-block, and of every
+//!   subnet of the supernet: the median of `reps` runs after as many
+//!   warm-ups;
+//! - encoder-varlen: the solo time of `samples` inputs per app ("short":
+//!   lengths uniform over the lowest quarter of 1..=seq, "long": over the
+//!   highest), each run alone; and kappa, fitted to batches of b = 2..=B
+//!   members of mixed lengths (each member's app drawn by weight) against
+//!   the median solo time of their longest length (each batch's time the
+//!   median of 3 runs, after 3 warm-ups).
+
+use std::time::Duration;
+
+use baton_gpu::reference::varlen::{self, Varlen};
+use baton_gpu::reference::CpuConfig;
+use baton_gpu::supernet::default_subnets;
+use baton_gpu::{Batch, ExecError, Executor, Threaded};
+use baton_sched::rng::Rng;
+
+use super::cpu_scenario::{AppProfile, CpuProfile, FixedTable, SubnetTable};
+use super::fit::{fit_kappa, BatchPoint};
+
+pub struct Options {
+    pub max_batch: u32,
+    pub reps: usize,
+    pub core: Option<usize>,
+    /// Solo inputs per app.
+    pub samples: usize,
+    /// Mixed batches per batch size for kappa.
+    pub batches: usize,
+    pub seed: u64,
+    pub command: String,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn model(exec: &Threaded, name: &str) -> Result<u32, ExecError> {
+    let m = exec.models().iter().position(|m| m.name == name);
+    m.map(|m| m as u32).ok_or_else(|| ExecError::Device(format!("the CPU executor serves no `{name}`")))
+}
+
+/// The median time of `reps` runs of `inputs` after `reps` warm-ups.
+fn median(
+    exec: &mut Threaded,
+    model: u32,
+    variant: Option<u16>,
+    inputs: &[&[f32]],
+    reps: usize,
+) -> Result<Duration, ExecError> {
+    let batch = Batch { model, variant, inputs };
+    let mut out = Vec::new();
+    for _ in 0..reps {
+        exec.run(&batch, &mut out)?;
+    }
+    let mut runs = (0..reps).map(|_| exec.run(&batch, &mut out)).collect::<Result<Vec<_>, _>>()?;
+    runs.sort_unstable();
+    Ok(runs[runs.len() / 2])
+}
+
+/// l(b) for b = 1..=max_batch of one model (variant).
+fn table(exec: &mut Threaded, model: u32, variant: Option<u16>, o: &Options) -> Result<Vec<Duration>, ExecError> {
+    let len = exec.models()[model as usize].input_len;
+    let x: Vec<f32> = (0..len).map(|k| (k as f32 * 0.37).sin()).collect();
+    (1..=o.max_batch as usize).map(|b| median(exec, model, variant, &vec![&x[..]; b], o.reps)).collect()
+}
+
+/// A length uniform over the app's range.
+fn draw(rng: &mut Rng, a: &AppProfile) -> usize {
+    a.lengths.start() + rng.below(a.lengths.clone().count() as u64) as usize
+}
+
+pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
+    let cfg = CpuConfig { max_batch: o.max_batch, core: o.core, ..CpuConfig::serving() };
+    let mut exec = cfg.executor()?;
+    let mut fixed = Vec::new();
+    for name in ["resnet-block", "encoder-block"] {
+        let m = model(&exec, name)?;
+        fixed.push(FixedTable { name: name.into(), latency: table(&mut exec, m, None, o)? });
+    }
+    let sn = model(&exec, "supernet")?;
+    let configs = default_subnets(&cfg.shapes.supernet);
+    let mut subnets = Vec::new();
+    for (v, s) in configs.iter().enumerate() {
+        let accuracy = 73.0 + 7.0 * v as f64 / (configs.len().max(2) - 1) as f64;
+        let latency = table(&mut exec, sn, Some(v as u16), o)?;
+        subnets.push(SubnetTable { name: format!("d{}-w{}", s.depth, s.width), accuracy, latency });
+    }
+    let (vm, shape) = (model(&exec, varlen::NAME)?, cfg.varlen);
+    let quarter = (shape.seq / 4).max(1);
+    let mut apps = vec![
+        AppProfile { name: "short".into(), weight: 0.5, lengths: 1..=quarter, samples: Vec::new() },
+        AppProfile {
+            name: "long".into(),
+            weight: 0.5,
+            lengths: shape.seq + 1 - quarter..=shape.seq,
+            samples: Vec::new(),
+        },
+    ];
+    let mut rng = Rng::new(o.seed);
+    let mut out = Vec::new();
+    let mut run =
+        |exec: &mut Threaded, inputs: &[&[f32]]| exec.run(&Batch { model: vm, variant: None, inputs }, &mut out);
+    // Solo times, the apps interleaved so that drift hits both alike.
+    run(&mut exec, &[&Varlen::input(shape, shape.seq, 0)])?;
+    for i in 0..o.samples {
+        for a in apps.iter_mut() {
+            let len = draw(&mut rng, a);
+            let t = run(&mut exec, &[&Varlen::input(shape, len, i as u64)])?;
+            a.samples.push((len, ms(t)));
+        }
+    }
+    // kappa: each length's median solo time, then mixed batches.
+    let solo: Vec<f64> = (1..=shape.seq)
+        .map(|len| median(&mut exec, vm, None, &[&Varlen::input(shape, len, 1)], o.reps.min(20)).map(ms))
+        .collect::<Result<_, _>>()?;
+    let mut points = Vec::new();
+    for b in 2..=o.max_batch as usize {
+        for k in 0..o.batches {
+            let lens: Vec<usize> = (0..b)
+                .map(|_| {
+                    let app = rng.below(apps.len() as u64) as usize;
+                    draw(&mut rng, &apps[app])
+                })
+                .collect();
+            let xs: Vec<Vec<f32>> = lens.iter().map(|&l| Varlen::input(shape, l, k as u64)).collect();
+            let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+            let t = median(&mut exec, vm, None, &refs, 3)?;
+            let longest = lens.iter().copied().max().unwrap_or(1);
+            points.push(BatchPoint { b, solo_ms: solo[longest - 1], batch_ms: ms(t) });
+        }
+    }
+    let kappa =
+        fit_kappa(&points).ok_or_else(|| ExecError::Device("no mixed batch to fit kappa to (max batch 1?)".into()))?;
+    Ok(CpuProfile {
+        command: o.command.clone(),
+        reps: o.reps,
+        max_batch: o.max_batch,
+        fixed,
+        subnets,
+        dynamic: varlen::NAME.into(),
+        kappa,
+        apps,
+    })
+}

@@ -1,0 +1,266 @@
+//! What `baton profile --executor cpu` measured, and the scenario it
+//! writes from it: the static models' l(b) tables, the supernet's subnet
+//! tables, and the variable-length encoder as an Orloj dynamic model (its
+//! apps' solo-time distributions, the lengths their clients send, kappa).
+
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use super::fit::{mean_sd, quantile, KappaFit};
+
+/// l(b) of an ordinary model, b = 1..=B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FixedTable {
+    pub name: String,
+    pub latency: Vec<Duration>,
+}
+
+/// One subnet's l(b) and the accuracy the scenario gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubnetTable {
+    pub name: String,
+    pub accuracy: f64,
+    pub latency: Vec<Duration>,
+}
+
+/// An app of the dynamic model: its clients send lengths uniform over
+/// `lengths`; `samples` are (length, solo ms) of inputs run alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppProfile {
+    pub name: String,
+    pub weight: f64,
+    pub lengths: RangeInclusive<usize>,
+    pub samples: Vec<(usize, f64)>,
+}
+
+impl AppProfile {
+    pub fn solo_ms(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.1).collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuProfile {
+    /// The command line that measured it, for the header.
+    pub command: String,
+    pub reps: usize,
+    pub max_batch: u32,
+    pub fixed: Vec<FixedTable>,
+    /// Ordered from least to most accurate.
+    pub subnets: Vec<SubnetTable>,
+    pub dynamic: String,
+    pub kappa: KappaFit,
+    pub apps: Vec<AppProfile>,
+}
+
+/// The scenario's dispatch delay (one backend thread in the same process).
+const CTRL_DELAY_US: u64 = 100;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `tables[v][b]` made what schedulers assume: non-decreasing in b, and
+/// (for subnets ordered by accuracy) never faster than a less accurate
+/// one at the same b — each entry the running maximum over both.
+pub fn monotone(tables: &[Vec<Duration>]) -> Vec<Vec<Duration>> {
+    let mut out: Vec<Vec<Duration>> = Vec::with_capacity(tables.len());
+    for t in tables {
+        let mut row = Vec::with_capacity(t.len());
+        for (b, &l) in t.iter().enumerate() {
+            let below = out.last().and_then(|p| p.get(b)).copied().unwrap_or_default();
+            let left = row.last().copied().unwrap_or_default();
+            row.push(l.max(below).max(left));
+        }
+        out.push(row);
+    }
+    out
+}
+
+fn list(t: &[Duration]) -> String {
+    t.iter().map(|l| format!("{:.4}", ms(*l))).collect::<Vec<_>>().join(", ")
+}
+
+/// The scenario: every model on one GPU (the CPU executor's thread), the
+/// static ones with weight 0 (their tables recorded, no requests), the
+/// dynamic one with all the load at 70% of what it sustains, under Orloj.
+/// Static SLOs: `slo_factor` x l(B); the dynamic model's:
+/// `slo_p99_multiple` x the P99 of its apps' solo-time mixture.
+pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> Result<String, String> {
+    let fits: Vec<(f64, f64)> = p
+        .apps
+        .iter()
+        .map(|a| mean_sd(&a.solo_ms()).ok_or_else(|| format!("app `{}` has no solo times", a.name)))
+        .collect::<Result<_, _>>()?;
+    let total_w: f64 = p.apps.iter().map(|a| a.weight).sum();
+    if p.apps.is_empty() || !(total_w > 0.0) {
+        return Err("the dynamic model needs an app with a positive weight".into());
+    }
+    // What one core sustains: alone, 1 / E[solo]; in batches of B, at
+    // worst B / (slowest solo x (1 + kappa (B - 1))). The better of the two.
+    let mean_solo: f64 = p.apps.iter().zip(&fits).map(|(a, f)| a.weight / total_w * f.0).sum();
+    let slowest = p.apps.iter().flat_map(|a| a.solo_ms()).fold(0.0, f64::max);
+    let kappa = p.kappa.kappa.clamp(0.0, 1.0);
+    let b = f64::from(p.max_batch);
+    let capacity = (1e3 / mean_solo).max(b * 1e3 / (slowest * (1.0 + kappa * (b - 1.0))));
+    let samples: usize = p.apps.iter().map(|a| a.samples.len()).sum();
+    let clamped = if kappa != p.kappa.kappa {
+        format!(" (measured {:.3}; the scenario takes 0..=1)", p.kappa.kappa)
+    } else {
+        String::new()
+    };
+    let mut t = format!(
+        "# Measured by `baton profile --executor cpu` on one CPU thread:\n\
+         #   {}\n\
+         # Static models: l(b) for b = 1..{}, the median of {} runs per size, written as\n\
+         # running maxima (non-decreasing in b, and over the subnets in accuracy order);\n\
+         # weight 0: their tables are recorded here, the load goes to `{}`.\n\
+         # Supernet accuracies are stand-ins: its weights are random, so no subnet has\n\
+         # a measured accuracy; the subnets, in order of compute, take the built-in\n\
+         # supernet's spread, 73% to 80% (baton_sched::supernet::default_supernet).\n\
+         # `{}`: {samples} inputs, each run alone, lengths uniform over each app's range;\n\
+         # exec_ms = normal(mean, sd) of an app's solo times; work = the length its client\n\
+         # sends (rounded); kappa {:.4}{clamped}: least squares of T(b, Lmax) / solo(Lmax) - 1\n\
+         # against b - 1 over {} batches of mixed lengths (rms {:.3}). Rate: 70% of what\n\
+         # one core sustains ({capacity:.0} r/s).\n\
+         name = \"cpu-varlen\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\nrate_rps = {:.0}\n\n\
+         [cluster]\ngpus = 1\nctrl_delay_us = {CTRL_DELAY_US}\ndata_delay_us = 0\n",
+        p.command,
+        p.max_batch,
+        p.reps,
+        p.dynamic,
+        p.dynamic,
+        kappa,
+        p.kappa.points,
+        p.kappa.rms,
+        0.7 * capacity
+    );
+    let fastest = CTRL_DELAY_US as f64 / 1e3;
+    for f in &p.fixed {
+        let table = &monotone(std::slice::from_ref(&f.latency))[0];
+        let top = table.last().map_or(0.0, |l| ms(*l));
+        let slo = slo_factor * top.max(ms(table[0]) + fastest);
+        t += &format!(
+            "\n[[models]]\nname = \"{}\"\nlatency_ms = [{}]\nslo_ms = {slo:.3}\nweight = 0.0\n",
+            f.name,
+            list(table)
+        );
+    }
+    if !p.subnets.is_empty() {
+        let tables = monotone(&p.subnets.iter().map(|s| s.latency.clone()).collect::<Vec<_>>());
+        let top = tables.last().and_then(|t| t.last()).map_or(0.0, |l| ms(*l));
+        let slo = slo_factor * top.max(ms(tables[tables.len() - 1][0]) + fastest);
+        t += &format!(
+            "\n[[models]]\nname = \"supernet\"\nmax_batch = {}\nslo_ms = {slo:.3}\nweight = 0.0\n",
+            p.max_batch
+        );
+        for (s, table) in p.subnets.iter().zip(&tables) {
+            t += &format!(
+                "\n[[models.subnets]]\nname = \"{}\"\naccuracy = {:.2}\nlatency_ms = [{}]\n",
+                s.name,
+                s.accuracy,
+                list(table)
+            );
+        }
+    }
+    t += &format!(
+        "\n[[models]]\nname = \"{}\"\nslo_p99_multiple = {slo_p99_multiple}\nkappa = {kappa:.4}\nmax_batch = {}\n\
+         weight = 1.0\narrival = \"poisson\"\n",
+        p.dynamic, p.max_batch
+    );
+    for (a, (mean, sd)) in p.apps.iter().zip(&fits) {
+        let xs = a.solo_ms();
+        let q = |q: f64| quantile(&xs, q).unwrap_or(0.0);
+        t += &format!(
+            "\n# `{}`: lengths {}..={}, {} solo times: p50 {:.4} ms, p99 {:.4} ms, max {:.4} ms\n\
+             [[models.apps]]\nname = \"{}\"\nweight = {}\nexec_ms = \"normal:{mean:.4},{:.4}\"\nwork = \"uniform:{},{}\"\n",
+            a.name,
+            a.lengths.start(),
+            a.lengths.end(),
+            xs.len(),
+            q(0.5),
+            q(0.99),
+            q(1.0),
+            a.name,
+            a.weight,
+            sd.max(1e-4),
+            *a.lengths.start() as f64 - 0.5,
+            *a.lengths.end() as f64 + 0.5
+        );
+    }
+    Ok(t + "\n[policy]\nname = \"orloj\"\n")
+}
+
+/// Every solo time, one row each: `app,length,solo_ms`.
+pub fn csv(p: &CpuProfile) -> String {
+    let mut t = String::from("app,length,solo_ms\n");
+    for a in &p.apps {
+        for (len, solo) in &a.samples {
+            t += &format!("{},{len},{solo:.6}\n", a.name);
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_sched::Scenario;
+
+    fn profile() -> CpuProfile {
+        let us = |x: u64| Duration::from_micros(x);
+        let app = |name: &str, lengths: RangeInclusive<usize>, base: f64| AppProfile {
+            name: name.into(),
+            weight: 0.5,
+            samples: lengths.clone().map(|l| (l, base + l as f64 * 0.01)).collect(),
+            lengths,
+        };
+        CpuProfile {
+            command: "baton profile --executor cpu".into(),
+            reps: 5,
+            max_batch: 4,
+            fixed: vec![FixedTable { name: "resnet-block".into(), latency: vec![us(300), us(600), us(590), us(1200)] }],
+            subnets: vec![
+                SubnetTable { name: "d2-w64".into(), accuracy: 73.0, latency: vec![us(50), us(100), us(150), us(200)] },
+                SubnetTable { name: "d4-w256".into(), accuracy: 80.0, latency: vec![us(90), us(95), us(300), us(400)] },
+            ],
+            dynamic: "encoder-varlen".into(),
+            kappa: KappaFit { kappa: 1.08, points: 30, rms: 0.05 },
+            apps: vec![app("short", 1..=16, 0.01), app("long", 49..=64, 0.3)],
+        }
+    }
+
+    #[test]
+    fn tables_are_made_monotone_in_batch_and_accuracy() {
+        let us = |x: u64| Duration::from_micros(x);
+        let m = monotone(&[vec![us(50), us(100)], vec![us(90), us(95)]]);
+        assert_eq!(m, vec![vec![us(50), us(100)], vec![us(90), us(100)]]);
+    }
+
+    #[test]
+    fn the_written_scenario_parses_with_the_measured_numbers() {
+        let p = profile();
+        let text = scenario_text(&p, 2.0, 1.5).unwrap();
+        let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(s.models.len(), 3);
+        assert_eq!(s.models[0].spec.profile.latency(3), 600_000, "running maximum");
+        assert_eq!(s.models[1].spec.subnets.len(), 2);
+        assert_eq!(s.models[1].spec.subnets[1].profile.latency(2), 100_000, "never below a less accurate subnet");
+        let d = s.models[2].spec.dynamic.as_ref().expect("dynamic");
+        assert_eq!(d.kappa, 1.0, "clamped");
+        assert_eq!(d.apps.len(), 2);
+        assert!(text.contains("work = \"uniform:0.5,16.5\"") && text.contains("measured 1.080"), "{text}");
+        assert_eq!(s.models[2].weight, 1.0);
+        assert_eq!(s.models[0].weight, 0.0);
+        let rows = csv(&p);
+        assert_eq!(rows.lines().count(), 1 + 32);
+        assert!(rows.contains("long,64,0.940000"), "{rows}");
+    }
+
+    #[test]
+    fn an_app_without_samples_is_an_error() {
+        let mut p = profile();
+        p.apps[1].samples.clear();
+        assert!(scenario_text(&p, 2.0, 1.5).unwrap_err().contains("long"));
+    }
+}
