@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
+use baton_gpu::reference::CpuConfig;
 use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
@@ -70,13 +71,31 @@ impl ModelEntry {
 }
 
 /// What runs the batches: emulated GPUs (each batch takes its profile's
-/// l(b)), or the CUDA executor's models on real GPUs (backend b on CUDA
-/// device b), which a scenario then names and profiles (`baton profile`).
+/// l(b)), the CUDA executor's models on real GPUs (backend b on CUDA
+/// device b), or the CPU reference models (each backend a thread of its
+/// own computing them, `baton_gpu::Threaded`) — which a scenario then
+/// names and profiles (`baton profile [--executor cpu]`).
 #[derive(Clone, Debug, Default)]
 pub enum ExecutorChoice {
     #[default]
     Emulated,
     Cuda(CudaConfig),
+    Cpu(CpuConfig),
+}
+
+impl ExecutorChoice {
+    /// What the executor is called in messages, and the models it serves
+    /// (None: emulated, it serves whatever the scenario says).
+    fn served(&self) -> Result<Option<(&'static str, Vec<ModelInfo>)>, Unsupported> {
+        match self {
+            Self::Emulated => Ok(None),
+            Self::Cuda(cfg) => Ok(Some(("CUDA", cfg.model_infos()))),
+            Self::Cpu(cfg) => {
+                let infos = cfg.model_infos().map_err(|e| Unsupported(format!("the CPU executor: {e}")))?;
+                Ok(Some(("CPU", infos)))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -123,19 +142,19 @@ impl ModelTable {
     }
 
     /// The scenario's models as `choice` runs them: emulated with
-    /// `input_floats` per request, or the CUDA executor's models of the
-    /// same names, with their own tensor sizes.
+    /// `input_floats` per request, or the CUDA or CPU executor's models of
+    /// the same names, with their own tensor sizes (and, for a dynamic
+    /// model, their own measure of an input's work).
     pub fn for_executor(s: &Scenario, choice: &ExecutorChoice, input_floats: usize) -> Result<Self, Unsupported> {
-        let ExecutorChoice::Cuda(cfg) = choice else { return Self::from_scenario(s, input_floats) };
-        let infos = cfg.model_infos();
+        let Some((kind, infos)) = choice.served()? else { return Self::from_scenario(s, input_floats) };
         Self::build(s, |spec| {
             let names = || infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
             let info = infos.iter().find(|i| i.name == spec.name).ok_or_else(|| {
-                Unsupported(format!("`{}` is not a model of the CUDA executor (it has {})", spec.name, names()))
+                Unsupported(format!("`{}` is not a model of the {kind} executor (it has {})", spec.name, names()))
             })?;
             if spec.profile.max_batch() > info.max_batch {
                 let why = format!(
-                    "`{}` is profiled to batch {}, the CUDA executor runs at most {}",
+                    "`{}` is profiled to batch {}, the {kind} executor runs at most {}",
                     spec.name,
                     spec.profile.max_batch(),
                     info.max_batch
@@ -183,6 +202,7 @@ impl ModelTable {
                 let exec = CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?;
                 Ok(Box::new(ByName::new(self, Box::new(exec))))
             }
+            ExecutorChoice::Cpu(cfg) => Ok(Box::new(ByName::new(self, Box::new(cfg.executor()?)))),
         }
     }
 

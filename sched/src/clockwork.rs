@@ -12,7 +12,10 @@
 //! - work is handed to a backend up to `SCHEDULE_AHEAD` (10 ms) before it
 //!   frees, so a batch is formed from what is queued that early;
 //! - batches are planned to finish `SLO_BUFFER` (5 ms) before the deadline
-//!   (less if the SLO leaves no room for it).
+//!   (less if the request's window, deadline minus arrival, leaves no room
+//!   for it beside l(1) and the dispatch delay: the window is the SLO in
+//!   the simulator, and the SLO less the response path's reserve in the
+//!   engine).
 //!
 //! Queue arithmetic is shared with Symphony (`queue.rs`); the queue holds
 //! each request's planning deadline (deadline minus the buffer).
@@ -35,8 +38,9 @@ pub const BATCH_SIZES: [u32; 5] = [1, 2, 4, 8, 16];
 pub struct Clockwork {
     spec: ClusterSpec,
     queues: EdfQueues,
-    /// Per model: the part of the SLO held back as a buffer.
-    buffers: Vec<Nanos>,
+    /// Per model: the least a request needs, l(1) plus the dispatch delay
+    /// (what the buffer may not eat into).
+    fastest: Vec<Nanos>,
     /// Every backend, keyed by when it is free (predicted from the profile,
     /// corrected by completions).
     free: IndexedMinHeap,
@@ -54,11 +58,7 @@ impl Clockwork {
         Self {
             queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             outstanding: vec![VecDeque::new(); spec.backends as usize],
-            buffers: spec
-                .models
-                .iter()
-                .map(|m| SLO_BUFFER.min(m.slo.saturating_sub(m.profile.latency(1) + spec.delay.of(1))))
-                .collect(),
+            fastest: spec.models.iter().map(|m| m.profile.latency(1) + spec.delay.of(1)).collect(),
             free,
             spec: spec.clone(),
             out: VecDeque::new(),
@@ -111,7 +111,8 @@ impl Clockwork {
 impl Scheduler for Clockwork {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        let planning_deadline = req.deadline - self.buffers[m];
+        let window = req.deadline.saturating_sub(req.arrival);
+        let planning_deadline = req.deadline - SLO_BUFFER.min(window.saturating_sub(self.fastest[m]));
         if self.queues.push(m, Pending { id: req.id, deadline: planning_deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });
             return;

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
 use baton_gpu::cuda::CudaConfig;
+use baton_gpu::reference::CpuConfig;
 use baton_perf::load::{self, LoadConfig};
 use baton_perf::{load_scenario, SERVE_SCENARIO};
 use baton_sched::{PolicyKind, Scenario};
@@ -73,6 +74,11 @@ pub enum ExecutorKind {
     /// scenario names them (resnet-block, encoder-block) with profiles from
     /// `baton profile`, and each request carries that model's input size.
     Cuda,
+    /// The CPU reference models (resnet-block, encoder-block, supernet,
+    /// encoder-varlen), each backend computing them on a thread of its
+    /// own; the scenario names them with profiles from `baton profile
+    /// --executor cpu`.
+    Cpu,
 }
 
 impl ExecutorKind {
@@ -80,6 +86,7 @@ impl ExecutorKind {
         match self {
             Self::Emulated => "emulated",
             Self::Cuda => "CUDA",
+            Self::Cpu => "CPU",
         }
     }
 
@@ -87,6 +94,7 @@ impl ExecutorKind {
         match self {
             Self::Emulated => ExecutorChoice::Emulated,
             Self::Cuda => ExecutorChoice::Cuda(CudaConfig::serving()),
+            Self::Cpu => ExecutorChoice::Cpu(CpuConfig::serving()),
         }
     }
 }

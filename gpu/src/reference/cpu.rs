@@ -34,9 +34,10 @@ impl CpuConfig {
     /// The models `baton profile --executor cpu` measures, small enough for
     /// one core: a batch takes about 0.05 to 5 ms. A 16-channel residual
     /// stage on 16x16 images, an encoder layer of d 64 (4 heads, FFN 256)
-    /// on 16 tokens, the supernet at 4 blocks of 128 (6 subnets), and the
-    /// variable-length encoder of d 64 (4 heads, FFN 128) on up to 32
-    /// tokens.
+    /// on 16 tokens, the supernet at 4 blocks of 256 (9 subnets), and the
+    /// variable-length encoder of d 128 (4 heads, FFN 256) on up to 128
+    /// tokens — about 0.1 to 4 ms alone, so that an SLO a few times its
+    /// solo times is milliseconds, as a GPU model's is.
     pub fn serving() -> Self {
         Self {
             max_batch: 8,
@@ -47,8 +48,8 @@ impl CpuConfig {
                 encoder: EncoderShape { seq: 16, dim: 64, heads: 4, ffn: 256 },
                 supernet: SupernetConfig { input: 128, max_depth: 4, max_width: 256, classes: 10, seed: 11 },
             },
-            varlen: EncoderShape { seq: 64, dim: 64, heads: 4, ffn: 128 },
-            solo_reps: 5,
+            varlen: EncoderShape { seq: 128, dim: 128, heads: 4, ffn: 256 },
+            solo_reps: 3,
         }
     }
 
