@@ -132,6 +132,14 @@ impl ModelTable {
             if spec.dynamic.is_some() && input_floats == 0 {
                 return Err(Unsupported(format!("`{}` is dynamic: its inputs need a float for their work", spec.name)));
             }
+            if spec.dynamic.as_ref().is_some_and(|d| d.apps.iter().any(|a| a.work.is_some())) {
+                let why = format!(
+                    "`{}`'s inputs carry lengths (its apps' `work`), which only the executor that measured them \
+                     turns into times: serve it with that executor (`--executor cpu`)",
+                    spec.name
+                );
+                return Err(Unsupported(why));
+            }
             Ok(Served {
                 input_floats,
                 output_floats: DEFAULT_OUTPUT_FLOATS,

@@ -4,7 +4,12 @@
 //! Bad requests are typed errors, the same from every executor; the
 //! conformance suite (`conformance.rs`) holds them to it.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Called by an executor, from any thread, when a launched batch is done
+/// (`Executor::set_waker`).
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// One batch to run.
 #[derive(Clone, Copy, Debug)]
@@ -159,6 +164,13 @@ pub trait Executor {
     /// polled to completion before the next launch).
     fn pipeline_depth(&self) -> usize {
         1
+    }
+
+    /// Asks the executor to call `wake` whenever a launched batch is done,
+    /// so its owner can sleep until then instead of polling. Returns false
+    /// (the default) if it cannot: its owner polls.
+    fn set_waker(&mut self, _wake: Waker) -> bool {
+        false
     }
 }
 

@@ -26,5 +26,5 @@ pub mod supernet;
 pub mod threaded;
 mod weights;
 
-pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
+pub use executor::{Batch, ExecError, Executor, Launched, ModelInfo, Waker, Work};
 pub use threaded::Threaded;

@@ -4,14 +4,16 @@
 //! its outputs and the device time the inner executor measured. One batch
 //! is in flight at a time (`pipeline_depth` 1). The inner executor is
 //! built on its thread, so it need not be `Send`; the thread may be pinned
-//! to one core. Dropping a `Threaded` stops its thread and joins it (after
-//! the batch in flight, if any).
+//! to one core. Once given a waker (`set_waker`), the thread calls it
+//! after each batch, so its owner need not poll. Dropping a `Threaded`
+//! stops its thread and joins it (after the batch in flight, if any).
 
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo};
+use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo, Waker};
 
 /// A batch handed to the thread: owned copies of the inputs.
 struct Job {
@@ -28,6 +30,8 @@ pub struct Threaded {
     jobs: Option<Sender<Job>>,
     done: Receiver<Outcome>,
     in_flight: bool,
+    /// Called by the thread after each batch, once set.
+    waker: Arc<OnceLock<Waker>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -45,6 +49,8 @@ impl Threaded {
         let (jobs, job_rx) = channel::<Job>();
         let (done_tx, done) = channel::<Outcome>();
         let (ready_tx, ready) = channel::<Result<Vec<ModelInfo>, ExecError>>();
+        let waker = Arc::new(OnceLock::<Waker>::new());
+        let wake = Arc::clone(&waker);
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
@@ -67,6 +73,9 @@ impl Threaded {
                     if done_tx.send(outcome).is_err() {
                         return;
                     }
+                    if let Some(w) = wake.get() {
+                        w();
+                    }
                 }
             })
             .map_err(|e| ExecError::Device(format!("cannot start the executor thread: {e}")))?;
@@ -81,7 +90,7 @@ impl Threaded {
                 return Err(ExecError::Device("the executor thread ended while building its models".into()));
             }
         };
-        Ok(Self { infos, jobs: Some(jobs), done, in_flight: false, thread: Some(thread) })
+        Ok(Self { infos, jobs: Some(jobs), done, in_flight: false, waker, thread: Some(thread) })
     }
 
     fn gone() -> ExecError {
@@ -160,6 +169,11 @@ impl Executor for Threaded {
     fn pipeline_depth(&self) -> usize {
         1
     }
+
+    fn set_waker(&mut self, wake: Waker) -> bool {
+        // A second waker is refused: the first keeps being called.
+        self.waker.set(wake).is_ok()
+    }
 }
 
 impl Drop for Threaded {
@@ -218,6 +232,22 @@ mod tests {
         // Dropping with a batch in flight finishes it and joins the thread.
         t.launch(&batch, &mut out).unwrap();
         drop(t);
+    }
+
+    #[test]
+    fn a_waker_is_called_once_per_finished_batch_and_polling_then_finds_it() {
+        let mut t = Threaded::spawn("woken", None, || spinning(5)).unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(8);
+        assert!(t.set_waker(Arc::new(move || tx.send(()).unwrap())));
+        assert!(!t.set_waker(Arc::new(|| {})), "one waker");
+        let (x, mut out) = ([1.0f32, 2.0], Vec::new());
+        let batch = Batch { model: 0, variant: None, inputs: &[&x] };
+        for _ in 0..3 {
+            t.launch(&batch, &mut out).unwrap();
+            rx.recv_timeout(Duration::from_secs(60)).expect("woken when done");
+            assert!(matches!(t.poll(&mut out), Some(Ok(_))), "done once woken");
+        }
+        assert!(rx.try_recv().is_err(), "one wake per batch");
     }
 
     #[test]

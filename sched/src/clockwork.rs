@@ -12,10 +12,10 @@
 //! - work is handed to a backend up to `SCHEDULE_AHEAD` (10 ms) before it
 //!   frees, so a batch is formed from what is queued that early;
 //! - batches are planned to finish `SLO_BUFFER` (5 ms) before the deadline
-//!   (less if the request's window, deadline minus arrival, leaves no room
-//!   for it beside l(1) and the dispatch delay: the window is the SLO in
-//!   the simulator, and the SLO less the response path's reserve in the
-//!   engine).
+//!   (less if the time the request has left when the scheduler sees it
+//!   leaves no room for it beside l(1) and the dispatch delay: that is the
+//!   SLO in the simulator; in the engine, the SLO less the response path's
+//!   reserve and the request's way to the scheduler).
 //!
 //! Queue arithmetic is shared with Symphony (`queue.rs`); the queue holds
 //! each request's planning deadline (deadline minus the buffer).
@@ -111,7 +111,7 @@ impl Clockwork {
 impl Scheduler for Clockwork {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let m = req.model.index();
-        let window = req.deadline.saturating_sub(req.arrival);
+        let window = req.deadline.saturating_sub(now);
         let planning_deadline = req.deadline - SLO_BUFFER.min(window.saturating_sub(self.fastest[m]));
         if self.queues.push(m, Pending { id: req.id, deadline: planning_deadline }).is_err() {
             self.out.push_back(Output::Dropped { request: req.id, reason: DropReason::QueueFull });

@@ -12,7 +12,10 @@
 //! Executors that return the device time instead of spending it (the
 //! emulated one with deferred pacing) are waited out on the role's clock;
 //! a batch an executor leaves in flight (the CUDA executor's asynchronous
-//! launch) is polled every `POLL_NS` until the device is done. Either way
+//! launch) is polled every `POLL_NS` until the device is done — or, for an
+//! executor that wakes its owner when a batch is done (`set_waker`: CPU
+//! compute on a thread of its own), when it says so, with a poll every
+//! `WOKEN_POLL_NS` only as a backstop. Either way
 //! `next_wake` says when to call `poll`. An executor with a device queue
 //! (`pipeline_depth` > 1) gets the next batch as soon as its inputs are in
 //! and its time has come, while the previous one still runs: the device
@@ -21,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use baton_gpu::{Batch, Executor, Launched};
+use baton_gpu::{Batch, Executor, Launched, Waker};
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
@@ -51,6 +54,9 @@ struct Job {
 /// How often, at most, a batch in flight on a device is polled (the shard
 /// owning the device polls every round while one is in flight).
 const POLL_NS: Nanos = 5_000;
+/// How often a batch in flight on an executor that wakes its owner is
+/// polled anyway.
+const WOKEN_POLL_NS: Nanos = 1_000_000;
 
 struct Running {
     plan: fb::BatchPlan,
@@ -74,6 +80,8 @@ pub struct BackendRole {
     /// Batches started and not finished, oldest first (at most the
     /// executor's pipeline depth).
     running: VecDeque<Running>,
+    /// Whether the executor calls a waker when a batch is done.
+    wakes: bool,
     pub stats: BackendStats,
 }
 
@@ -101,7 +109,31 @@ fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
 
 impl BackendRole {
     pub fn new(id: u32, exec: Box<dyn Executor>) -> Self {
-        Self { id, exec, jobs: VecDeque::new(), running: VecDeque::new(), stats: BackendStats::default() }
+        Self { id, exec, jobs: VecDeque::new(), running: VecDeque::new(), wakes: false, stats: BackendStats::default() }
+    }
+
+    /// Gives the executor `wake` to call when a batch is done; if it takes
+    /// it, batches in flight are polled when it calls (`poll_device`), not
+    /// every round.
+    pub fn set_waker(&mut self, wake: Waker) {
+        self.wakes = self.exec.set_waker(wake);
+    }
+
+    /// How long until a batch in flight is polled again.
+    fn pace(&self) -> Nanos {
+        if self.wakes {
+            WOKEN_POLL_NS
+        } else {
+            POLL_NS
+        }
+    }
+
+    /// The executor said a batch is done: polls the oldest in flight now.
+    pub fn poll_device(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
+        if let Some(r) = self.running.front_mut().filter(|r| r.in_flight) {
+            r.finish = now;
+        }
+        self.poll(now, out);
     }
 
     pub fn id(&self) -> u32 {
@@ -135,8 +167,13 @@ impl BackendRole {
         self.poll(now, out);
     }
 
-    /// Whether a batch is running on a device that must be polled.
-    pub fn in_flight(&self) -> bool {
+    /// Whether a batch is running on a device that must be polled every
+    /// round (one whose executor does not wake its owner).
+    pub fn needs_polling(&self) -> bool {
+        !self.wakes && self.in_flight()
+    }
+
+    fn in_flight(&self) -> bool {
         self.running.iter().any(|r| r.in_flight)
     }
 
@@ -158,10 +195,11 @@ impl BackendRole {
             let mut progressed = false;
             if self.running.front().is_some_and(|r| r.finish <= now) {
                 let mut r = self.running.pop_front().expect("checked");
+                let pace = self.pace();
                 let done = !r.in_flight
                     || match self.exec.poll(&mut r.outputs) {
                         None => {
-                            r.finish = now + POLL_NS;
+                            r.finish = now + pace;
                             false
                         }
                         Some(result) => {
@@ -218,7 +256,7 @@ impl BackendRole {
             let batch = Batch { model: plan.model, variant: plan.subnet, inputs: &inputs };
             match self.exec.launch(&batch, &mut outputs) {
                 Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, false),
-                Ok(Launched::InFlight) => (now + POLL_NS, true, false),
+                Ok(Launched::InFlight) => (now + self.pace(), true, false),
                 Err(_) => (now + 1, false, true),
             }
         };

@@ -211,6 +211,18 @@ impl State {
         !due.is_empty()
     }
 
+    /// Polls every local backend's device at once (one said it is done).
+    fn poll_devices(&mut self, now: Nanos) {
+        let mut out = Vec::new();
+        for (i, b) in self.backends.iter_mut().enumerate() {
+            b.poll_device(now, &mut out);
+            self.touched[i + 1] = true;
+        }
+        for e in out {
+            self.deliver(now, ShardMsg::Env(e));
+        }
+    }
+
     fn rearm(&mut self) {
         for t in 0..self.touched.len() {
             if std::mem::take(&mut self.touched[t]) {
@@ -251,6 +263,21 @@ pub async fn run(
     if let Link::Tcp(r) = &link {
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
+    // Executors that finish on threads of their own (CPU compute) raise
+    // this flag and ring the shard's bell: it parks instead of polling them
+    // (the flag is published before the bell, the bell's handshake does
+    // the rest, `park.rs`).
+    let device_done = Arc::new(AtomicBool::new(false));
+    let waker: baton_gpu::Waker = {
+        let (done, bell) = (Arc::clone(&device_done), rhythm.bell());
+        Arc::new(move || {
+            done.store(true, Ordering::Release);
+            bell.ring();
+        })
+    };
+    for b in &mut s.backends {
+        b.set_waker(Arc::clone(&waker));
+    }
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
         link.poll(&mut incoming);
@@ -258,12 +285,16 @@ pub async fn run(
         for m in incoming.drain(..) {
             s.deliver(now, m);
         }
+        if device_done.swap(false, Ordering::AcqRel) {
+            s.poll_devices(now);
+            busy = true;
+        }
         busy |= s.fire(now);
         // A shard whose device is running a batch polls it every round
-        // instead of parking: the GPU's completion is seen within
-        // microseconds, not a timer tick. (Emulated backends are never in
-        // flight.)
-        busy |= s.backends.iter().any(BackendRole::in_flight);
+        // instead of parking, unless the device wakes it when done: the
+        // GPU's completion is seen within microseconds, not a timer tick.
+        // (Emulated backends are never in flight.)
+        busy |= s.backends.iter().any(BackendRole::needs_polling);
         s.rearm();
         let batches: u64 = s.backends.iter().map(|b| b.stats.batches).sum();
         if batches > published {
@@ -279,7 +310,8 @@ pub async fn run(
         // park only until `lead` before the next one.
         let spin = lead.imminent(next);
         let asked = next.map(|d| d.saturating_sub(lead.get()));
-        let parked = rhythm.end_round(busy || spin, asked, || link.pending()).await;
+        let parked =
+            rhythm.end_round(busy || spin, asked, || link.pending() || device_done.load(Ordering::Acquire)).await;
         if let (Some(asked), Some(parked)) = (asked, parked) {
             if parked >= asked {
                 lead.slept(asked, parked);

@@ -107,8 +107,8 @@ mod tests {
         // An emulated device of l(b) = 0.2 b + 1 ms is profiled as such.
         let info = ModelInfo::fixed("m", 4, 2, 4);
         let latency = (1..=4).map(|b| Duration::from_micros(200 * b + 1000)).collect();
-        let mut e =
-            Emulated::new(vec![EmulatedModel::fixed(info, latency)], 0.0, 1).with_pacing(crate::emulated::Pacing::Deferred);
+        let mut e = Emulated::new(vec![EmulatedModel::fixed(info, latency)], 0.0, 1)
+            .with_pacing(crate::emulated::Pacing::Deferred);
         let p = profile(&mut e, 8, 1, 3).unwrap();
         assert_eq!(p[0].latency.len(), 4);
         assert!((p[0].alpha.as_secs_f64() - 2e-4).abs() < 1e-9 && (p[0].beta.as_secs_f64() - 1e-3).abs() < 1e-9);
