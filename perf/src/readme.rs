@@ -81,6 +81,7 @@ pub fn region(name: &str, results: &Path) -> Result<String, String> {
         "flat_top" => flat_top(&read("flat_top.txt")?),
         "engine_bench" => engine_bench(&read("engine_bench.txt")?, &read("wire_bench.txt")?),
         "cuda_serve_h100" => cuda_serve(&read("cuda_serve_h100.txt")?),
+        "engine_seeds" => engine_seeds(&read("engine_seeds.txt")?),
         _ => return Err(format!("no results region named `{name}`")),
     };
     text.map_err(|e| format!("region `{name}`: {e}"))
@@ -410,6 +411,33 @@ fn cuda_serve(text: &str) -> Result<String, String> {
         after(three, "--find-goodput: ")?,
         serve_runs(three)?
     ))
+}
+
+/// One row per run of perf/scripts/engine_seeds.sh (`== title` and a
+/// `baton demo`): the share of requests answered ok within their SLO as
+/// the client saw it, beside the simulator's on the same file, rate and
+/// seed, and the mean accuracy the engine served where it served subnets.
+fn engine_seeds(text: &str) -> Result<String, String> {
+    let mut rows = Vec::new();
+    for block in text.split("\n== ").skip(1) {
+        let title = block.lines().next().unwrap_or("").trim();
+        let line =
+            |p: &str| block.lines().find(|l| l.starts_with(p)).ok_or_else(|| format!("`{title}`: no `{p}` line"));
+        let (engine, sim) = (after(line("in SLO")?, "bad rate ")?, after(line("baton sim")?, "bad rate ")?);
+        let accuracy = match line("mean accuracy") {
+            Ok(l) => format!("{:.2}%", after(l, "answers ")?),
+            Err(_) => "—".into(),
+        };
+        let sent = after(line("sent ")?, "sent ")?;
+        rows.push(vec![
+            title.to_string(),
+            thousands(sent, 0),
+            format!("{:.4}", 1.0 - engine),
+            format!("{:.4}", 1.0 - sim),
+            accuracy,
+        ]);
+    }
+    Ok(table(&["run", "sent", "engine in SLO", "sim in SLO", "engine mean accuracy"], &rows))
 }
 
 /// One row per `baton demo` run in `text`.

@@ -21,9 +21,16 @@ fn perf_readme_agrees_with_the_stored_results() {
             diff.join("\n")
         );
     }
-    for name in
-        ["sched_speed", "hull_bench", "subnetact_bench", "orloj_grid", "flat_top", "engine_bench", "cuda_serve_h100"]
-    {
+    for name in [
+        "sched_speed",
+        "hull_bench",
+        "subnetact_bench",
+        "orloj_grid",
+        "flat_top",
+        "engine_bench",
+        "cuda_serve_h100",
+        "engine_seeds",
+    ] {
         assert!(text.contains(&format!("<!-- results:{name} -->")), "perf/README.md lost its `{name}` region");
     }
 }
