@@ -26,11 +26,12 @@ enum Command {
     Compare(compare::Args),
     /// Nexus's epoch plan for a scenario at a rate: backends, sessions, routing, GPU counts.
     Plan(plan::Args),
-    /// Measure the CUDA executor's models on the GPU: l(b), alpha and beta, as a scenario file.
+    /// Measure the CUDA (or, with --executor cpu, the CPU) executor's models: l(b), and for the
+    /// variable-length encoder its solo times and kappa, as a scenario file.
     Profile(profile::Args),
     /// Write a synthetic day of invocations in the Azure Functions 2019 schema.
     Trace(trace::Args),
-    /// Serve a scenario's models on emulated (or CUDA) GPUs: every role in one process, over TCP.
+    /// Serve a scenario's models on emulated GPUs (or the CUDA or CPU executor): every role in one process, over TCP.
     Serve(serve::ServeArgs),
     /// The frontend role alone: clients' connections, over TCP to the scheduler and backends.
     Frontend(serve::FrontendArgs),
