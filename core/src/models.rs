@@ -181,9 +181,6 @@ impl ModelTable {
         if !s.cluster.prefixes.is_empty() {
             return Err(Unsupported("prefix batching (run it in `baton sim`)".into()));
         }
-        if !s.faults.is_empty() {
-            return Err(Unsupported("backend faults (`[[faults]]`; run them in `baton sim`)".into()));
-        }
         s.models
             .iter()
             .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))

@@ -4,7 +4,8 @@
 # simulator in one invocation):
 #   perf/scripts/engine_seeds.sh [BATON] > perf/results/engine_seeds.txt
 # 1. orloj-bimodal at the simulator's goodput rate (found by search);
-# 2. superserve-bursty (SlackFit, bursty arrivals) at its file's rate;
+# 2. superserve-bursty (SlackFit, bursty arrivals) at its file's rate, and
+#    superserve-faults (half the GPUs failing one by one, as the file says);
 # 3. the CPU dynamic DNN (cpu-varlen, `--executor cpu`): Orloj and
 #    Clockwork at two rates, engine and simulator.
 # Check `uptime` first: a build on the other core halves what the engine shows.
@@ -18,6 +19,8 @@ echo "== orloj-bimodal at the simulator's goodput, $rate r/s"
 "$baton" demo --scenario $s/orloj-bimodal.toml --rate "$rate" --duration 20 2>&1 | show
 echo "== superserve-bursty (simulator's mean accuracy: $("$baton" sim $s/superserve-bursty.toml --json 2>/dev/null | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["mean_accuracy"], 2))')%)"
 "$baton" demo --scenario $s/superserve-bursty.toml --duration 20 2>&1 | show
+echo "== superserve-faults (simulator's mean accuracy: $("$baton" sim $s/superserve-faults.toml --json 2>/dev/null | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["mean_accuracy"], 2))')%)"
+"$baton" demo --scenario $s/superserve-faults.toml --duration 25 2>&1 | show
 for rate in 250 492; do
   for policy in orloj clockwork; do
     echo "== cpu-varlen --executor cpu, $policy at $rate r/s"

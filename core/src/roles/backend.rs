@@ -21,6 +21,14 @@
 //! and its time has come, while the previous one still runs: the device
 //! runs them in order, and the host's copying and launching overlaps the
 //! device's work instead of idling it. Results come back in launch order.
+//!
+//! A backend may fail for good at a set time (a scenario's `[[faults]]`,
+//! as the simulator fails its backends): it forgets what it held and tells
+//! the scheduler (`BackendStatus`, unhealthy), which drops the requests of
+//! every batch it had sent there. A plan reaching it afterwards is lost as
+//! the simulator loses it: its requests are answered `BackendFailed`, and
+//! no `BatchDone` comes back, so a policy that ignores failures stops
+//! granting the backend after that batch.
 
 use std::collections::VecDeque;
 
@@ -82,6 +90,9 @@ pub struct BackendRole {
     running: VecDeque<Running>,
     /// Whether the executor calls a waker when a batch is done.
     wakes: bool,
+    /// When the backend fails for good, if it does; and whether it has.
+    fails_at: Option<Nanos>,
+    failed: bool,
     pub stats: BackendStats,
 }
 
@@ -109,7 +120,50 @@ fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
 
 impl BackendRole {
     pub fn new(id: u32, exec: Box<dyn Executor>) -> Self {
-        Self { id, exec, jobs: VecDeque::new(), running: VecDeque::new(), wakes: false, stats: BackendStats::default() }
+        Self {
+            id,
+            exec,
+            jobs: VecDeque::new(),
+            running: VecDeque::new(),
+            wakes: false,
+            fails_at: None,
+            failed: false,
+            stats: BackendStats::default(),
+        }
+    }
+
+    /// The backend will fail for good at `at`.
+    pub fn fail_at(&mut self, at: Nanos) {
+        self.fails_at = Some(at);
+    }
+
+    /// Whether the backend has failed by `now` (failing it if its time has
+    /// come).
+    fn down(&mut self, now: Nanos, out: &mut Vec<Envelope>) -> bool {
+        if !self.failed && self.fails_at.is_some_and(|t| t <= now) {
+            self.fail(out);
+        }
+        self.failed
+    }
+
+    /// Fails now: what it holds is dropped by the scheduler once told.
+    fn fail(&mut self, out: &mut Vec<Envelope>) {
+        self.failed = true;
+        self.stats.failed_batches += (self.jobs.len() + self.running.len()) as u64;
+        self.jobs.clear();
+        self.running.clear();
+        let status = fb::BackendStatus { backend: self.id, healthy: false, ..Default::default() };
+        out.push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+    }
+
+    /// A plan for a failed backend: its requests answered `BackendFailed`.
+    fn lose(&mut self, plan: &fb::BatchPlan, out: &mut Vec<Envelope>) {
+        self.stats.failed_batches += 1;
+        for fe in frontends(plan) {
+            let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
+            let dropped = fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed };
+            out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
+        }
     }
 
     /// Gives the executor `wake` to call when a batch is done; if it takes
@@ -142,6 +196,7 @@ impl BackendRole {
 
     pub fn on_message(&mut self, now: Nanos, msg: Message, out: &mut Vec<Envelope>) {
         match msg {
+            Message::BatchPlan(p) if self.down(now, out) && p.backend == self.id => self.lose(&p, out),
             Message::BatchPlan(p) if p.backend == self.id && !p.requests.as_deref().unwrap_or(&[]).is_empty() => {
                 let fes = frontends(&p);
                 for &fe in &fes {
@@ -183,14 +238,20 @@ impl BackendRole {
 
     /// When `poll` has something to do next, if anything.
     pub fn next_wake(&self) -> Option<Nanos> {
+        if self.failed {
+            return None;
+        }
         let next_job = self.jobs.front().filter(|j| j.awaiting == 0 && self.room()).map(|j| j.plan.exec_at_ns);
-        self.running.front().map(|r| r.finish).into_iter().chain(next_job).min()
+        self.running.front().map(|r| r.finish).into_iter().chain(next_job).chain(self.fails_at).min()
     }
 
     /// Finishes the oldest running batch if its time is up (polling the
     /// device for one in flight), and starts the next one if there is room
     /// and its inputs are in and its time has come; until neither happens.
     pub fn poll(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
+        if self.down(now, out) {
+            return;
+        }
         loop {
             let mut progressed = false;
             if self.running.front().is_some_and(|r| r.finish <= now) {

@@ -204,11 +204,25 @@ fn bad_requests_get_typed_errors_and_nothing_else() {
 }
 
 #[test]
-fn a_scenario_with_faults_is_refused_not_served_without_them() {
-    let text = format!("{SCENARIO}[[faults]]\nat_s = 1.0\nbackend = 0\n");
-    let scenario = Scenario::parse(&text).unwrap();
-    let err = ModelTable::from_scenario(&scenario, FLOATS).unwrap_err();
-    assert!(err.to_string().contains("faults"), "{err}");
+fn a_backend_that_fails_loses_nothing_whether_the_policy_heeds_it_or_not() {
+    // Symphony ignores failures (it keeps granting the dead backend until a
+    // batch it sent there never completes); SlackFit stops using it.
+    for policy in [PolicyKind::Symphony, PolicyKind::Clockwork, PolicyKind::SlackFit] {
+        let mut c = Cluster::new(policy, 100_000);
+        c.backends[0].fail_at(300_000_000);
+        let n = 1_000;
+        c.run(load(800.0, n));
+        let s = c.fe.stats;
+        assert_eq!((s.received, s.answered(), s.duplicates, c.fe.held()), (n, n, 0, 0), "{policy:?}: {s:?}");
+        let mut seen = vec![false; n as usize];
+        for (_, a) in &c.answers {
+            assert!(!std::mem::replace(&mut seen[a.id as usize], true), "request {} answered twice", a.id);
+        }
+        // Backend 0 served until it failed, the other after it.
+        let late_ok = c.answers.iter().filter(|a| a.1.status == fb::Status::Ok && a.1.id > 400).count();
+        assert!(c.backends[0].stats.batches > 0 && late_ok > 100, "{policy:?}: {late_ok}");
+        assert!(c.done.iter().all(|d| d.backend == 1 || d.started_ns < 300_000_000), "no batch done after the fault");
+    }
 }
 
 #[test]

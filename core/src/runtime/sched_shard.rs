@@ -103,9 +103,14 @@ impl State {
             .clone()
             .map(|b| {
                 let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b));
-                exec.map(|e| BackendRole::new(b, e)).map_err(|e| format!("backend {b}: {e}"))
+                let mut role = BackendRole::new(b, exec.map_err(|e| format!("backend {b}: {e}"))?);
+                // A scenario's faults, on the engine's clock from its start.
+                if let Some(&(at, _)) = scenario.faults.iter().find(|f| f.1 .0 == b) {
+                    role.fail_at(now + at);
+                }
+                Ok(role)
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, String>>()?;
         let targets = backends.len() + 1;
         Ok(Self {
             part,
