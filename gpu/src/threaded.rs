@@ -187,7 +187,6 @@ impl Drop for Threaded {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
     use crate::emulated::{Emulated, EmulatedModel, Pacing};
@@ -208,29 +207,48 @@ mod tests {
 
     #[test]
     fn a_launched_batch_is_polled_to_its_outputs_and_time() {
-        let mut t = Threaded::spawn("slow", None, || spinning(30)).unwrap();
+        // The inner executor runs a batch only when the test opens its gate,
+        // so what is checked does not depend on timing.
+        struct Gated {
+            gate: Receiver<()>,
+            infos: Vec<ModelInfo>,
+        }
+        impl Executor for Gated {
+            fn models(&self) -> &[ModelInfo] {
+                &self.infos
+            }
+            fn run(&mut self, batch: &Batch<'_>, out: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+                self.gate.recv().map_err(|_| ExecError::Device("gate closed".into()))?;
+                *out = batch.inputs.iter().map(|x| vec![x.iter().sum()]).collect();
+                Ok(Duration::from_millis(7))
+            }
+        }
+        let (open, gate) = channel::<()>();
+        let infos = vec![ModelInfo::fixed("gated", 2, 1, 4)];
+        let mut t = Threaded::spawn("gated", None, move || Ok(Gated { gate, infos })).unwrap();
         let (x, mut out) = ([1.0f32, 2.0], Vec::new());
         let batch = Batch { model: 0, variant: None, inputs: &[&x, &x] };
-        let start = Instant::now();
-        assert_eq!(t.launch(&batch, &mut out), Ok(Launched::InFlight));
-        assert!(start.elapsed() < Duration::from_millis(30), "launch waited for the batch");
-        assert!(t.poll(&mut out).is_none(), "done before its 60 ms");
+        assert_eq!(t.launch(&batch, &mut out), Ok(Launched::InFlight), "launch returns with the batch held");
+        assert!(t.poll(&mut out).is_none(), "not done while its gate is shut");
         assert!(matches!(t.launch(&batch, &mut out), Err(ExecError::Device(_))), "a second batch in flight");
+        open.send(()).unwrap();
         let took = loop {
             if let Some(r) = t.poll(&mut out) {
                 break r.unwrap();
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        assert!(took >= Duration::from_millis(60), "{took:?}");
+        assert_eq!(took, Duration::from_millis(7), "the inner executor's device time");
         assert_eq!(out, vec![vec![3.0], vec![3.0]]);
         assert!(t.poll(&mut out).is_none(), "nothing left in flight");
         // A bad batch is refused at launch, and the next runs.
         let bad = Batch { model: 1, variant: None, inputs: &[&x] };
         assert_eq!(t.launch(&bad, &mut out), Err(ExecError::UnknownModel { model: 1 }));
+        open.send(()).unwrap();
         assert!(t.run(&batch, &mut out).is_ok());
         // Dropping with a batch in flight finishes it and joins the thread.
         t.launch(&batch, &mut out).unwrap();
+        open.send(()).unwrap();
         drop(t);
     }
 
