@@ -197,15 +197,6 @@ fn partitions(cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<()
 }
 
 /// The running maximum of `l`: the least non-decreasing table above it.
-fn monotone(l: &[Duration]) -> Vec<Duration> {
-    l.iter()
-        .scan(Duration::ZERO, |top, &x| {
-            *top = (*top).max(x);
-            Some(*top)
-        })
-        .collect()
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -239,7 +230,10 @@ pub fn scenario_text(device: &str, profiles: &[ModelProfile], slo_factor: f64, r
         // scenario gets its running maximum — never below what was measured
         // at b — and the raw table as a comment.
         let raw: Vec<String> = p.latency.iter().map(|l| format!("{:.4}", ms(*l))).collect();
-        let table: Vec<String> = monotone(&p.latency).iter().map(|l| format!("{:.4}", ms(*l))).collect();
+        let table: Vec<String> = cpu_scenario::monotone(std::slice::from_ref(&p.latency))[0]
+            .iter()
+            .map(|l| format!("{:.4}", ms(*l)))
+            .collect();
         if raw != table {
             t += &format!("\n# `{}` measured (decreasing somewhere): [{}]", p.name, raw.join(", "));
         }

@@ -28,7 +28,9 @@
 //! every batch it had sent there. A plan reaching it afterwards is lost as
 //! the simulator loses it: its requests are answered `BackendFailed`, and
 //! no `BatchDone` comes back, so a policy that ignores failures stops
-//! granting the backend after that batch.
+//! granting the backend after that batch. (Over TCP a plan already on the
+//! wire when the backend fails is dropped by both; the frontend answers
+//! once and counts the second drop as a duplicate it refused.)
 
 use std::collections::VecDeque;
 

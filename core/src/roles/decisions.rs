@@ -39,6 +39,8 @@ pub fn wire_reason(r: DropReason) -> fb::DropReason {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refused {
     pub plan: BatchPlan,
+    /// Its members' apps, in plan order.
+    pub apps: Vec<AppId>,
 }
 
 impl std::fmt::Display for Refused {
@@ -105,10 +107,11 @@ impl Decisions {
     pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Result<Option<Sent>, Refused> {
         match o {
             Output::Dispatch(plan) if plan.prefix.is_some() => {
+                let apps = plan.requests.iter().map(|r| self.seen.get(&r.0).map_or(AppId(0), |s| s.1)).collect();
                 for r in &plan.requests {
                     self.drop(r.0, fb::DropReason::NoBackend);
                 }
-                Err(Refused { plan })
+                Err(Refused { plan, apps })
             }
             Output::Dispatch(plan) => {
                 let batch_id = self.next_batch;

@@ -164,8 +164,7 @@ impl SchedulerRole {
                     // Its requests are dropped; the policy gets its backend
                     // back at once, as if the batch had taken no time.
                     self.stats.refused += 1;
-                    let apps = vec![AppId(0); refused.plan.requests.len()];
-                    self.batch_done(now, &refused.plan, &apps, now, None);
+                    self.batch_done(now, &refused.plan, &refused.apps, now, None);
                 }
             }
         }

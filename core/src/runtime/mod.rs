@@ -222,6 +222,12 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
         let why = format!("{} plans GPU partitions, which the engine does not emulate", policy.as_str());
         return Err(EngineError::Unsupported(Unsupported(why)));
     }
+    if !scenario.faults.is_empty() && cfg.model_shards > 0 && CandidateRule::of(policy).is_some() {
+        // The model shards keep no batches in flight to drop when a
+        // backend fails, and the rank shard has no failure path.
+        let why = "backend faults with Symphony split over model shards (run it whole: --model-shards 0)";
+        return Err(EngineError::Unsupported(Unsupported(why.into())));
+    }
     ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats).map_err(EngineError::Unsupported)
 }
 

@@ -51,15 +51,25 @@ pub fn median_latency(
     warmup: usize,
     reps: usize,
 ) -> Result<Duration, ExecError> {
-    assert!(reps > 0);
     let xs = inputs(b, exec.models()[m].input_len, m as u64);
     let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-    let batch = Batch { model: m as u32, variant: None, inputs: &refs };
+    median_of(exec, &Batch { model: m as u32, variant: None, inputs: &refs }, warmup, reps)
+}
+
+/// The median device time of `reps` runs of `batch`, after `warmup`
+/// untimed ones.
+pub fn median_of(
+    exec: &mut dyn Executor,
+    batch: &Batch<'_>,
+    warmup: usize,
+    reps: usize,
+) -> Result<Duration, ExecError> {
+    assert!(reps > 0);
     let mut outputs = Vec::new();
     for _ in 0..warmup {
-        exec.run(&batch, &mut outputs)?;
+        exec.run(batch, &mut outputs)?;
     }
-    let mut runs = (0..reps).map(|_| exec.run(&batch, &mut outputs)).collect::<Result<Vec<_>, _>>()?;
+    let mut runs = (0..reps).map(|_| exec.run(batch, &mut outputs)).collect::<Result<Vec<_>, _>>()?;
     runs.sort_unstable();
     Ok(runs[runs.len() / 2])
 }

@@ -14,6 +14,8 @@
 
 use std::time::Duration;
 
+use super::ms;
+use baton_gpu::cuda::profile::median_of;
 use baton_gpu::reference::varlen::{self, Varlen};
 use baton_gpu::reference::CpuConfig;
 use baton_gpu::supernet::default_subnets;
@@ -35,10 +37,6 @@ pub struct Options {
     pub command: String,
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn model(exec: &Threaded, name: &str) -> Result<u32, ExecError> {
     let m = exec.models().iter().position(|m| m.name == name);
     m.map(|m| m as u32).ok_or_else(|| ExecError::Device(format!("the CPU executor serves no `{name}`")))
@@ -52,14 +50,7 @@ fn median(
     inputs: &[&[f32]],
     reps: usize,
 ) -> Result<Duration, ExecError> {
-    let batch = Batch { model, variant, inputs };
-    let mut out = Vec::new();
-    for _ in 0..reps {
-        exec.run(&batch, &mut out)?;
-    }
-    let mut runs = (0..reps).map(|_| exec.run(&batch, &mut out)).collect::<Result<Vec<_>, _>>()?;
-    runs.sort_unstable();
-    Ok(runs[runs.len() / 2])
+    median_of(exec, &Batch { model, variant, inputs }, reps, reps)
 }
 
 /// l(b) for b = 1..=max_batch of one model (variant).

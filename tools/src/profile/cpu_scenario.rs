@@ -3,6 +3,7 @@
 //! tables, and the variable-length encoder as an Orloj dynamic model (its
 //! apps' solo-time distributions, the lengths their clients send, kappa).
 
+use super::ms;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -55,10 +56,6 @@ pub struct CpuProfile {
 
 /// The scenario's dispatch delay (one backend thread in the same process).
 const CTRL_DELAY_US: u64 = 100;
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 /// `tables[v][b]` made what schedulers assume: non-decreasing in b, and
 /// (for subnets ordered by accuracy) never faster than a less accurate
