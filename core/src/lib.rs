@@ -16,6 +16,7 @@
 
 pub mod clock;
 pub mod models;
+pub mod partitions;
 pub mod publish;
 pub mod roles;
 pub mod runtime;

@@ -5,6 +5,7 @@
 //! request through `publish::Published` (nothing republishes it yet: the
 //! engine serves a fixed set of models).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
@@ -14,6 +15,8 @@ use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
 use baton_sched::types::{DynamicExec, ModelSpec};
+
+use crate::partitions::Partitioned;
 
 /// Floats in each request's input and output when the engine emulates its
 /// GPUs: the content is checksummed, not computed on, so a small tensor
@@ -101,6 +104,9 @@ impl ExecutorChoice {
 #[derive(Clone, Debug)]
 pub struct ModelTable {
     pub models: Vec<ModelEntry>,
+    /// The GPU partitions the backends run on, for a policy that splits
+    /// GPUs (None: one backend per whole GPU).
+    pub partitions: Option<Arc<Partitioned>>,
 }
 
 /// A scenario the engine cannot serve (yet), with what is missing.
@@ -185,7 +191,13 @@ impl ModelTable {
             .iter()
             .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))
             .collect::<Result<_, _>>()
-            .map(|models| Self { models })
+            .map(|models| Self { models, partitions: None })
+    }
+
+    /// How many backends serve a cluster of `gpus` GPUs: one per GPU, or
+    /// one per partition of the plan.
+    pub fn backends(&self, gpus: u32) -> u32 {
+        self.partitions.as_ref().map_or(gpus, |p| p.backends())
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {
@@ -202,7 +214,12 @@ impl ModelTable {
         seed: u64,
     ) -> Result<Box<dyn Executor>, ExecError> {
         match choice {
-            ExecutorChoice::Emulated => Ok(Box::new(self.emulated_executor(jitter, seed))),
+            ExecutorChoice::Emulated => {
+                match self.partitions.as_ref().and_then(|p| p.executor(&self.models, backend, jitter, seed)) {
+                    Some(on_partition) => Ok(Box::new(on_partition)),
+                    None => Ok(Box::new(self.emulated_executor(jitter, seed))),
+                }
+            }
             ExecutorChoice::Cuda(cfg) => {
                 let exec = CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?;
                 Ok(Box::new(ByName::new(self, Box::new(exec))))

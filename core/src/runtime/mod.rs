@@ -31,8 +31,10 @@
 //! Shards are pinned round-robin over the cores `topology.rs` lists (one
 //! NUMA node's, when the operator names one).
 //!
-//! Reduced, and said so: one frontend shard; GPU partitions only in the
-//! simulator.
+//! A policy that splits GPUs (glet) gets one backend per partition of its
+//! plan (`partitions.rs`).
+//!
+//! Reduced, and said so: one frontend shard.
 
 mod alarms;
 mod conn;
@@ -53,6 +55,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use baton_net::mesh::mesh;
+use baton_sched::build;
 use baton_sched::scenario::Scenario;
 use baton_sched::symphony::CandidateRule;
 use baton_sched::time::Nanos;
@@ -61,6 +64,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::clock::Clock;
 use crate::models::{ExecutorChoice, ModelTable, Unsupported};
+use crate::partitions::Partitioned;
 use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
@@ -145,6 +149,12 @@ impl std::fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
+impl From<Unsupported> for EngineError {
+    fn from(u: Unsupported) -> Self {
+        Self::Unsupported(u)
+    }
+}
+
 /// What the engine did, read when it stops.
 #[derive(Clone, Debug, Default)]
 pub struct EngineReport {
@@ -217,18 +227,37 @@ pub struct Engine {
 }
 
 /// The model table of a scenario the engine can serve under `policy`.
+/// For a policy that splits GPUs, the table says which partition each
+/// backend runs on, as the policy plans them for `cfg.plan_rate_rps`.
 fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<ModelTable, EngineError> {
-    if PolicyKind::GLET_SET.contains(&policy) {
-        let why = format!("{} plans GPU partitions, which the engine does not emulate", policy.as_str());
-        return Err(EngineError::Unsupported(Unsupported(why)));
-    }
+    let unsupported = |why: String| EngineError::Unsupported(Unsupported(why));
+    scenario.supports(policy).map_err(unsupported)?;
     if !scenario.faults.is_empty() && cfg.model_shards > 0 && CandidateRule::of(policy).is_some() {
         // The model shards keep no batches in flight to drop when a
         // backend fails, and the rank shard has no failure path.
         let why = "backend faults with Symphony split over model shards (run it whole: --model-shards 0)";
-        return Err(EngineError::Unsupported(Unsupported(why.into())));
+        return Err(unsupported(why.into()));
     }
-    ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats).map_err(EngineError::Unsupported)
+    let mut table = ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats)?;
+    if policy.needs_partition_profiles() {
+        if !matches!(cfg.executor, ExecutorChoice::Emulated) {
+            let why = format!("{} runs GPU partitions, which only the emulated executor serves", policy.as_str());
+            return Err(unsupported(why));
+        }
+        let planned = build::scheduler(policy, scenario, plan_rate(scenario, cfg));
+        table.partitions = Partitioned::of(scenario, planned.as_ref())?.map(Arc::new);
+    }
+    Ok(table)
+}
+
+/// The aggregate rate static planners plan for: the configured one, or
+/// the scenario's.
+fn plan_rate(scenario: &Scenario, cfg: &EngineConfig) -> f64 {
+    if cfg.plan_rate_rps > 0.0 {
+        cfg.plan_rate_rps
+    } else {
+        scenario.rate_rps.unwrap_or(0.0)
+    }
 }
 
 /// Raises the locked-memory soft limit to the hard one: io_uring needs
@@ -249,6 +278,7 @@ fn raise_memlock() {
 /// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
     let table = servable(scenario, policy, cfg)?;
+    let backends = table.backends(scenario.cluster.backends);
     raise_memlock();
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -264,10 +294,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let fe_doorbell = doorbells.next().expect("a frontend shard");
     let cores = topology::cores(cfg.numa_node).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
-    let cfg = &EngineConfig {
-        plan_rate_rps: if cfg.plan_rate_rps > 0.0 { cfg.plan_rate_rps } else { scenario.rate_rps.unwrap_or(0.0) },
-        ..cfg.clone()
-    };
+    let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, cfg), ..cfg.clone() };
     // The scheduler side: shard 1 holds the policy (or Symphony's rank
     // shard) and every backend; shards 2.. hold Symphony's model shards.
     // Each part's state is built on the shard that owns it.
@@ -276,8 +303,8 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     for (i, shard_links) in links.enumerate() {
         let shard = SCHED_SHARD + i;
         let (part, backends) = match (shard, rule) {
-            (SCHED_SHARD, None) => (SchedulerPart::Whole(policy), 0..scenario.cluster.backends),
-            (SCHED_SHARD, Some(_)) => (SchedulerPart::Rank, 0..scenario.cluster.backends),
+            (SCHED_SHARD, None) => (SchedulerPart::Whole(policy), 0..backends),
+            (SCHED_SHARD, Some(_)) => (SchedulerPart::Rank, 0..backends),
             (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };

@@ -31,7 +31,7 @@ use super::router::{connect, role_addr, Router};
 use super::sched_shard::SchedulerPart;
 use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport, Progress};
 use crate::clock::Clock;
-use crate::models::ModelTable;
+use crate::models::{ModelTable, Unsupported};
 use crate::publish::Published;
 use crate::roles::{Addr, FRONTEND_SHIFT};
 
@@ -94,6 +94,12 @@ pub fn start_role(
         if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
             return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));
         }
+    }
+    if table.partitions.is_some() {
+        // Sibling partitions see each other's batches in one process only.
+        let why =
+            format!("{}'s GPU partitions in separate processes (serve it in one: `baton serve`)", policy.as_str());
+        return Err(EngineError::Unsupported(Unsupported(why)));
     }
     if let RoleSpec::Backends { first, count, .. } = &spec {
         if first.checked_add(*count).is_none_or(|end| end > scenario.cluster.backends || *count == 0) {

@@ -85,7 +85,7 @@ impl State {
         cfg: &EngineConfig,
         now: Nanos,
     ) -> Result<Self, String> {
-        let n = scenario.cluster.backends;
+        let n = table.backends(scenario.cluster.backends);
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
         let spec = &scenario.cluster;
         let part = match part {

@@ -30,13 +30,13 @@ mod report;
 
 pub use arrivals::{Arrivals, Source};
 pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
+pub use partitions::{batch_times, Layout};
 pub use queries::QueryReport;
 pub use report::{Checks, ModelReport, Report, BAD_RATE_LIMIT};
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use partitions::Layout;
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 

@@ -26,21 +26,21 @@ use crate::types::Partition;
 
 /// Which partition each backend runs on and who its sibling is.
 #[derive(Clone, Debug)]
-pub(super) struct Layout {
+pub struct Layout {
     slots: Vec<Partition>,
     sibling: Vec<Option<usize>>,
 }
 
 impl Layout {
     /// One backend per whole GPU.
-    pub(super) fn whole(gpus: u32) -> Self {
+    pub fn whole(gpus: u32) -> Self {
         Self::new((0..gpus).map(|gpu| Partition { gpu, percent: 100 }).collect(), gpus)
     }
 
     /// `slots[i]` is backend i's partition. Panics (a scheduler bug) unless
     /// every GPU is below `gpus` and holds at most two partitions whose
     /// sizes add to at most 100.
-    pub(super) fn new(slots: Vec<Partition>, gpus: u32) -> Self {
+    pub fn new(slots: Vec<Partition>, gpus: u32) -> Self {
         let mut sibling = vec![None; slots.len()];
         for (i, s) in slots.iter().enumerate() {
             assert!(s.gpu < gpus, "partition on GPU {} of {gpus}", s.gpu);
@@ -54,21 +54,21 @@ impl Layout {
         Self { slots, sibling }
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.slots.len()
     }
 
-    pub(super) fn percent(&self, backend: usize) -> u32 {
+    pub fn percent(&self, backend: usize) -> u32 {
         self.slots[backend].percent
     }
 
-    pub(super) fn sibling(&self, backend: usize) -> Option<usize> {
+    pub fn sibling(&self, backend: usize) -> Option<usize> {
         self.sibling[backend]
     }
 
     /// Busy time of a backend, in whole-GPU time: a partition of p% busy
     /// for t counts p/100 of t.
-    pub(super) fn gpu_time(&self, backend: usize, busy: Nanos) -> Nanos {
+    pub fn gpu_time(&self, backend: usize, busy: Nanos) -> Nanos {
         busy * self.slots[backend].percent as Nanos / 100
     }
 }
@@ -76,7 +76,7 @@ impl Layout {
 /// (planned, real) time of a batch on a partition below 100%: planned is
 /// L(b, p) alone, what a scheduler can know in advance; real adds the
 /// slowdown from what the sibling runs at the start.
-pub(super) fn batch_times(
+pub fn batch_times(
     data: &PartitionData,
     row: usize,
     batch: u32,

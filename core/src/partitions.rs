@@ -1,0 +1,194 @@
+//! GPU partitions (glet) in the engine: a policy that splits GPUs says
+//! which partition each of its backends runs on (`Scheduler::partitions`),
+//! and the engine's backends are those partitions, not whole GPUs.
+//!
+//! With the emulated executor a batch of b on a partition of p% runs the
+//! measured L(b, p), slowed by what the other partition of its GPU runs at
+//! the instant the batch starts — the simulator's rule, by the same
+//! function (`baton_sched::sim::batch_times`, whose doc states the
+//! approximation). The partitions of one GPU tell each other what they run
+//! through a `Board` of what each is running and until when. Whole-GPU
+//! backends of a partitioned plan run the model's own profile, as in the
+//! simulator.
+//!
+//! The board reads `Instant`, not cluster time: it compares the starts of
+//! batches of one process's backends with each other and nothing else (the
+//! backends of one GPU must share a process; `baton backend` refuses
+//! partition policies).
+//!
+//! Reduced: the layout is planned once, at start-up, as the simulator
+//! plans it (glet's runtime does not re-plan); partitions run on the
+//! emulated executor only (CUDA green contexts are not wired to backends).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
+use baton_gpu::{Batch, ExecError, Executor, ModelInfo};
+use baton_sched::glet::{PartitionData, MAX_PARTITION_BATCH};
+use baton_sched::scenario::Scenario;
+use baton_sched::sim::{batch_times, Layout};
+use baton_sched::types::Scheduler;
+
+use crate::models::{ModelEntry, Unsupported};
+
+/// What one partition runs: the model's profile row, the batch, and when
+/// it ends.
+#[derive(Clone, Copy, Debug)]
+struct Occupant {
+    row: usize,
+    batch: u32,
+    until: Instant,
+}
+
+/// The engine's backends as the plan's partitions.
+#[derive(Debug)]
+pub struct Partitioned {
+    layout: Layout,
+    data: Arc<PartitionData>,
+    /// Each model's row of the measured profiles.
+    rows: Vec<usize>,
+    /// What each backend runs now (None: idle or never started).
+    board: Mutex<Vec<Option<Occupant>>>,
+}
+
+impl Partitioned {
+    /// The partitions `policy` (already built for the scenario) runs on,
+    /// or None if it runs whole GPUs.
+    pub fn of(scenario: &Scenario, policy: &dyn Scheduler) -> Result<Option<Self>, Unsupported> {
+        let Some(slots) = policy.partitions() else { return Ok(None) };
+        let data = scenario.partitions.clone().ok_or_else(|| Unsupported("partitions without profiles".into()))?;
+        let rows = scenario
+            .models
+            .iter()
+            .map(|m| m.partition_profile.ok_or_else(|| Unsupported(format!("`{}` has no `profile`", m.spec.name))))
+            .collect::<Result<Vec<_>, _>>()?;
+        if slots.is_empty() {
+            return Err(Unsupported("the partition plan fits nothing on the cluster at this rate".into()));
+        }
+        let layout = Layout::new(slots, scenario.cluster.backends);
+        let board = Mutex::new(vec![None; layout.len()]);
+        Ok(Some(Self { layout, data, rows, board }))
+    }
+
+    /// How many backends the plan runs.
+    pub fn backends(&self) -> u32 {
+        self.layout.len() as u32
+    }
+
+    pub fn percent(&self, backend: u32) -> u32 {
+        self.layout.percent(backend as usize)
+    }
+
+    /// Backend `backend`'s emulated executor: L(b, p) per model on its
+    /// partition, slowed by its sibling; None for a whole GPU (the caller
+    /// runs the models' own profiles there).
+    pub fn executor(
+        self: &Arc<Self>,
+        models: &[ModelEntry],
+        backend: u32,
+        jitter: f64,
+        seed: u64,
+    ) -> Option<OnPartition> {
+        let percent = self.percent(backend);
+        if percent == 100 {
+            return None;
+        }
+        let emulated = models
+            .iter()
+            .zip(&self.rows)
+            .map(|(m, &row)| {
+                let l = (1..=MAX_PARTITION_BATCH).map_while(|b| self.data.solo(row, b, percent));
+                let info = ModelInfo::fixed(&m.name, m.input_floats, m.output_floats, MAX_PARTITION_BATCH);
+                EmulatedModel::fixed(info, l.map(Duration::from_nanos).collect())
+            })
+            .collect();
+        let inner = Emulated::new(emulated, jitter, seed).with_pacing(Pacing::Deferred);
+        Some(OnPartition { inner, backend: backend as usize, percent, plan: Arc::clone(self) })
+    }
+}
+
+/// An emulated partition: the inner executor times L(b, p) (jitter
+/// included); the sibling's batch at the start scales it.
+pub struct OnPartition {
+    inner: Emulated,
+    backend: usize,
+    percent: u32,
+    plan: Arc<Partitioned>,
+}
+
+impl Executor for OnPartition {
+    fn models(&self) -> &[ModelInfo] {
+        self.inner.models()
+    }
+
+    fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+        self.run_at(Instant::now(), batch, outputs)
+    }
+}
+
+impl OnPartition {
+    /// Runs `batch` as if it started at `now`.
+    fn run_at(&mut self, now: Instant, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+        let solo_run = self.inner.run(batch, outputs)?;
+        let plan = &*self.plan;
+        let (row, b) = (plan.rows[batch.model as usize], batch.inputs.len() as u32);
+        // One process's backends share the board; a panic elsewhere leaves
+        // it consistent (each entry is written whole).
+        let mut board = plan.board.lock().unwrap_or_else(PoisonError::into_inner);
+        let sibling = plan.layout.sibling(self.backend).and_then(|s| board[s]).filter(|o| o.until > now);
+        let (solo, real) = batch_times(&plan.data, row, b, self.percent, sibling.map(|o| (o.row, o.batch)));
+        let run = solo_run.mul_f64(real as f64 / solo as f64);
+        board[self.backend] = Some(Occupant { row, batch: b, until: now + run });
+        Ok(run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_sched::build;
+    use baton_sched::PolicyKind;
+
+    fn glet_game() -> Scenario {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
+        let text = std::fs::read_to_string(dir.join("glet-game.toml")).expect("shipped");
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| e.to_string());
+        Scenario::parse_with(&text, &read).expect("glet-game parses")
+    }
+
+    /// The engine's backends are glet's partitions; a partition's batch
+    /// takes L(b, p) alone and the measured co-run time next to a busy
+    /// sibling — the numbers `batch_times` gives the simulator.
+    #[test]
+    fn partitions_time_batches_as_the_simulator_does() {
+        let s = glet_game();
+        let policy = build::scheduler(PolicyKind::Glet, &s, s.rate_rps.unwrap_or(1000.0));
+        let plan = Arc::new(Partitioned::of(&s, policy.as_ref()).expect("plans").expect("partitions"));
+        let table = crate::models::ModelTable::from_scenario(&s, 4).expect("servable");
+        let split = (0..plan.backends()).find(|&b| plan.percent(b) < 100 && plan.layout.sibling(b as usize).is_some());
+        let Some(a) = split else { panic!("glet splits some GPU of glet-game") };
+        let sib = plan.layout.sibling(a as usize).expect("has one") as u32;
+        let mut ea = plan.executor(&table.models, a, 0.0, 1).expect("a partition");
+        let mut eb = plan.executor(&table.models, sib, 0.0, 2).expect("a partition");
+        let x = [1.0f32; 4];
+        let inputs: Vec<&[f32]> = vec![&x; 8];
+        let batch = Batch { model: 6, variant: None, inputs: &inputs };
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        let alone = ea.run_at(t0, &batch, &mut out).expect("runs");
+        let row = plan.rows[6];
+        let (solo, _) = batch_times(&plan.data, row, 8, plan.percent(a), None);
+        assert_eq!(alone, Duration::from_nanos(solo));
+        // The sibling starts while `a` runs: it takes the co-run time.
+        let with = eb.run_at(t0 + alone / 2, &batch, &mut out).expect("runs");
+        let (_, real) = batch_times(&plan.data, row, 8, plan.percent(sib), Some((row, 8)));
+        let (solo_b, _) = batch_times(&plan.data, row, 8, plan.percent(sib), None);
+        let want = Duration::from_nanos(solo_b).mul_f64(real as f64 / solo_b as f64);
+        assert_eq!(with, want);
+        assert!(real > solo_b, "co-running slows the batch");
+        // Once the sibling's batch is over, `a` runs alone again.
+        let later = ea.run_at(t0 + alone / 2 + with, &batch, &mut out).expect("runs");
+        assert_eq!(later, alone);
+    }
+}
