@@ -336,6 +336,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                     data: Some(data),
                 }]),
                 app_name: None,
+                query: None,
             };
             outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
             conn = (conn + 1) % outs.len();

@@ -29,6 +29,7 @@ pub mod orloj;
 pub mod policy;
 pub mod profile;
 pub mod query;
+pub mod query_run;
 pub mod queue;
 pub mod rate;
 pub mod rng;

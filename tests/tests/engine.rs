@@ -60,6 +60,7 @@ fn request(id: u64, model: &str, slo_ms: u64, floats: usize) -> fb::InferRequest
             data: Some(vec![0; floats * 4]),
         }]),
         app_name: None,
+        query: None,
     }
 }
 

@@ -318,12 +318,14 @@ mod check {
         let mut b = Budget::new(payload);
         b.string(r.model()?)?;
         b.string(r.app_name()?)?;
+        b.string(r.query()?)?;
         tensors(r.inputs()?, &mut b, l)
     }
     #[allow(non_snake_case)]
     pub fn InferResponse(r: &fb::InferResponseRef<'_>, payload: usize, l: &Limits) -> R {
         let mut b = Budget::new(payload);
         b.string(r.message()?)?;
+        b.string(r.stage()?)?;
         tensors(r.outputs()?, &mut b, l)
     }
     #[allow(non_snake_case)]

@@ -26,6 +26,7 @@ fn samples() -> Vec<Message> {
             app: 3,
             inputs: Some(vec![image.clone(), tensor("mask", &[8], fb::DType::U8, 8)]),
             app_name: Some("long".into()),
+            query: None,
         }),
         Message::InferResponse(fb::InferResponse {
             id: 42,
@@ -50,6 +51,7 @@ fn samples() -> Vec<Message> {
             subnet: Some(3),
             accuracy: 77.5,
             solo_ns: 12_345,
+            stage: Some("car".into()),
         }),
         Message::RequestMeta(fb::RequestMeta { id: 1, frontend: 2, model: 3, app: 4, arrival_ns: 5, deadline_ns: 6 }),
         Message::BatchPlan(fb::BatchPlan {
@@ -129,6 +131,7 @@ fn request_with(inputs: Vec<fb::Tensor>) -> Vec<u8> {
         app: 0,
         inputs: Some(inputs),
         app_name: None,
+        query: None,
     }))
     .unwrap()
 }
@@ -230,6 +233,7 @@ fn offsets_aliasing_one_blob_cannot_amplify_a_frame() {
         .app(0)
         .inputs(inputs)
         .app_name_as_null()
+        .query_as_null()
         .finish(&mut b);
     let payload = b.finish(root, None).to_vec();
     let frame =

@@ -123,7 +123,7 @@ fn request(id: u64, model: &str, slo_ms: f64, input: &[f32]) -> fb::InferRequest
         slo_ns: ms_to_nanos(slo_ms),
         app: 0,
         inputs: Some(vec![f32_tensor(input.iter().flat_map(|x| x.to_le_bytes()).collect())]),
-        app_name: None,
+        ..Default::default()
     }
 }
 

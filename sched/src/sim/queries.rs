@@ -8,7 +8,8 @@
 
 use serde::Serialize;
 
-use crate::query::{QuerySpec, MAX_STAGES};
+use crate::query::MAX_STAGES;
+use crate::query_run::{joins_of, Join, QueryRun};
 use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -27,24 +28,9 @@ pub struct QueryReport {
 struct Instance {
     query: usize,
     arrival: Nanos,
-    /// Requests spawned and not yet ended, per stage; freed once all ended.
-    pending: Vec<u32>,
-    /// The sum of `pending`.
-    outstanding: u32,
-    /// Stages with a request that missed its deadline (bit i: stage i).
-    failed: u64,
-    /// Join stages that have fired.
-    fired: u64,
+    /// Freed once counted.
+    run: Option<QueryRun>,
     measured: bool,
-    /// Counted: every request it spawned has ended.
-    done: bool,
-}
-
-/// A join stage and the set of its ancestors.
-#[derive(Clone, Copy, Debug)]
-struct Join {
-    stage: usize,
-    ancestors: u64,
 }
 
 #[derive(Debug)]
@@ -60,7 +46,7 @@ pub(crate) struct QueryBook {
 /// A stage request to create: instance, stage, its deadline, its model.
 pub(crate) type Spawn = (u32, u16, Nanos, ModelId);
 
-const _: () = assert!(MAX_STAGES <= u64::BITS as usize && MAX_STAGES <= u16::MAX as usize);
+const _: () = assert!(MAX_STAGES <= u16::MAX as usize);
 
 /// Draws from Poisson(mean) by multiplying uniforms (means here are small).
 fn poisson(rng: &mut Rng, mean: f64) -> u32 {
@@ -71,29 +57,6 @@ fn poisson(rng: &mut Rng, mean: f64) -> u32 {
         p *= rng.unit();
     }
     k
-}
-
-fn joins_of(q: &QuerySpec) -> Vec<Join> {
-    let ancestors = q.ancestor_masks();
-    (0..q.stages.len())
-        .filter(|&s| q.stages[s].is_join())
-        .map(|stage| Join { stage, ancestors: ancestors[stage] })
-        .collect()
-}
-
-impl Instance {
-    /// Spawns `n` requests of `stage` of query `q`.
-    fn spawn(&mut self, id: u32, q: &QuerySpec, stage: usize, n: u32, out: &mut Vec<Spawn>) {
-        self.pending[stage] += n;
-        self.outstanding += n;
-        let st = &q.stages[stage];
-        out.extend((0..n).map(|_| (id, stage as u16, self.arrival + st.deadline_offset, st.model)));
-    }
-
-    /// No request of these stages is outstanding and none missed.
-    fn settled_in_slo(&self, stages: u64) -> bool {
-        self.failed & stages == 0 && (0..self.pending.len()).all(|s| stages >> s & 1 == 0 || self.pending[s] == 0)
-    }
 }
 
 impl QueryBook {
@@ -112,18 +75,7 @@ impl QueryBook {
     pub fn start(&mut self, scenario: &Scenario, query: usize, arrival: Nanos, measured: bool) -> Spawn {
         let id = self.instances.len() as u32;
         let q = &scenario.queries[query];
-        let mut pending = vec![0; q.stages.len()];
-        pending[0] = 1;
-        self.instances.push(Instance {
-            query,
-            arrival,
-            pending,
-            outstanding: 1,
-            failed: 0,
-            fired: 0,
-            measured,
-            done: false,
-        });
+        self.instances.push(Instance { query, arrival, run: Some(QueryRun::start(q)), measured });
         if measured {
             self.sent[query] += 1;
         }
@@ -135,36 +87,20 @@ impl QueryBook {
     /// requests this spawns — children of a served stage, joins whose
     /// ancestors are all done — are appended to `spawn`.
     pub fn ended(&mut self, scenario: &Scenario, instance: u32, stage: u16, in_slo: bool, spawn: &mut Vec<Spawn>) {
-        let stage = stage as usize;
         let inst = &mut self.instances[instance as usize];
         let q = &scenario.queries[inst.query];
-        assert!(!inst.done, "query instance {instance} ended a request after it was counted");
-        assert!(inst.pending[stage] > 0, "query instance {instance}: stage {stage} ended more requests than spawned");
-        inst.pending[stage] -= 1;
-        inst.outstanding -= 1;
-        if in_slo {
-            for c in q.children(stage).filter(|&c| !q.stages[c].is_join()) {
-                let n = poisson(&mut self.rng, q.stages[c].gamma);
-                inst.spawn(instance, q, c, n, spawn);
-            }
-        } else {
-            inst.failed |= 1 << stage;
-        }
-        // In stage order, so a join that spawns nothing releases the joins below it.
-        for j in &self.joins[inst.query] {
-            if inst.fired >> j.stage & 1 == 0 && inst.settled_in_slo(j.ancestors) {
-                inst.fired |= 1 << j.stage;
-                let n = poisson(&mut self.rng, q.stages[j.stage].gamma);
-                inst.spawn(instance, q, j.stage, n, spawn);
-            }
-        }
-        if inst.outstanding == 0 {
-            assert!(inst.pending.iter().all(|&p| p == 0), "query instance {instance}: outstanding out of step");
-            inst.done = true;
-            inst.pending = Vec::new();
-            if inst.measured && inst.failed == 0 {
+        let Some(run) = &mut inst.run else { panic!("query instance {instance} ended a request after it was counted") };
+        let (rng, arrival) = (&mut self.rng, inst.arrival);
+        let fanout = |c: usize| poisson(rng, q.stages[c].gamma);
+        run.ended(q, &self.joins[inst.query], stage as usize, in_slo, fanout, |c, n| {
+            let st = &q.stages[c];
+            spawn.extend((0..n).map(|_| (instance, c as u16, arrival + st.deadline_offset, st.model)));
+        });
+        if run.done() {
+            if inst.measured && run.failed() == 0 {
                 self.ok[inst.query] += 1;
             }
+            inst.run = None;
         }
     }
 
@@ -298,7 +234,7 @@ gamma = 0.5
             }
         }
         assert!(outstanding.is_empty() && seen.len() == 600);
-        assert!(book.instances.iter().all(|i| i.done), "an instance was never counted");
+        assert!(book.instances.iter().all(|i| i.run.is_none()), "an instance was never counted");
         let good = seen.iter().filter(|v| !v.missed).count() as u64;
         assert_eq!((book.sent[0], book.ok[0]), (600, good));
         // Both branches of the semantics were exercised.
