@@ -12,6 +12,8 @@ use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
 use baton_gpu::reference::CpuConfig;
 use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
+use baton_sched::query::QuerySpec;
+use baton_sched::query_run::{joins_of, Join};
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
 use baton_sched::types::{DynamicExec, ModelSpec};
@@ -101,9 +103,20 @@ impl ExecutorChoice {
     }
 }
 
+/// A multi-model query (Nexus) the frontend runs: its stages (each a
+/// model of the table, with its deadline offset from the DP split for the
+/// scenario's SLO) and its joins.
+#[derive(Clone, Debug)]
+pub struct QueryEntry {
+    pub spec: QuerySpec,
+    pub joins: Vec<Join>,
+}
+
 #[derive(Clone, Debug)]
 pub struct ModelTable {
     pub models: Vec<ModelEntry>,
+    /// Queries clients may name (`InferRequest.query`).
+    pub queries: Vec<QueryEntry>,
     /// The GPU partitions the backends run on, for a policy that splits
     /// GPUs (None: one backend per whole GPU).
     pub partitions: Option<Arc<Partitioned>>,
@@ -181,9 +194,14 @@ impl ModelTable {
 
     /// The table, each model as `served` says an executor serves it.
     fn build(s: &Scenario, served: impl Fn(&ModelSpec) -> Result<Served, Unsupported>) -> Result<Self, Unsupported> {
-        if !s.queries.is_empty() {
-            return Err(Unsupported("multi-model queries (run them in `baton sim`)".into()));
+        for q in &s.queries {
+            if let Some(st) = q.stages.iter().find(|st| s.models[st.model.index()].spec.dynamic.is_some()) {
+                let model = &s.models[st.model.index()].spec.name;
+                let why = format!("query `{}`: stage `{model}` is dynamic (a spawned input carries no work)", q.name);
+                return Err(Unsupported(why));
+            }
         }
+        let queries = s.queries.iter().map(|q| QueryEntry { spec: q.clone(), joins: joins_of(q) }).collect();
         if !s.cluster.prefixes.is_empty() {
             return Err(Unsupported("prefix batching (run it in `baton sim`)".into()));
         }
@@ -191,13 +209,17 @@ impl ModelTable {
             .iter()
             .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))
             .collect::<Result<_, _>>()
-            .map(|models| Self { models, partitions: None })
+            .map(|models| Self { models, queries, partitions: None })
     }
 
     /// How many backends serve a cluster of `gpus` GPUs: one per GPU, or
     /// one per partition of the plan.
     pub fn backends(&self, gpus: u32) -> u32 {
         self.partitions.as_ref().map_or(gpus, |p| p.backends())
+    }
+
+    pub fn find_query(&self, name: &str) -> Option<u32> {
+        self.queries.iter().position(|q| q.spec.name == name).map(|i| i as u32)
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {

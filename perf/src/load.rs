@@ -86,6 +86,8 @@ pub struct LoadReport {
     pub generator_cores: Vec<usize>,
     pub drop_reasons: Vec<(String, u64)>,
     pub error_codes: Vec<(String, u64)>,
+    /// Queries that failed, by the stage that missed.
+    pub failed_stages: Vec<(String, u64)>,
 }
 
 #[derive(Debug)]
@@ -112,7 +114,10 @@ impl std::error::Error for LoadError {}
 pub struct Planned {
     /// When it is sent, ns from the run's start.
     pub at: Nanos,
+    /// A model, or with `query` its root model.
     pub model: u32,
+    /// A multi-model query (`InferRequest.query`), by index.
+    pub query: Option<u32>,
     pub app: u32,
     /// For a dynamic model, its input's first float: the work it carries
     /// (`Arrivals::input`).
@@ -122,16 +127,19 @@ pub struct Planned {
 /// The requests of one run, in time order: the simulator's arrivals, and
 /// each request's app and work drawn as the simulator draws them.
 pub fn schedule(scenario: &Scenario, rate_rps: f64, duration: Duration) -> Result<Vec<Planned>, LoadError> {
-    if !scenario.queries.is_empty() {
-        return Err(LoadError::UnknownModel("the load generator sends single-model requests, not queries".into()));
-    }
     let end = duration.as_nanos() as Nanos;
     let mut arrivals = Arrivals::new(scenario, rate_rps, scenario.seed, end);
     let mut out = Vec::with_capacity((rate_rps * duration.as_secs_f64() * 1.05) as usize + 16);
     while let Some((at, src)) = arrivals.pop() {
-        if let Source::Model(m) = src {
-            let (app, work) = arrivals.input(m);
-            out.push(Planned { at, model: m.0, app: app.0, work });
+        match src {
+            Source::Model(m) => {
+                let (app, work) = arrivals.input(m);
+                out.push(Planned { at, model: m.0, query: None, app: app.0, work });
+            }
+            Source::Query(q) => {
+                let root = scenario.queries[q].stages[0].model.0;
+                out.push(Planned { at, model: root, query: Some(q as u32), app: 0, work: None });
+            }
         }
     }
     Ok(out)
@@ -154,6 +162,7 @@ struct Tally {
     batch_sizes: std::collections::BTreeMap<u32, u64>,
     drop_reasons: Vec<(fb::DropReason, u64)>,
     error_codes: Vec<(fb::ErrorCode, u64)>,
+    failed_stages: Vec<(String, u64)>,
 }
 
 fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K) {
@@ -170,9 +179,12 @@ struct Shared {
     /// When each request went out, ns since `start`.
     sent: Vec<AtomicU64>,
     schedule: Vec<Planned>,
+    /// Each model's SLO, then each query's.
     slo: Vec<Nanos>,
     answered: Vec<AtomicU8>,
     answers: AtomicU64,
+    /// How many of `slo` are models'.
+    models: usize,
 }
 
 /// Lowers the calling thread's CPU priority (nice 10). The generator often
@@ -202,7 +214,8 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
         let now = shared.start.elapsed().as_nanos() as Nanos;
         while let Ok(Some(frame)) = buf.next_frame() {
             let Ok(Message::InferResponse(r)) = frame else { continue };
-            let Some(&Planned { at, model, .. }) = shared.schedule.get(r.id as usize) else { continue };
+            let Some(&Planned { at, model, query, .. }) = shared.schedule.get(r.id as usize) else { continue };
+            let slo = shared.slo[query.map_or(model as usize, |q| shared.models + q as usize)];
             if shared.answered[r.id as usize].fetch_add(1, Ordering::Relaxed) > 0 {
                 t.duplicates += 1;
                 continue;
@@ -211,7 +224,7 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
             let latency = now.saturating_sub(at);
             match r.status {
                 fb::Status::Ok => {
-                    if latency <= shared.slo[model as usize] {
+                    if latency <= slo {
                         t.ok += 1;
                         if r.subnet.is_some() {
                             t.accuracy_sum += f64::from(r.accuracy);
@@ -231,6 +244,9 @@ fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
                 fb::Status::Dropped => {
                     t.dropped += 1;
                     bump(&mut t.drop_reasons, r.drop_reason);
+                    if let Some(stage) = r.stage {
+                        bump(&mut t.failed_stages, stage);
+                    }
                 }
                 fb::Status::Error => {
                     t.errors += 1;
@@ -253,9 +269,11 @@ fn percentile_ms(v: &mut [u32], q: f64) -> f64 {
 /// Sends `scenario`'s requests to `cfg.target` and accounts for the answers.
 pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
     let schedule = schedule(scenario, cfg.rate_rps, cfg.duration)?;
-    let slo: Vec<Nanos> = scenario.models.iter().map(|m| m.spec.slo).collect();
+    let slo: Vec<Nanos> =
+        scenario.models.iter().map(|m| m.spec.slo).chain(scenario.queries.iter().map(|q| q.slo)).collect();
     let max_slo = slo.iter().copied().max().unwrap_or(0);
     let names: Vec<String> = scenario.models.iter().map(|m| m.spec.name.clone()).collect();
+    let queries: Vec<String> = scenario.queries.iter().map(|q| q.name.clone()).collect();
     let mut streams = Vec::with_capacity(cfg.connections.max(1));
     for _ in 0..cfg.connections.max(1) {
         let s = TcpStream::connect(cfg.target).map_err(LoadError::Connect)?;
@@ -270,6 +288,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         start_unix_ns,
         sent: (0..n).map(|_| AtomicU64::new(0)).collect(),
         schedule,
+        models: scenario.models.len(),
         slo,
         answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
         answers: AtomicU64::new(0),
@@ -324,10 +343,20 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             if let (Some(work), Some(first)) = (p.work, data.first_chunk_mut::<4>()) {
                 *first = work.to_le_bytes();
             }
+            // A query's input differs from query to query: what its stages
+            // spawn depends on what they compute from it.
+            if let (Some(_), Some(first)) = (p.query, data.first_chunk_mut::<4>()) {
+                *first = (next as f32).to_le_bytes();
+            }
+            let (target, slo) = match p.query {
+                Some(q) => (queries[q as usize].clone(), shared.slo[names.len() + q as usize]),
+                None => (names[model].clone(), shared.slo[model]),
+            };
+            let (model_name, query) = if p.query.is_some() { (None, Some(target)) } else { (Some(target), None) };
             let req = fb::InferRequest {
                 id: next as u64,
-                model: Some(names[model].clone()),
-                slo_ns: shared.slo[model],
+                model: model_name,
+                slo_ns: slo,
                 app: p.app,
                 inputs: Some(vec![fb::Tensor {
                     name: None,
@@ -336,7 +365,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                     data: Some(data),
                 }]),
                 app_name: None,
-                query: None,
+                query,
             };
             outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
             conn = (conn + 1) % outs.len();
@@ -389,6 +418,9 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         for (k, c) in x.error_codes {
             (0..c).for_each(|_| bump(&mut t.error_codes, k));
         }
+        for (k, c) in x.failed_stages {
+            (0..c).for_each(|_| bump(&mut t.failed_stages, k.clone()));
+        }
     }
     let sent = n as u64;
     let answered_ok = t.latency_us.len() as u64;
@@ -418,6 +450,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         generator_cores: cfg.cores.clone(),
         drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
+        failed_stages: t.failed_stages,
     })
 }
 
@@ -445,5 +478,8 @@ pub fn print(r: &LoadReport) {
     }
     if !r.error_codes.is_empty() {
         println!("errors: {:?}", r.error_codes);
+    }
+    if !r.failed_stages.is_empty() {
+        println!("failed queries by stage: {:?}", r.failed_stages);
     }
 }

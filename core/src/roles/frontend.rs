@@ -15,9 +15,12 @@ use std::collections::HashMap;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
+use baton_sched::query_run::QueryRun;
+
+use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
-use crate::models::ModelTable;
+use crate::models::{ModelEntry, ModelTable};
 
 /// A client connection, as the runtime numbers them.
 pub type ConnId = u64;
@@ -52,6 +55,8 @@ struct Held {
     arrival: Nanos,
     deadline: Nanos,
     input: Vec<u8>,
+    /// A query's stage request: answered to its instance, not the client.
+    stage: Option<StageOf>,
 }
 
 pub struct Frontend {
@@ -63,6 +68,11 @@ pub struct Frontend {
     next_seq: u64,
     capacity: usize,
     held: HashMap<u64, Held>,
+    /// Query instances running (`queries.rs`), by number.
+    queries: HashMap<u64, Instance>,
+    next_instance: u64,
+    /// Stage requests spawned for the scheduler since last taken.
+    spawned: Vec<fb::RequestMeta>,
     pub stats: FrontendStats,
 }
 
@@ -88,6 +98,9 @@ impl Frontend {
             next_seq: 0,
             capacity,
             held: HashMap::new(),
+            queries: HashMap::new(),
+            next_instance: 0,
+            spawned: Vec::new(),
             stats: FrontendStats::default(),
         }
     }
@@ -96,8 +109,21 @@ impl Frontend {
         self.index
     }
 
+    /// Requests held: single requests and queries' stage requests. A
+    /// query instance always has one (it ends with its last).
     pub fn held(&self) -> usize {
+        debug_assert!(self.queries.is_empty() || !self.held.is_empty(), "a query instance without requests");
         self.held.len()
+    }
+
+    /// Query instances running.
+    pub fn queries(&self) -> usize {
+        self.queries.len()
+    }
+
+    /// Stage requests spawned since last asked, for the scheduler.
+    pub fn spawned(&mut self) -> std::vec::Drain<'_, fb::RequestMeta> {
+        self.spawned.drain(..)
     }
 
     /// A client request arrives at `now`: its metadata for the scheduler, or
@@ -110,7 +136,10 @@ impl Frontend {
         table: &ModelTable,
     ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
         self.stats.received += 1;
-        let checked = self.check(&req, table);
+        let checked = match req.query.is_some() {
+            true => self.check_query(&req, table),
+            false => self.check(&req, table),
+        };
         let (model, app) = match checked {
             Ok(admitted) => admitted,
             Err((code, why)) => {
@@ -120,12 +149,54 @@ impl Frontend {
         };
         // Checked: exactly one tensor; its bytes move, uncopied, into the store.
         let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
+        let deadline = now.saturating_add(req.slo_ns);
+        let reserved = self.reserve.of(req.slo_ns);
+        let held = Held { conn, client_id: req.id, model, app, arrival: now, deadline, input, stage: None };
+        if req.query.is_none() {
+            return Ok(self.hold(held, deadline - reserved));
+        }
+        // A query: its root stage request runs first.
+        let instance = self.next_instance;
+        self.next_instance += 1;
+        let inst = Instance {
+            conn,
+            client_id: req.id,
+            query: model,
+            arrival: now,
+            slo: req.slo_ns,
+            planned: req.slo_ns - reserved,
+            run: QueryRun::start(&table.queries[model as usize].spec),
+            outputs: Vec::new(),
+            failed: false,
+        };
+        let q = &table.queries[model as usize];
+        let (stage, planned) = inst.stage(instance, q, 0);
+        self.queries.insert(instance, inst);
+        let root = q.spec.stages[0].model.0;
+        Ok(self.hold(Held { model: root, stage: Some(stage), ..held }, planned))
+    }
+
+    /// Holds a request under a new cluster id; its metadata for the scheduler.
+    fn hold(&mut self, held: Held, planned: Nanos) -> fb::RequestMeta {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
-        let deadline = now.saturating_add(req.slo_ns);
-        let planned = deadline - self.reserve.of(req.slo_ns);
-        self.held.insert(id, Held { conn, client_id: req.id, model, app, arrival: now, deadline, input });
-        Ok(fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: now, deadline_ns: planned })
+        let (model, app, arrival) = (held.model, held.app, held.arrival);
+        self.held.insert(id, held);
+        fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: arrival, deadline_ns: planned }
+    }
+
+    /// A query request's (query, app 0), or why it is refused: a known
+    /// query, no model named beside it, and its root model's input.
+    fn check_query(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
+        use fb::ErrorCode::*;
+        let name = req.query.as_deref().unwrap_or("");
+        let query = table.find_query(name).ok_or_else(|| (UnknownQuery, format!("no query named `{}`", clip(name))))?;
+        if req.model.is_some() {
+            return Err((UnknownQuery, format!("the request names query `{}` and a model: name one", clip(name))));
+        }
+        let root = &table.models[table.queries[query as usize].spec.stages[0].model.index()];
+        self.check_input(req, root)?;
+        Ok((query, 0))
     }
 
     /// The request's (model, app), or why it is refused.
@@ -135,6 +206,14 @@ impl Frontend {
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
         let entry = &table.models[model as usize];
         let app = app_of(req, entry).map_err(|why| (UnknownApp, why))?;
+        self.check_input(req, entry)?;
+        Ok((model, app))
+    }
+
+    /// The SLO, the input tensor for `entry`, and room to hold it.
+    fn check_input(&self, req: &fb::InferRequest, entry: &ModelEntry) -> Result<(), (fb::ErrorCode, String)> {
+        use fb::ErrorCode::*;
+        let name = &entry.name;
         if req.slo_ns == 0 {
             return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
         }
@@ -164,7 +243,7 @@ impl Frontend {
         if self.held.len() >= self.capacity {
             return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
         }
-        Ok((model, app))
+        Ok(())
     }
 
     /// A backend asks for the inputs of its batch: those still held, in
@@ -209,6 +288,11 @@ impl Frontend {
         for id in ids {
             let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
             let Some(h) = self.take(id) else { continue };
+            if let Some(stage) = h.stage {
+                let output = output.and_then(|t| t.data).unwrap_or_default();
+                self.stage_ended(now, stage, Ok(output), table, out);
+                continue;
+            }
             let subnets = table.models.get(h.model as usize).map_or(&[][..], |m| &m.subnets);
             // A subnet is reported only for a supernet; a plan naming none
             // ran its most accurate, as the simulator counts it.
@@ -247,10 +331,68 @@ impl Frontend {
         }
     }
 
+    /// A query's stage request ended at `now`: with its output, or dropped
+    /// for a reason. The first miss answers the client; the instance's
+    /// spawns go to the scheduler; its end answers the client if nothing
+    /// missed.
+    fn stage_ended(
+        &mut self,
+        now: Nanos,
+        st: StageOf,
+        outcome: Result<Vec<u8>, fb::DropReason>,
+        table: &ModelTable,
+        out: &mut Vec<Answer>,
+    ) {
+        let inst = self.queries.get_mut(&st.instance).expect("a stage request's instance runs until its last ends");
+        let q = &table.queries[inst.query as usize];
+        let output = match outcome {
+            Ok(o) if now <= st.late_at => Ok(o),
+            Ok(_) => Err(fb::DropReason::LateStage),
+            Err(reason) => Err(reason),
+        };
+        if let (Err(reason), false) = (output.as_ref(), inst.failed) {
+            inst.failed = true;
+            self.stats.dropped += 1;
+            let stage = &table.models[q.spec.stages[usize::from(st.stage)].model.index()].name;
+            out.push((
+                inst.conn,
+                fb::InferResponse {
+                    id: inst.client_id,
+                    status: fb::Status::Dropped,
+                    drop_reason: *reason,
+                    stage: Some(stage.clone()),
+                    ..Default::default()
+                },
+            ));
+        }
+        let spawns = inst.ended(q, table, st.stage, output.ok());
+        let (conn, client_id, done) = (inst.conn, inst.client_id, inst.run.done());
+        let stages: Vec<_> = spawns.iter().map(|(stage, _)| inst.stage(st.instance, q, *stage)).collect();
+        for ((stage, input), (of, planned)) in spawns.into_iter().zip(stages) {
+            let model = q.spec.stages[stage].model.0;
+            let held =
+                Held { conn, client_id, model, app: 0, arrival: now, deadline: of.late_at, input, stage: Some(of) };
+            let meta = self.hold(held, planned);
+            self.spawned.push(meta);
+        }
+        if done {
+            let inst = self.queries.remove(&st.instance).expect("running");
+            if !inst.failed {
+                self.stats.ok += 1;
+                self.stats.late += u64::from(now > inst.arrival.saturating_add(inst.slo));
+                out.push((conn, inst.answer(q, table)));
+            }
+        }
+    }
+
     /// Requests dropped by the scheduler or lost with a backend.
-    pub fn on_dropped(&mut self, d: fb::Dropped, out: &mut Vec<Answer>) {
+    pub fn on_dropped(&mut self, now: Nanos, d: fb::Dropped, table: &ModelTable, out: &mut Vec<Answer>) {
         for id in d.requests.unwrap_or_default() {
             let Some(h) = self.take(id) else { continue };
+            if let Some(stage) = h.stage {
+                self.stage_ended(now, stage, Err(d.reason), table, out);
+                continue;
+            }
             self.stats.dropped += 1;
             out.push((
                 h.conn,
@@ -265,9 +407,11 @@ impl Frontend {
     }
 
     /// Answers every request still held as dropped (the engine is stopping).
-    pub fn drop_all(&mut self, out: &mut Vec<Answer>) {
+    pub fn drop_all(&mut self, now: Nanos, table: &ModelTable, out: &mut Vec<Answer>) {
         let ids: Vec<u64> = self.held.keys().copied().collect();
-        self.on_dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed }, out);
+        self.on_dropped(now, fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed }, table, out);
+        // A failed query spawns nothing, so nothing is left.
+        debug_assert!(self.held.is_empty() && self.queries.is_empty() && self.spawned.is_empty());
     }
 
     /// Counts an answer that found its client gone.

@@ -120,13 +120,17 @@ impl Shard {
         let now = self.clock.now();
         match e.msg {
             Message::Results(r) => self.table.read(|t| self.fe.on_results(now, r, t, answers)),
-            Message::Dropped(d) => self.fe.on_dropped(d, answers),
+            Message::Dropped(d) => self.table.read(|t| self.fe.on_dropped(now, d, t, answers)),
             Message::FetchInputs(f) => {
                 let inputs = self.fe.inputs(&f);
                 self.outbound.push_back(ShardMsg::Env(inputs));
             }
             // The router only hands a frontend the three kinds above.
             _ => self.bad_frames += 1,
+        }
+        // Query stages the results spawned.
+        for meta in self.fe.spawned() {
+            self.outbound.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }));
         }
     }
 }
@@ -220,7 +224,9 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     let (report, conns) = {
         let mut s = shard.borrow_mut();
         let held = s.fe.held() as u64;
-        s.fe.drop_all(&mut answers);
+        let now = s.clock.now();
+        let s = &mut *s;
+        s.table.read(|t| s.fe.drop_all(now, t, &mut answers));
         s.answer(&mut answers);
         let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
         (Report { stats: s.fe.stats, connections: s.connections, bad_frames: s.bad_frames, held_at_stop: held }, conns)

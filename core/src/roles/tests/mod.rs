@@ -71,9 +71,11 @@ impl Cluster {
                 (Addr::Backend(b), m) => self.backends[b as usize].on_message(now, m, &mut next),
                 (Addr::Frontend(1), Message::FetchInputs(f)) => next.push(self.fe.inputs(&f)),
                 (Addr::Frontend(1), Message::Results(r)) => self.fe.on_results(now, r, &self.table, &mut self.answers),
-                (Addr::Frontend(1), Message::Dropped(d)) => self.fe.on_dropped(d, &mut self.answers),
+                (Addr::Frontend(1), Message::Dropped(d)) => self.fe.on_dropped(now, d, &self.table, &mut self.answers),
                 (to, m) => panic!("unexpected {m:?} to {to:?}"),
             }
+            // Query stages spawned by what the frontend got.
+            next.extend(self.fe.spawned().map(|m| Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(m) }));
             queue.extend(next);
         }
     }
@@ -426,3 +428,5 @@ fn a_supernet_runs_the_subnet_the_policy_chose_and_answers_say_which() {
     }
     assert!(used.len() >= 2, "SlackFit moves between subnets with the load: {used:?}");
 }
+
+mod queries;
