@@ -359,3 +359,29 @@ fn slackfit_keeps_serving_at_lower_accuracy_when_half_the_gpus_die() {
     assert!(l.bad_rate < 0.05, "SlackFit keeps serving on the GPUs left: {l:?}");
     assert!(served < unharmed - 0.3, "on half the GPUs it serves less accurate subnets: {served} vs {unharmed}");
 }
+
+/// A client sends queries of a fork-join DAG and leaves before they end:
+/// their stages still run (spawning children from parents' outputs) and
+/// every query ends, answered to no one; the engine holds nothing after.
+#[test]
+fn a_client_that_leaves_mid_query_leaks_nothing() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-forkjoin.toml");
+    let s = baton_perf::report::load_scenario(&path).expect("shipped");
+    let e = engine_at(&s, 200.0);
+    let mut c = Client::connect(&e);
+    for id in 0..30u64 {
+        let mut req = request(id, "", 300, FLOATS);
+        (req.model, req.query) = (None, Some("traffic-ranked".into()));
+        req.inputs.as_mut().unwrap()[0].data =
+            Some((0..FLOATS).flat_map(|i| ((i as u64 + id) as f32).to_le_bytes()).collect());
+        c.send(&Message::InferRequest(req));
+    }
+    // Leave once all are read: their first stage alone takes over 24 ms.
+    wait_for("the queries to be read", || e.progress().held() >= 30);
+    drop(c);
+    wait_for("the abandoned queries to finish", || e.progress().drained());
+    let r = e.shutdown();
+    let f = r.frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates, r.held_at_stop), (30, 30, 0, 0), "{f:?}");
+    assert_eq!((f.orphaned, f.errors), (30, 0), "{f:?}");
+}

@@ -458,7 +458,8 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     if a.json {
         let j = serde_json::json!({
             "load": measured, "engine": engine_json(&report),
-            "sim": { "goodput_rps": predicted.goodput_rps, "bad_rate": predicted.bad_rate, "mean_batch": predicted.mean_batch },
+            "sim": { "goodput_rps": predicted.goodput_rps, "bad_rate": predicted.bad_rate, "mean_batch": predicted.mean_batch,
+                     "queries": predicted.queries },
         });
         println!("{j}");
     } else {
@@ -468,6 +469,16 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
             "baton sim, same file, rate and seed: in SLO {:.1} r/s  bad rate {:.4}  mean batch {:.2}",
             predicted.goodput_rps, predicted.bad_rate, predicted.mean_batch
         );
+        // A query's client sees one answer per query, not its stage requests.
+        for q in &predicted.queries {
+            println!(
+                "baton sim, query {}: sent {}  in SLO {:.1} q/s  bad rate {:.4}",
+                q.name,
+                q.sent,
+                q.ok as f64 / cfg.duration.as_secs_f64(),
+                q.bad_rate
+            );
+        }
     }
     Ok(())
 }

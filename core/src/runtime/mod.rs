@@ -244,19 +244,23 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
             let why = format!("{} runs GPU partitions, which only the emulated executor serves", policy.as_str());
             return Err(unsupported(why));
         }
-        let planned = build::scheduler(policy, scenario, plan_rate(scenario, cfg));
+        let planned = build::scheduler(policy, scenario, plan_rate(scenario, policy, cfg));
         table.partitions = Partitioned::of(scenario, planned.as_ref())?.map(Arc::new);
     }
     Ok(table)
 }
 
 /// The aggregate rate static planners plan for: the configured one, or
-/// the scenario's.
-fn plan_rate(scenario: &Scenario, cfg: &EngineConfig) -> f64 {
-    if cfg.plan_rate_rps > 0.0 {
-        cfg.plan_rate_rps
-    } else {
-        scenario.rate_rps.unwrap_or(0.0)
+/// the scenario's. Without either, a partition planner plans for the
+/// cluster's capacity bound — it scales its plan to fill the GPUs from
+/// any rate within a factor of 64 (`glet::plan_for_gpus`), and only the
+/// mix matters.
+fn plan_rate(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> f64 {
+    match (cfg.plan_rate_rps, scenario.rate_rps) {
+        (r, _) if r > 0.0 => r,
+        (_, Some(r)) => r,
+        _ if policy.needs_partition_profiles() => scenario.capacity_bound_rps(),
+        _ => 0.0,
     }
 }
 
@@ -294,7 +298,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let fe_doorbell = doorbells.next().expect("a frontend shard");
     let cores = topology::cores(cfg.numa_node).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
-    let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, cfg), ..cfg.clone() };
+    let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
     // The scheduler side: shard 1 holds the policy (or Symphony's rank
     // shard) and every backend; shards 2.. hold Symphony's model shards.
     // Each part's state is built on the shard that owns it.

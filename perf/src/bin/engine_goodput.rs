@@ -1,0 +1,62 @@
+//! The engine's goodput next to the simulator's on any scenario file:
+//! `cargo run --release -p baton-perf --bin engine_goodput -- FILE.. [--secs S] [--probes N]`.
+//!
+//! For each file: the simulator's goodput (search, the file's policy and
+//! seed), then the engine's, found the same way from the client's side
+//! (`engine_bench::engine_goodput`: the highest rate at <= 1% bad — for a
+//! query scenario, bad queries), each probe served for S seconds (default:
+//! the file's duration), at most N probes (default 6). Prints one line per
+//! file with the ratio and the run at the simulator's rate (exactly-once
+//! counts included). Check `uptime` first: the engine needs both cores.
+
+use baton_perf::engine_bench::{engine_goodput, serve_and_load};
+use baton_perf::report::load_scenario;
+use baton_sched::sim::find_goodput;
+
+fn flag(name: &str) -> Option<f64> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    Some(args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} takes a number")))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let files: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || !args[i - 1].starts_with("--")))
+        .map(|x| x.1)
+        .collect();
+    assert!(!files.is_empty(), "usage: engine_goodput FILE.. [--secs S] [--probes N]");
+    let probes = flag("--probes").map_or(6, |p| p as usize);
+    for f in files {
+        let mut s = load_scenario(std::path::Path::new(f)).unwrap_or_else(|e| panic!("{e}"));
+        let secs = flag("--secs").unwrap_or(s.duration as f64 / 1e9);
+        s.duration = (secs * 1e9) as u64;
+        let sim = find_goodput(&s, s.policy, 0.01).goodput_rps;
+        s.warmup = 0;
+        let (engine, tried) = engine_goodput(sim, 0.02, probes, &|r| serve_and_load(&s, r, secs).0);
+        let (at_sim, report) = serve_and_load(&s, sim, secs);
+        println!(
+            "{} / {}: sim goodput {sim:.1} r/s, engine goodput {engine:.1} r/s (ratio {:.3}; probes {tried:?})",
+            s.name,
+            s.policy.as_str(),
+            engine / sim
+        );
+        println!(
+            "  engine at the sim's rate: sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}, bad rate {:.4}; held at stop {}",
+            at_sim.sent,
+            at_sim.ok,
+            at_sim.late,
+            at_sim.dropped,
+            at_sim.errors,
+            at_sim.unanswered,
+            at_sim.duplicates,
+            at_sim.bad_rate,
+            report.held_at_stop
+        );
+        if !at_sim.failed_stages.is_empty() {
+            println!("  failed queries by stage: {:?}", at_sim.failed_stages);
+        }
+    }
+}
