@@ -48,6 +48,22 @@ pub struct ModelEntry {
     /// (which the frontend checks at admission) and, for the emulated
     /// executor, the scenario's kappa.
     pub dynamic: Option<Dynamic>,
+    /// A prefix group member's own part after the shared prefix: l(b) of
+    /// its suffix (`latency` is the whole model's, prefix included).
+    pub suffix: Option<Vec<Nanos>>,
+}
+
+/// Models sharing all but their last layers (Nexus's prefix batching): a
+/// batch of any of its members runs the shared trunk once, then each
+/// member's head on its own requests. For the executor the group is one
+/// more model, numbered after the table's models (`trunk_id`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefixEntry {
+    pub name: String,
+    /// l(b) of the shared prefix.
+    pub trunk: Vec<Nanos>,
+    /// Its members (table model ids); a member's head is its place here.
+    pub members: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +133,8 @@ pub struct ModelTable {
     pub models: Vec<ModelEntry>,
     /// Queries clients may name (`InferRequest.query`).
     pub queries: Vec<QueryEntry>,
+    /// Prefix groups, by `PrefixId`.
+    pub prefixes: Vec<PrefixEntry>,
     /// The GPU partitions the backends run on, for a policy that splits
     /// GPUs (None: one backend per whole GPU).
     pub partitions: Option<Arc<Partitioned>>,
@@ -174,6 +192,10 @@ impl ModelTable {
     /// model, their own measure of an input's work).
     pub fn for_executor(s: &Scenario, choice: &ExecutorChoice, input_floats: usize) -> Result<Self, Unsupported> {
         let Some((kind, infos)) = choice.served()? else { return Self::from_scenario(s, input_floats) };
+        if !s.cluster.prefixes.is_empty() {
+            // Its models have no shared trunk with heads to run a group's batch.
+            return Err(Unsupported(format!("prefix groups on the {kind} executor (the emulated one runs them)")));
+        }
         Self::build(s, |spec| {
             let names = || infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
             let info = infos.iter().find(|i| i.name == spec.name).ok_or_else(|| {
@@ -202,14 +224,11 @@ impl ModelTable {
             }
         }
         let queries = s.queries.iter().map(|q| QueryEntry { spec: q.clone(), joins: joins_of(q) }).collect();
-        if !s.cluster.prefixes.is_empty() {
-            return Err(Unsupported("prefix batching (run it in `baton sim`)".into()));
-        }
         s.models
             .iter()
             .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))
             .collect::<Result<_, _>>()
-            .map(|models| Self { models, queries, partitions: None })
+            .map(|models| Self { models, queries, prefixes: prefixes_of(s), partitions: None })
     }
 
     /// How many backends serve a cluster of `gpus` GPUs: one per GPU, or
@@ -220,6 +239,11 @@ impl ModelTable {
 
     pub fn find_query(&self, name: &str) -> Option<u32> {
         self.queries.iter().position(|q| q.spec.name == name).map(|i| i as u32)
+    }
+
+    /// The executor's id of prefix group `g`'s shared trunk.
+    pub fn trunk_id(&self, g: usize) -> u32 {
+        (self.models.len() + g) as u32
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {
@@ -269,6 +293,14 @@ impl ModelTable {
                     }
                 }
             })
+            .chain(self.prefixes.iter().map(|g| {
+                // Members share the trunk's input; each head writes its model's output.
+                let first = &self.models[g.members[0] as usize];
+                let info = ModelInfo::fixed(&g.name, first.input_floats, first.output_floats, g.trunk.len() as u32);
+                let heads =
+                    g.members.iter().map(|&m| durations(self.models[m as usize].suffix.as_deref().unwrap_or(&[])));
+                EmulatedModel::shared(info, durations(&g.trunk), heads.collect())
+            }))
             .collect();
         Emulated::new(models, jitter, seed).with_pacing(Pacing::Deferred)
     }
@@ -287,7 +319,6 @@ impl ModelEntry {
     /// dynamic model whose inputs carry no work, or the other way round).
     fn new(spec: &ModelSpec, served: Served) -> Result<Self, Unsupported> {
         let name = &spec.name;
-        let table = |p: &baton_sched::profile::Profile| (1..=p.max_batch()).map(|b| p.latency(b)).collect();
         if !spec.subnets.is_empty() && usize::from(served.variants) != spec.subnets.len() {
             let why = format!("`{name}` has {} subnets, its executor runs {}", spec.subnets.len(), served.variants);
             return Err(Unsupported(why));
@@ -320,8 +351,26 @@ impl ModelEntry {
             apps,
             subnets,
             dynamic,
+            suffix: spec.prefix.as_ref().map(|(_, suffix)| table(suffix)),
         })
     }
+}
+
+/// l(b) for b = 1..=max_batch of a profile.
+fn table(p: &baton_sched::profile::Profile) -> Vec<Nanos> {
+    (1..=p.max_batch()).map(|b| p.latency(b)).collect()
+}
+
+/// The scenario's prefix groups.
+fn prefixes_of(s: &Scenario) -> Vec<PrefixEntry> {
+    let groups = s.cluster.prefixes.iter();
+    groups
+        .map(|g| PrefixEntry {
+            name: g.name.clone(),
+            trunk: table(&g.prefix),
+            members: g.members.iter().map(|m| m.0).collect(),
+        })
+        .collect()
 }
 
 /// An executor addressed by this table's model ids: the scenario's model

@@ -173,7 +173,7 @@ mod tests {
         let mut eb = plan.executor(&table.models, sib, 0.0, 2).expect("a partition");
         let x = [1.0f32; 4];
         let inputs: Vec<&[f32]> = vec![&x; 8];
-        let batch = Batch { model: 6, variant: None, inputs: &inputs };
+        let batch = Batch { model: 6, variant: None, heads: None, inputs: &inputs };
         let mut out = Vec::new();
         let t0 = Instant::now();
         let alone = ea.run_at(t0, &batch, &mut out).expect("runs");

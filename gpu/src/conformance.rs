@@ -22,7 +22,7 @@ pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
     let mut out = Vec::new();
     let n = models.len() as u32;
     assert_eq!(
-        exec.run(&Batch { model: n, variant: None, inputs: &[&[0.0]] }, &mut out),
+        exec.run(&Batch { model: n, variant: None, heads: None, inputs: &[&[0.0]] }, &mut out),
         Err(ExecError::UnknownModel { model: n }),
         "{name}: unknown model"
     );
@@ -39,12 +39,23 @@ pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
             (x[0], y[0]) = (most, least);
             let mut bad = x.clone();
             bad[0] = f32::NAN;
-            let r = exec.run(&Batch { model, variant: None, inputs: &[&x[..], &bad[..]] }, &mut out);
+            let r = exec.run(&Batch { model, variant: None, heads: None, inputs: &[&x[..], &bad[..]] }, &mut out);
             assert!(matches!(r, Err(ExecError::Work { request: 1, .. })), "{name}: out-of-range work: {r:?}");
         }
+        // A model of heads on a shared trunk runs every input on head 0
+        // here (a request's output then cannot depend on its position).
+        let zeros = vec![0u16; m.max_batch as usize + 1];
         let run = |exec: &mut dyn Executor, variant, inputs: &[&[f32]], out: &mut Vec<Vec<f32>>| {
-            exec.run(&Batch { model, variant, inputs }, out)
+            let heads = (m.heads > 0).then(|| &zeros[..inputs.len()]);
+            exec.run(&Batch { model, variant, heads, inputs }, out)
         };
+        if m.heads > 0 {
+            let past = [m.heads];
+            let r = exec.run(&Batch { model, variant: None, heads: Some(&past), inputs: &[&x[..]] }, &mut out);
+            assert!(matches!(r, Err(ExecError::Heads(_))), "{name}: a head past the last: {r:?}");
+            let r = exec.run(&Batch { model, variant: None, heads: None, inputs: &[&x[..]] }, &mut out);
+            assert!(matches!(r, Err(ExecError::Heads(_))), "{name}: a trunk's batch without heads: {r:?}");
+        }
         assert_eq!(run(exec, None, &[], &mut out), Err(ExecError::EmptyBatch), "{name}: empty batch");
         let too_many: Vec<&[f32]> = vec![&x[..]; m.max_batch as usize + 1];
         assert_eq!(
@@ -97,7 +108,7 @@ mod tests {
         check(&mut e, "emulated");
         let x = [1.0f32; 8];
         let mut out = Vec::new();
-        let took = e.run(&Batch { model: 1, variant: None, inputs: &[&x, &x, &x] }, &mut out).unwrap();
+        let took = e.run(&Batch { model: 1, variant: None, heads: None, inputs: &[&x, &x, &x] }, &mut out).unwrap();
         assert!(took >= Duration::from_micros(240), "ran {took:?}, profile says 240 µs");
         assert_eq!(out[2], vec![8.0; 3]);
 
@@ -106,7 +117,7 @@ mod tests {
         let mut d =
             Emulated::new(vec![EmulatedModel::fixed(info("a"), lat(50_000))], 0.0, 1).with_pacing(Pacing::Deferred);
         check(&mut d, "emulated-deferred");
-        let took = d.run(&Batch { model: 0, variant: None, inputs: &[&x, &x] }, &mut out).unwrap();
+        let took = d.run(&Batch { model: 0, variant: None, heads: None, inputs: &[&x, &x] }, &mut out).unwrap();
         assert_eq!(took, Duration::from_millis(100));
         assert_eq!(out[1], vec![8.0; 3]);
     }

@@ -35,6 +35,10 @@ pub enum BatchTime {
     /// kappa (b - 1))`, x its longest member's solo time — the simulator's
     /// rule (`baton_sched::types::DynamicExec`).
     Dynamic { kappa: f64 },
+    /// Heads on a shared trunk (Nexus's prefix batching): a batch of b runs
+    /// the trunk's l(b) once, then each head's l(n) over its n inputs —
+    /// the simulator's prefix-batch time.
+    Shared { trunk: Vec<Duration>, heads: Vec<Vec<Duration>> },
 }
 
 impl EmulatedModel {
@@ -61,6 +65,15 @@ impl EmulatedModel {
         Self { info, time: BatchTime::Dynamic { kappa } }
     }
 
+    /// Heads on a shared trunk: `trunk` and each head's l(b), b = 1..
+    pub fn shared(info: ModelInfo, trunk: Vec<Duration>, heads: Vec<Vec<Duration>>) -> Self {
+        assert!(!heads.is_empty() && heads.len() <= u16::MAX as usize, "{}: 1 to 65535 heads", info.name);
+        assert!(!trunk.is_empty() && heads.iter().all(|h| !h.is_empty()), "{}: every part has l(1)", info.name);
+        let info =
+            ModelInfo { variants: 1, work: None, heads: heads.len() as u16, max_batch: trunk.len() as u32, ..info };
+        Self { info, time: BatchTime::Shared { trunk, heads } }
+    }
+
     /// What `batch` (already validated) takes before jitter.
     fn batch_time(&self, batch: &Batch<'_>) -> Result<Duration, ExecError> {
         let b = batch.inputs.len();
@@ -73,6 +86,18 @@ impl EmulatedModel {
                 let work = self.info.work.as_ref().expect("dynamic models have work");
                 let longest = batch.inputs.iter().filter_map(|x| work.solo_time(x)).max().unwrap_or_default();
                 Ok(longest.mul_f64(1.0 + kappa * (b - 1) as f64))
+            }
+            BatchTime::Shared { trunk, heads } => {
+                let of = batch.heads.expect("validated: a shared trunk's batch names its heads");
+                let mut t = trunk[b - 1];
+                for (h, table) in heads.iter().enumerate() {
+                    let n = of.iter().filter(|&&x| usize::from(x) == h).count();
+                    if n > 0 {
+                        let max = table.len() as u32;
+                        t += *table.get(n - 1).ok_or(ExecError::BatchTooLarge { batch: n, max })?;
+                    }
+                }
+                Ok(t)
             }
         }
     }
@@ -130,9 +155,11 @@ impl Executor for Emulated {
         let run = l.mul_f64(scale);
         let start = Instant::now();
         outputs.clear();
-        outputs.extend(batch.inputs.iter().map(|x| {
-            let sum: f32 = x.iter().sum();
-            vec![sum; out_len]
+        // A checksum of the input, plus its head on a shared trunk (so that
+        // each member's answer is its own model's).
+        outputs.extend(batch.inputs.iter().enumerate().map(|(i, x)| {
+            let head = batch.heads.map_or(0.0, |h| f32::from(h[i]));
+            vec![x.iter().sum::<f32>() + head; out_len]
         }));
         if self.pacing == Pacing::Deferred {
             return Ok(run);
@@ -152,6 +179,24 @@ mod tests {
         Emulated::new(vec![m], 0.0, 1).with_pacing(Pacing::Deferred)
     }
 
+    /// A prefix-batched batch runs the trunk once over all its inputs and
+    /// each head over its own: the simulator's prefix-batch time; each
+    /// input's output is its own head's.
+    #[test]
+    fn heads_on_a_shared_trunk_run_the_trunk_once_and_each_head_on_its_inputs() {
+        let us = |x: u64| Duration::from_micros(x);
+        let info = ModelInfo::fixed("trunk", 2, 1, 0);
+        let heads = vec![vec![us(1), us(2), us(3)], vec![us(10), us(20), us(30)]];
+        let mut e = deferred(EmulatedModel::shared(info, vec![us(100), us(150), us(200)], heads));
+        assert_eq!((e.models()[0].heads, e.models()[0].max_batch), (2, 3));
+        crate::conformance::check(&mut e, "emulated-shared-trunk");
+        let x = [1.0f32, 2.0];
+        let mut out = Vec::new();
+        let batch = Batch { model: 0, variant: None, heads: Some(&[1, 0, 1]), inputs: &[&x, &x, &x] };
+        assert_eq!(e.run(&batch, &mut out), Ok(us(200) + us(1) + us(20)));
+        assert_eq!(out, vec![vec![4.0], vec![3.0], vec![4.0]]);
+    }
+
     #[test]
     fn a_supernet_runs_the_variant_it_is_given_and_its_most_accurate_by_default() {
         let us = |x: u64| Duration::from_micros(x);
@@ -163,7 +208,7 @@ mod tests {
         let mut out = Vec::new();
         let run = |e: &mut Emulated, variant, n, out: &mut Vec<Vec<f32>>| {
             let inputs = vec![&x[..]; n];
-            e.run(&Batch { model: 0, variant, inputs: &inputs }, out)
+            e.run(&Batch { model: 0, variant, heads: None, inputs: &inputs }, out)
         };
         assert_eq!(run(&mut e, Some(0), 2, &mut out), Ok(us(15)));
         assert_eq!(run(&mut e, Some(1), 1, &mut out), Ok(us(40)));
@@ -176,12 +221,12 @@ mod tests {
         let mut e = deferred(EmulatedModel::dynamic(ModelInfo::fixed("d", 3, 1, 8), 0.25, 1e6));
         let (short, long) = ([100.0f32, 0.0, 0.0], [400.0f32, 5.0, 5.0]);
         let mut out = Vec::new();
-        let took = e.run(&Batch { model: 0, variant: None, inputs: &[&short, &long, &short] }, &mut out);
+        let took = e.run(&Batch { model: 0, variant: None, heads: None, inputs: &[&short, &long, &short] }, &mut out);
         // g(3, 400 µs) = 400 (1 + 0.25 * 2) = 600 µs.
         assert_eq!(took, Ok(Duration::from_micros(600)));
         assert_eq!(e.models()[0].work.as_ref().and_then(|w| w.solo_time(&long)), Some(Duration::from_micros(400)));
         for bad in [[0.0f32, 0.0, 0.0], [-1.0, 0.0, 0.0], [f32::NAN, 0.0, 0.0], [2e6, 0.0, 0.0]] {
-            let r = e.run(&Batch { model: 0, variant: None, inputs: &[&short, &bad] }, &mut out);
+            let r = e.run(&Batch { model: 0, variant: None, heads: None, inputs: &[&short, &bad] }, &mut out);
             assert!(matches!(r, Err(ExecError::Work { request: 1, .. })), "{bad:?}: {r:?}");
         }
     }

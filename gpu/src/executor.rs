@@ -19,6 +19,11 @@ pub struct Batch<'a> {
     pub variant: Option<u16>,
     /// One input per request, each `input_len(model)` floats.
     pub inputs: &'a [&'a [f32]],
+    /// For a model of heads on a shared trunk (`ModelInfo::heads`), each
+    /// input's head: the trunk runs once over the whole batch, each head
+    /// over its own inputs (Nexus's prefix batching). None for any other
+    /// model.
+    pub heads: Option<&'a [u16]>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -32,12 +37,15 @@ pub struct ModelInfo {
     /// How an input says how much work it is, for a model whose time
     /// depends on its input (None: every input costs the same).
     pub work: Option<Work>,
+    /// Heads on a shared trunk (a prefix group's members): every batch
+    /// names each input's head (`Batch::heads`); 0 for another model.
+    pub heads: u16,
 }
 
 impl ModelInfo {
     /// An ordinary model: one variant, every input the same work.
     pub fn fixed(name: &str, input_len: usize, output_len: usize, max_batch: u32) -> Self {
-        Self { name: name.into(), input_len, output_len, max_batch, variants: 1, work: None }
+        Self { name: name.into(), input_len, output_len, max_batch, variants: 1, work: None, heads: 0 }
     }
 }
 
@@ -100,6 +108,8 @@ pub enum ExecError {
         got: usize,
         want: usize,
     },
+    /// A batch's heads do not fit its model (`Batch::heads`).
+    Heads(String),
     /// A dynamic model's input whose work is out of range (`Work::check`).
     Work {
         request: usize,
@@ -122,6 +132,7 @@ impl std::fmt::Display for ExecError {
             Self::BatchTooLarge { batch, max } => write!(f, "batch of {batch} exceeds the maximum {max}"),
             Self::InputSize { request, got, want } => write!(f, "request {request}: {got} floats, want {want}"),
             Self::Work { request, why } => write!(f, "request {request}: {why}"),
+            Self::Heads(why) => write!(f, "{why}"),
             Self::NoDevice(why) => write!(f, "{why}"),
             Self::Device(why) => write!(f, "device error: {why}"),
         }
@@ -185,6 +196,23 @@ pub fn validate(models: &[ModelInfo], batch: &Batch<'_>) -> Result<(), ExecError
     }
     if batch.inputs.is_empty() {
         return Err(ExecError::EmptyBatch);
+    }
+    match (batch.heads, m.heads) {
+        (None, 0) => {}
+        (Some(_), 0) => return Err(ExecError::Heads(format!("model {} has no heads", batch.model))),
+        (None, _) => return Err(ExecError::Heads(format!("model {}'s batches name each input's head", batch.model))),
+        (Some(h), n) if h.len() != batch.inputs.len() => {
+            return Err(ExecError::Heads(format!(
+                "{} heads for {} inputs of a model of {n}",
+                h.len(),
+                batch.inputs.len()
+            )))
+        }
+        (Some(h), n) => {
+            if let Some((request, head)) = h.iter().enumerate().find(|(_, &x)| x >= n) {
+                return Err(ExecError::Heads(format!("request {request}: head {head} of a model of {n}")));
+            }
+        }
     }
     if batch.inputs.len() > m.max_batch as usize {
         return Err(ExecError::BatchTooLarge { batch: batch.inputs.len(), max: m.max_batch });

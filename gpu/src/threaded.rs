@@ -68,7 +68,7 @@ impl Threaded {
                 let mut outputs = Vec::new();
                 while let Ok(job) = job_rx.recv() {
                     let refs: Vec<&[f32]> = job.inputs.iter().map(Vec::as_slice).collect();
-                    let batch = Batch { model: job.model, variant: job.variant, inputs: &refs };
+                    let batch = Batch { model: job.model, variant: job.variant, heads: None, inputs: &refs };
                     let outcome = inner.run(&batch, &mut outputs).map(|t| (std::mem::take(&mut outputs), t));
                     if done_tx.send(outcome).is_err() {
                         return;
@@ -227,7 +227,7 @@ mod tests {
         let infos = vec![ModelInfo::fixed("gated", 2, 1, 4)];
         let mut t = Threaded::spawn("gated", None, move || Ok(Gated { gate, infos })).unwrap();
         let (x, mut out) = ([1.0f32, 2.0], Vec::new());
-        let batch = Batch { model: 0, variant: None, inputs: &[&x, &x] };
+        let batch = Batch { model: 0, variant: None, heads: None, inputs: &[&x, &x] };
         assert_eq!(t.launch(&batch, &mut out), Ok(Launched::InFlight), "launch returns with the batch held");
         assert!(t.poll(&mut out).is_none(), "not done while its gate is shut");
         assert!(matches!(t.launch(&batch, &mut out), Err(ExecError::Device(_))), "a second batch in flight");
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(out, vec![vec![3.0], vec![3.0]]);
         assert!(t.poll(&mut out).is_none(), "nothing left in flight");
         // A bad batch is refused at launch, and the next runs.
-        let bad = Batch { model: 1, variant: None, inputs: &[&x] };
+        let bad = Batch { model: 1, variant: None, heads: None, inputs: &[&x] };
         assert_eq!(t.launch(&bad, &mut out), Err(ExecError::UnknownModel { model: 1 }));
         open.send(()).unwrap();
         assert!(t.run(&batch, &mut out).is_ok());
@@ -259,7 +259,7 @@ mod tests {
         assert!(t.set_waker(Arc::new(move || tx.send(()).unwrap())));
         assert!(!t.set_waker(Arc::new(|| {})), "one waker");
         let (x, mut out) = ([1.0f32, 2.0], Vec::new());
-        let batch = Batch { model: 0, variant: None, inputs: &[&x] };
+        let batch = Batch { model: 0, variant: None, heads: None, inputs: &[&x] };
         for _ in 0..3 {
             t.launch(&batch, &mut out).unwrap();
             rx.recv_timeout(Duration::from_secs(60)).expect("woken when done");

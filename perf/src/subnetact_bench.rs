@@ -45,7 +45,8 @@ pub fn run(rounds: usize) -> SubnetActResult {
     let mut time = |order: &dyn Fn(usize) -> u16| {
         let t = Instant::now();
         for i in 0..rounds * n {
-            exec.run(&Batch { model: 0, variant: Some(order(i)), inputs: &inputs }, &mut out).expect("valid batch");
+            exec.run(&Batch { model: 0, variant: Some(order(i)), heads: None, inputs: &inputs }, &mut out)
+                .expect("valid batch");
             black_box(&out);
         }
         t.elapsed().as_secs_f64() * 1e6 / (rounds * n) as f64

@@ -336,7 +336,8 @@ mod check {
         if requests != frontends {
             return Err(DecodeError::Mismatched { field: "frontends", got: frontends, want: requests }.into());
         }
-        seen_per_request(r.seen_ns()?.map(|v| v.len()), requests)
+        seen_per_request(r.seen_ns()?.map(|v| v.len()), requests)?;
+        per_request("heads", r.heads()?.map(|v| v.len()), requests)
     }
     /// `seen_ns`, when present, has one entry per request.
     fn seen_per_request(seen: Option<usize>, requests: usize) -> R {

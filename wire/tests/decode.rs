@@ -64,6 +64,7 @@ fn samples() -> Vec<Message> {
             requests: Some(ids.clone()),
             frontends: Some(vec![0, 1, 0, 1]),
             seen_ns: Some(vec![10, 11, 12, 13]),
+            heads: Some(vec![0, 2, 1, 0]),
         }),
         Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()), backend: 2 }),
         Message::Inputs(fb::Inputs {
@@ -173,12 +174,21 @@ fn bad_input_gets_typed_errors() {
         requests: Some(vec![1, 2, 3]),
         frontends: Some(vec![0, 0]),
         seen_ns: None,
+        heads: None,
     });
     assert_eq!(err(&encode(&plan).unwrap()), DecodeError::Mismatched { field: "frontends", got: 2, want: 3 });
     let Message::BatchPlan(mut plan) = plan else { unreachable!() };
     (plan.frontends, plan.seen_ns) = (Some(vec![0; 3]), Some(vec![7; 2]));
     let plan = encode(&Message::BatchPlan(plan)).unwrap();
     assert_eq!(err(&plan), DecodeError::Mismatched { field: "seen_ns", got: 2, want: 3 });
+    let heads = fb::BatchPlan {
+        requests: Some(vec![1, 2, 3]),
+        frontends: Some(vec![0; 3]),
+        heads: Some(vec![0; 4]),
+        ..Default::default()
+    };
+    let heads = encode(&Message::BatchPlan(heads)).unwrap();
+    assert_eq!(err(&heads), DecodeError::Mismatched { field: "heads", got: 4, want: 3 });
     let done = fb::BatchDone { requests: Some(vec![1, 2]), solo_ns: Some(vec![9]), ..Default::default() };
     let done = encode(&Message::BatchDone(done)).unwrap();
     assert_eq!(err(&done), DecodeError::Mismatched { field: "solo_ns", got: 1, want: 2 });

@@ -299,12 +299,15 @@ impl BackendRole {
         let mut requests = Vec::with_capacity(job.inputs.len());
         let mut seen = Vec::with_capacity(job.inputs.len());
         let mut data: Vec<Vec<f32>> = Vec::with_capacity(job.inputs.len());
+        let mut heads: Vec<u16> = Vec::new();
         let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
         for (i, &id) in plan.requests.as_deref().unwrap_or(&[]).iter().enumerate() {
             if let Some((_, bytes)) = job.inputs.iter().find(|(r, _)| *r == id) {
                 requests.push(id);
                 seen.push(seen_at(i));
                 data.push(f32s(bytes));
+                // The decoder checked: one head per request, if any.
+                heads.extend(plan.heads.as_deref().map(|h| h[i]));
             }
         }
         let inputs: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
@@ -316,7 +319,8 @@ impl BackendRole {
         let (finish, in_flight, failed) = if inputs.is_empty() {
             (now + 1, false, false)
         } else {
-            let batch = Batch { model: plan.model, variant: plan.subnet, inputs: &inputs };
+            let heads = plan.heads.is_some().then_some(&heads[..]);
+            let batch = Batch { model: plan.model, variant: plan.subnet, heads, inputs: &inputs };
             match self.exec.launch(&batch, &mut outputs) {
                 Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, false),
                 Ok(Launched::InFlight) => (now + self.pace(), true, false),
@@ -449,6 +453,7 @@ mod tests {
             requests: Some(requests),
             frontends: Some(vec![0]),
             seen_ns: None,
+            heads: None,
         })
     }
 

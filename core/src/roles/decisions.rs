@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use baton_sched::time::Nanos;
-use baton_sched::types::{AppId, BatchPlan, DropReason, Output};
+use baton_sched::types::{AppId, BatchPlan, DropReason, Output, Request, RequestId};
 use baton_wire::{fb, Limits, Message};
 
 use super::{frontend_of, Addr, Envelope};
@@ -30,12 +30,11 @@ pub fn wire_reason(r: DropReason) -> fb::DropReason {
     }
 }
 
-/// A dispatch refused instead of sent: it runs a prefix group's shared
-/// prefix, which the engine does not serve (the model table refuses prefix
-/// groups) and a wire `BatchPlan` has no field for, so sending the plan
-/// would run the model's own profile in its place. Its requests are
-/// answered `NoBackend`; the plan comes back so the caller can return its
-/// backend to the policy.
+/// A dispatch refused instead of sent: it runs a prefix group the model
+/// table does not have, or holds a request of a model outside its group —
+/// a policy's bug, which sending would turn into a wrong run. Its requests
+/// are answered `NoBackend`; the plan comes back so the caller can return
+/// its backend to the policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refused {
     pub plan: BatchPlan,
@@ -45,7 +44,7 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "a batch of model {} sharing a prefix: the engine runs no prefix batches", self.plan.model.0)
+        write!(f, "a batch of model {} sharing a prefix group the table does not hold it in", self.plan.model.0)
     }
 }
 
@@ -59,15 +58,23 @@ pub struct Sent {
     pub apps: Vec<AppId>,
 }
 
+/// What the scheduler remembers of a request it holds.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    at: Nanos,
+    app: AppId,
+    model: u32,
+}
+
 pub struct Decisions {
     /// The models: l(b) for a plan's expected finish, apps per model.
     table: ModelTable,
     next_batch: u64,
     drops: Vec<(u32, fb::DropReason, Vec<u64>)>,
     /// When the scheduler saw each request it holds (for its answer's
-    /// timing), and its app; an entry leaves with the request's dispatch
-    /// or drop.
-    seen: HashMap<u64, (Nanos, AppId)>,
+    /// timing), its app and its model (a prefix batch's heads); an entry
+    /// leaves with the request's dispatch or drop.
+    seen: HashMap<u64, Seen>,
     pub batches: u64,
     pub dropped: u64,
 }
@@ -85,9 +92,9 @@ impl Decisions {
         self.table.models.get(m.model as usize).is_some_and(|e| (m.app as usize) < e.apps.len())
     }
 
-    /// The scheduler sees request `id` of `app` at `now`.
-    pub fn saw(&mut self, id: u64, app: AppId, now: Nanos) {
-        self.seen.insert(id, (now, app));
+    /// The scheduler sees request `r` at `now`.
+    pub fn saw(&mut self, r: &Request, now: Nanos) {
+        self.seen.insert(r.id.0, Seen { at: now, app: r.app, model: r.model.0 });
     }
 
     /// Requests seen and not yet dispatched or dropped.
@@ -106,25 +113,39 @@ impl Decisions {
     /// Drops wait in groups until `flush`.
     pub fn push(&mut self, o: Output, out: &mut Vec<Envelope>) -> Result<Option<Sent>, Refused> {
         match o {
-            Output::Dispatch(plan) if plan.prefix.is_some() => {
-                let apps = plan.requests.iter().map(|r| self.seen.get(&r.0).map_or(AppId(0), |s| s.1)).collect();
-                for r in &plan.requests {
-                    self.drop(r.0, fb::DropReason::NoBackend);
-                }
-                Err(Refused { plan, apps })
-            }
             Output::Dispatch(plan) => {
+                let heads = match plan.prefix {
+                    Some(g) => match self.heads(g.0 as usize, &plan.requests) {
+                        Some(heads) => Some(heads),
+                        None => {
+                            let apps = plan.requests.iter().map(|r| self.seen.get(&r.0).map_or(AppId(0), |s| s.app));
+                            let apps = apps.collect();
+                            for r in &plan.requests {
+                                self.drop(r.0, fb::DropReason::NoBackend);
+                            }
+                            return Err(Refused { plan, apps });
+                        }
+                    },
+                    None => None,
+                };
                 let batch_id = self.next_batch;
                 self.next_batch += 1;
                 self.batches += 1;
                 let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
                 let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
-                let (seen, apps) = requests.iter().map(|r| self.seen.remove(r).unwrap_or((0, AppId(0)))).unzip();
-                let latency = self.table.models[plan.model.index()].latency_of(plan.subnet);
+                let unseen = Seen { at: 0, app: AppId(0), model: plan.model.0 };
+                let (seen, apps) =
+                    requests.iter().map(|r| self.seen.remove(r).unwrap_or(unseen)).map(|s| (s.at, s.app)).unzip();
+                // A prefix batch runs its group's trunk (the plan's expected
+                // finish counts the trunk alone); another, its model.
+                let (model, latency) = match plan.prefix {
+                    Some(g) => (self.table.trunk_id(g.0 as usize), &self.table.prefixes[g.0 as usize].trunk[..]),
+                    None => (plan.model.0, self.table.models[plan.model.index()].latency_of(plan.subnet)),
+                };
                 let l = latency.get(requests.len() - 1).copied().unwrap_or(0);
                 let msg = fb::BatchPlan {
                     batch_id,
-                    model: plan.model.0,
+                    model,
                     backend: plan.backend.0,
                     exec_at_ns: plan.exec_at,
                     expected_finish_ns: plan.exec_at + l,
@@ -132,6 +153,7 @@ impl Decisions {
                     requests: Some(requests),
                     frontends: Some(frontends),
                     seen_ns: Some(seen),
+                    heads,
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
                 Ok(Some(Sent { batch_id, plan, apps }))
@@ -141,6 +163,18 @@ impl Decisions {
                 Ok(None)
             }
         }
+    }
+
+    /// Each request's head in prefix group `g` (its model's place among the
+    /// members); None if the table has no such group or a request's model
+    /// is not a member.
+    fn heads(&self, g: usize, requests: &[RequestId]) -> Option<Vec<u16>> {
+        let members = &self.table.prefixes.get(g)?.members;
+        let head = |r: &RequestId| {
+            let model = self.seen.get(&r.0)?.model;
+            members.iter().position(|&m| m == model).map(|h| h as u16)
+        };
+        requests.iter().map(head).collect()
     }
 
     pub fn drop(&mut self, request: u64, reason: fb::DropReason) {

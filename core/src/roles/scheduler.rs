@@ -11,8 +11,8 @@
 //!
 //! Reduced: the whole policy runs on one shard (Symphony's model shards and
 //! rank shard inside it exchange messages in process). A dispatch the
-//! engine cannot carry out as decided (one that runs a shared prefix) is
-//! refused, not changed (`decisions::Refused`).
+//! engine cannot carry out as decided (a prefix batch outside the table's
+//! groups) is refused, not changed (`decisions::Refused`).
 
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ impl SchedulerRole {
             Message::RequestMeta(m) if self.decisions.knows(&m) => {
                 self.stats.requests += 1;
                 let req = request_of(&m);
-                self.decisions.saw(m.id, req.app, now);
+                self.decisions.saw(&req, now);
                 self.policy.on_request(now, req);
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {

@@ -54,7 +54,7 @@ impl ModelShardRole {
         }
         self.stats.requests += 1;
         let req = request_of(&m);
-        self.decisions.saw(m.id, req.app, now);
+        self.decisions.saw(&req, now);
         self.shard.on_request(now, req);
         self.drain(out, rank);
     }

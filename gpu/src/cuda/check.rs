@@ -50,7 +50,7 @@ pub fn compare(
     (model, variant): (u32, Option<u16>),
     inputs: &[&[f32]],
 ) -> Result<Agreement, ExecError> {
-    let batch = Batch { model, variant, inputs };
+    let batch = Batch { model, variant, heads: None, inputs };
     let (mut g, mut c) = (Vec::new(), Vec::new());
     gpu.run(&batch, &mut g)?;
     cpu.run(&batch, &mut c)?;

@@ -64,7 +64,7 @@ impl Job {
 
     fn run(&self, exec: &mut CudaExecutor) -> Result<(), ExecError> {
         let refs: Vec<&[f32]> = self.xs.iter().map(Vec::as_slice).collect();
-        exec.run(&Batch { model: self.m as u32, variant: None, inputs: &refs }, &mut Vec::new()).map(drop)
+        exec.run(&Batch { model: self.m as u32, variant: None, heads: None, inputs: &refs }, &mut Vec::new()).map(drop)
     }
 }
 

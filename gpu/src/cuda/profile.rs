@@ -53,7 +53,7 @@ pub fn median_latency(
 ) -> Result<Duration, ExecError> {
     let xs = inputs(b, exec.models()[m].input_len, m as u64);
     let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-    median_of(exec, &Batch { model: m as u32, variant: None, inputs: &refs }, warmup, reps)
+    median_of(exec, &Batch { model: m as u32, variant: None, heads: None, inputs: &refs }, warmup, reps)
 }
 
 /// The median device time of `reps` runs of `batch`, after `warmup`

@@ -51,7 +51,7 @@ fn graphs_and_eager_launches_compute_the_same_and_conform() {
     for (m, info) in graph.models().to_vec().iter().enumerate() {
         let xs = inputs(5, info.input_len, 42 + m as u64);
         let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-        let batch = Batch { model: m as u32, variant: None, inputs: &refs };
+        let batch = Batch { model: m as u32, variant: None, heads: None, inputs: &refs };
         let (mut a, mut b) = (Vec::new(), Vec::new());
         assert!(graph.run(&batch, &mut a).unwrap() > Duration::ZERO);
         eager.run(&batch, &mut b).unwrap();
@@ -65,12 +65,12 @@ fn graphs_and_eager_launches_compute_the_same_and_conform() {
     let mut out = Vec::new();
     let mut want = Vec::new();
     for x in &xs {
-        let batch = Batch { model: 1, variant: None, inputs: &[&x[..]] };
+        let batch = Batch { model: 1, variant: None, heads: None, inputs: &[&x[..]] };
         eager.run(&batch, &mut out).unwrap();
         want.push(out[0].clone());
         assert_eq!(graph.launch(&batch, &mut out), Ok(Launched::InFlight));
     }
-    let one = Batch { model: 1, variant: None, inputs: &[&xs[0][..]] };
+    let one = Batch { model: 1, variant: None, heads: None, inputs: &[&xs[0][..]] };
     assert!(matches!(graph.launch(&one, &mut out), Err(ExecError::Device(_))));
     assert!(matches!(graph.run(&one, &mut out), Err(ExecError::Device(_))));
     for w in &want {

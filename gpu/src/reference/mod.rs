@@ -66,6 +66,7 @@ impl ReferenceModels {
             max_batch,
             variants: variants as u16,
             work: None,
+            heads: 0,
         };
         let io = encoder.seq * encoder.dim;
         vec![

@@ -139,7 +139,7 @@ mod tests {
 
     fn run(v: &mut Varlen, inputs: &[&[f32]]) -> Result<Vec<Vec<f32>>, ExecError> {
         let mut out = Vec::new();
-        v.run(&Batch { model: 0, variant: None, inputs }, &mut out).map(|_| out)
+        v.run(&Batch { model: 0, variant: None, heads: None, inputs }, &mut out).map(|_| out)
     }
 
     #[test]

@@ -48,6 +48,7 @@ impl SupernetExecutor {
             max_batch,
             variants: subnets.len() as u16,
             work: None,
+            heads: 0,
         }];
         Self { net, subnets, info, scratch: Vec::new() }
     }

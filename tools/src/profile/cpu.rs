@@ -50,7 +50,7 @@ fn median(
     inputs: &[&[f32]],
     reps: usize,
 ) -> Result<Duration, ExecError> {
-    median_of(exec, &Batch { model, variant, inputs }, reps, reps)
+    median_of(exec, &Batch { model, variant, heads: None, inputs }, reps, reps)
 }
 
 /// l(b) for b = 1..=max_batch of one model (variant).
@@ -94,8 +94,9 @@ pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
     ];
     let mut rng = Rng::new(o.seed);
     let mut out = Vec::new();
-    let mut run =
-        |exec: &mut Threaded, inputs: &[&[f32]]| exec.run(&Batch { model: vm, variant: None, inputs }, &mut out);
+    let mut run = |exec: &mut Threaded, inputs: &[&[f32]]| {
+        exec.run(&Batch { model: vm, variant: None, heads: None, inputs }, &mut out)
+    };
     // Solo times, the apps interleaved so that drift hits both alike.
     run(&mut exec, &[&Varlen::input(shape, shape.seq, 0)])?;
     for i in 0..o.samples {

@@ -47,9 +47,14 @@ impl Cluster {
     }
 
     fn of(text: &str, policy: PolicyKind, capacity: usize) -> Self {
+        Self::planned(text, policy, capacity, 0.0)
+    }
+
+    /// A static planner's policy plans for `rate` r/s.
+    fn planned(text: &str, policy: PolicyKind, capacity: usize, rate: f64) -> Self {
         let scenario = Scenario::parse(text).unwrap();
         let table = ModelTable::from_scenario(&scenario, FLOATS).unwrap();
-        let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, 0.0), table.clone(), 2);
+        let sched = SchedulerRole::new(baton_sched::build::scheduler(policy, &scenario, rate), table.clone(), 2);
         let backends =
             (0..2).map(|b| BackendRole::new(b, Box::new(table.emulated_executor(0.0, u64::from(b))))).collect();
         let fe = Frontend::new(1, capacity, 0, 0);
@@ -429,4 +434,5 @@ fn a_supernet_runs_the_subnet_the_policy_chose_and_answers_say_which() {
     assert!(used.len() >= 2, "SlackFit moves between subnets with the load: {used:?}");
 }
 
+mod prefix;
 mod queries;
