@@ -46,21 +46,30 @@ const SUFFIX: (f64, f64) = (0.010, 0.050);
 /// sharing a prefix and `lenets` LeNet digit models, Zipf-0.9 rates, SLO
 /// 50 ms, Poisson arrivals.
 pub fn game_scenario(variants: usize, lenets: usize, gpus: u32) -> Scenario {
+    Scenario::parse(&game_text(variants, lenets, gpus, true)).expect("valid game scenario")
+}
+
+/// The game scenario's text; with `shared` false the variants are whole
+/// models (prefix plus suffix) that share nothing.
+pub fn game_text(variants: usize, lenets: usize, gpus: u32, shared: bool) -> String {
     let mut t = format!(
-        "name = \"game\"\nseed = 9\nduration_s = 10\nwarmup_s = 1\n[cluster]\ngpus = {gpus}\nctrl_delay_us = 0\n\
-         [[prefixes]]\nname = \"resnet50\"\nalpha_ms = {}\nbeta_ms = {}\n",
-        PREFIX.0, PREFIX.1
+        "name = \"game\"\nseed = 9\nduration_s = 10\nwarmup_s = 1\n[cluster]\ngpus = {gpus}\nctrl_delay_us = 0\n"
     );
+    if shared {
+        t += &format!("[[prefixes]]\nname = \"resnet50\"\nalpha_ms = {}\nbeta_ms = {}\n", PREFIX.0, PREFIX.1);
+    }
     let mut rank = 0;
     let mut zipf = || {
         rank += 1;
         1.0 / (rank as f64).powf(0.9)
     };
     for i in 0..variants {
+        let (of, (alpha, beta)) = match shared {
+            true => ("prefix_of = \"resnet50\"\n", SUFFIX),
+            false => ("", (PREFIX.0 + SUFFIX.0, PREFIX.1 + SUFFIX.1)),
+        };
         t += &format!(
-            "[[models]]\nname = \"resnet50-game{i}\"\nprefix_of = \"resnet50\"\nalpha_ms = {}\nbeta_ms = {}\nslo_ms = 50.0\nweight = {}\n",
-            SUFFIX.0,
-            SUFFIX.1,
+            "[[models]]\nname = \"resnet50-game{i}\"\n{of}alpha_ms = {alpha}\nbeta_ms = {beta}\nslo_ms = 50.0\nweight = {}\n",
             zipf()
         );
     }
@@ -70,7 +79,7 @@ pub fn game_scenario(variants: usize, lenets: usize, gpus: u32) -> Scenario {
             zipf()
         );
     }
-    Scenario::parse(&t).expect("valid game scenario")
+    t
 }
 
 #[derive(Clone, Debug, Serialize)]

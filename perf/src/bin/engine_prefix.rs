@@ -1,0 +1,45 @@
+//! Prefix batching served by the engine (Nexus's Figure 14(a) shape): one
+//! GPU, k equally popular ResNet-50 variants sharing their prefix; goodput
+//! with the prefix batched (one scenario with a `[[prefixes]]` group) and
+//! with every variant whole and apart (the same models, no group), each
+//! found by search in `baton sim` and in the engine (Nexus, the emulated
+//! GPU, the client's view):
+//! `cargo run --release -p baton-perf --bin engine_prefix -- [--secs S] [--probes N] [K..]`.
+//! Check `uptime` first: the engine needs both cores.
+
+use baton_perf::engine_bench::{engine_goodput, serve_and_load};
+use baton_perf::nexus_bench::game_text;
+use baton_sched::sim::find_goodput;
+use baton_sched::{PolicyKind, Scenario};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str, default: f64| {
+        let i = args.iter().position(|a| a == name);
+        i.map_or(default, |i| args.get(i + 1).and_then(|v| v.parse().ok()).expect("a number after the flag"))
+    };
+    let (secs, probes) = (flag("--secs", 5.0), flag("--probes", 5.0) as usize);
+    let ks: Vec<usize> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || !args[i - 1].starts_with("--")))
+        .map(|(_, a)| a.parse().expect("a variant count"))
+        .collect();
+    let ks = if ks.is_empty() { vec![1, 2, 4, 6, 8, 10] } else { ks };
+    println!("variants  sim batched  sim apart  engine batched  engine apart  (goodput r/s; engine/sim)");
+    for k in ks {
+        let scenario = |shared: bool| {
+            let mut s = Scenario::parse(&game_text(k, 0, 1, shared)).expect("valid game scenario");
+            s.models.iter_mut().for_each(|m| m.weight = 1.0);
+            (s.policy, s.duration, s.warmup) = (PolicyKind::Nexus, (secs * 1e9) as u64, 0);
+            s
+        };
+        let goodputs = |s: &Scenario| {
+            let sim = find_goodput(s, PolicyKind::Nexus, 0.02).goodput_rps;
+            let (engine, _) = engine_goodput(sim, 0.02, probes, &|r| serve_and_load(s, r, secs).0);
+            (sim, engine)
+        };
+        let ((sb, eb), (sa, ea)) = (goodputs(&scenario(true)), goodputs(&scenario(false)));
+        println!("{k:>8}  {sb:>11.0}  {sa:>9.0}  {eb:>8.0} ({:.3})  {ea:>6.0} ({:.3})", eb / sb, ea / sa);
+    }
+}
