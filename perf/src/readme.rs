@@ -82,6 +82,7 @@ pub fn region(name: &str, results: &Path) -> Result<String, String> {
         "engine_bench" => engine_bench(&read("engine_bench.txt")?, &read("wire_bench.txt")?),
         "cuda_serve_h100" => cuda_serve(&read("cuda_serve_h100.txt")?),
         "engine_seeds" => engine_seeds(&read("engine_seeds.txt")?),
+        "engine_nexus_glet" => engine_nexus_glet(&read("engine_nexus_glet.txt")?),
         _ => return Err(format!("no results region named `{name}`")),
     };
     text.map_err(|e| format!("region `{name}`: {e}"))
@@ -438,6 +439,57 @@ fn engine_seeds(text: &str) -> Result<String, String> {
         ]);
     }
     Ok(table(&["run", "sent", "engine in SLO", "sim in SLO", "engine mean accuracy"], &rows))
+}
+
+/// perf/scripts/engine_nexus_glet.sh's two parts: per scenario, goodput
+/// in the simulator and in the engine and the engine's run at the
+/// simulator's rate; then prefix batching's goodput, batched and apart.
+fn engine_nexus_glet(text: &str) -> Result<String, String> {
+    let mut runs = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.contains(": sim goodput ")) {
+        let name = l.split(':').next().unwrap_or("").trim();
+        let at =
+            lines.get(i + 1).filter(|n| n.contains("engine at the sim's rate")).ok_or("no run at the sim's rate")?;
+        let (sim, engine) = (after(l, "sim goodput ")?, after(l, "engine goodput ")?);
+        runs.push(vec![
+            name.to_string(),
+            thousands(sim, 1),
+            thousands(engine, 1),
+            format!("{:.3}", engine / sim),
+            format!("{:.2}%", 100.0 * after(at, "bad rate ")?),
+            format!("{:.0}", after(at, "unanswered ")?),
+            format!("{:.0}", after(at, "duplicates ")?),
+        ]);
+    }
+    let mut prefix = Vec::new();
+    let start = lines.iter().position(|l| l.starts_with("variants")).ok_or("no prefix table")?;
+    for l in &lines[start + 1..] {
+        // Seven words; a ratio the run could not take reads `(—)`.
+        let w: Vec<f64> =
+            l.split_whitespace().map(|x| x.trim_matches(['(', ')']).parse().unwrap_or(f64::NAN)).collect();
+        let [k, sb, sa, eb, _, ea, _] = w[..] else { continue };
+        let n = |x: f64| thousands(x, 0);
+        let gain = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "— (none fits apart)".into() };
+        prefix.push(vec![n(k), n(sb), n(sa), gain(sb, sa), n(eb), n(ea), gain(eb, ea)]);
+    }
+    let head = [
+        "scenario / policy",
+        "sim goodput",
+        "engine goodput",
+        "ratio",
+        "engine bad at sim's rate",
+        "unanswered",
+        "duplicates",
+    ];
+    let prefix_head =
+        ["variants", "sim batched", "sim apart", "sim gain", "engine batched", "engine apart", "engine gain"];
+    Ok(format!(
+        "{}
+{}",
+        table(&head, &runs),
+        table(&prefix_head, &prefix)
+    ))
 }
 
 /// One row per `baton demo` run in `text`.

@@ -34,12 +34,17 @@ fn main() {
             (s.policy, s.duration, s.warmup) = (PolicyKind::Nexus, (secs * 1e9) as u64, 0);
             s
         };
+        // Where the simulator fits nothing the engine is not searched.
         let goodputs = |s: &Scenario| {
             let sim = find_goodput(s, PolicyKind::Nexus, 0.02).goodput_rps;
-            let (engine, _) = engine_goodput(sim, 0.02, probes, &|r| serve_and_load(s, r, secs).0);
+            let engine = match sim > 0.0 {
+                true => engine_goodput(sim, 0.02, probes, &|r| serve_and_load(s, r, secs).0).0,
+                false => 0.0,
+            };
             (sim, engine)
         };
+        let ratio = |e: f64, s: f64| if s > 0.0 { format!("({:.3})", e / s) } else { "(—)".into() };
         let ((sb, eb), (sa, ea)) = (goodputs(&scenario(true)), goodputs(&scenario(false)));
-        println!("{k:>8}  {sb:>11.0}  {sa:>9.0}  {eb:>8.0} ({:.3})  {ea:>6.0} ({:.3})", eb / sb, ea / sa);
+        println!("{k:>8}  {sb:>11.0}  {sa:>9.0}  {eb:>8.0} {}  {ea:>6.0} {}", ratio(eb, sb), ratio(ea, sa));
     }
 }
