@@ -282,10 +282,12 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
 
 #[test]
 fn serve_refuses_what_the_engine_cannot_run() {
-    let out = baton(&["serve", "--scenario", &scenario("nexus-forkjoin.toml"), "--duration", "1"]);
+    // Sibling partitions see each other's batches in one process only.
+    let glet = scenario("glet-game.toml");
+    let out = baton(&["scheduler", "--scenario", &glet, "--listen", "127.0.0.1:0", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("queries"), "{err}");
+    assert!(err.contains("separate processes"), "{err}");
     let out = baton(&["frontend", "--listen", "127.0.0.1:0", "--index", "70000", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("frontend index 70000"));

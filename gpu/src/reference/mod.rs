@@ -6,13 +6,15 @@
 //! (the GPU outputs are compared with these within a stated tolerance,
 //! `cuda/tests.rs` and `baton-perf`'s `cuda_bench`) and, behind
 //! the `Executor` trait, a CPU executor that does real compute. Beside
-//! them, a variable-length encoder (`varlen.rs`, a dynamic model), and the
+//! them, a variable-length encoder (`varlen.rs`, a dynamic model), variants
+//! with their own heads on a shared trunk (`shared.rs`, prefix batching), and the
 //! CPU executor's configuration (`cpu.rs`), which serves all four on a
 //! dedicated thread.
 
 pub mod cnn;
 pub mod cpu;
 pub mod ops;
+pub mod shared;
 pub mod transformer;
 pub mod varlen;
 
