@@ -8,14 +8,16 @@
 //! answer: an error at once, or later ok (from a backend's `Results`) or
 //! dropped (from the scheduler's or a backend's `Dropped`). Answers for a
 //! client that has gone are counted and discarded; the request is still
-//! finished, so nothing leaks.
+//! finished, so nothing leaks. A multi-model query (a request naming a
+//! query) is one client request whose stages the frontend runs as
+//! requests of its own (`queries.rs`): the client gets one answer for the
+//! whole query.
 
 use std::collections::HashMap;
 
+use baton_sched::query_run::QueryRun;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
-
-use baton_sched::query_run::QueryRun;
 
 use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
