@@ -105,6 +105,9 @@ impl Instance {
         };
         let mut spawns = Vec::new();
         self.run.ended(&q.spec, &q.joins, usize::from(stage), in_slo, fanout, |c, n| {
+            if n == 0 {
+                return;
+            }
             let x = source(c);
             let floats = table.models[q.spec.stages[c].model.index()].input_floats;
             spawns.extend((0..n).map(|k| (c, child_input(&x, floats, k))));
