@@ -244,6 +244,10 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
             let why = format!("{} runs GPU partitions, which only the emulated executor serves", policy.as_str());
             return Err(unsupported(why));
         }
+        if !table.prefixes.is_empty() {
+            // A partition's executor times plain batches (L(b, p)), as the simulator does.
+            return Err(unsupported(format!("prefix groups on {}'s GPU partitions", policy.as_str())));
+        }
         let planned = build::scheduler(policy, scenario, plan_rate(scenario, policy, cfg));
         table.partitions = Partitioned::of(scenario, planned.as_ref())?.map(Arc::new);
     }

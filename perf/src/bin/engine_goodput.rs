@@ -7,9 +7,10 @@
 //! query scenario, bad queries), each probe served for S seconds (default:
 //! the file's duration), at most N probes (default 6). Prints one line per
 //! file with the ratio and the run at the simulator's rate (exactly-once
-//! counts included). Check `uptime` first: the engine needs both cores.
+//! counts, the engine's time beyond its plan in four parts, drops). Check `uptime` first: the engine needs both cores.
 
 use baton_perf::engine_bench::{engine_goodput, serve_and_load};
+use baton_perf::overhead::one_line;
 use baton_perf::report::load_scenario;
 use baton_sched::sim::find_goodput;
 
@@ -55,6 +56,10 @@ fn main() {
             at_sim.bad_rate,
             report.held_at_stop
         );
+        println!("  {}", one_line(&at_sim.overhead));
+        if !at_sim.drop_reasons.is_empty() {
+            println!("  drops: {:?}", at_sim.drop_reasons);
+        }
         if !at_sim.failed_stages.is_empty() {
             println!("  failed queries by stage: {:?}", at_sim.failed_stages);
         }
