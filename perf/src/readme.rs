@@ -470,7 +470,8 @@ fn engine_nexus_glet(text: &str) -> Result<String, String> {
             l.split_whitespace().map(|x| x.trim_matches(['(', ')']).parse().unwrap_or(f64::NAN)).collect();
         let [k, sb, sa, eb, _, ea, _] = w[..] else { continue };
         let n = |x: f64| thousands(x, 0);
-        let gain = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "— (none fits apart)".into() };
+        // Below 1 r/s the search found no rate that works: nothing fits apart.
+        let gain = |a: f64, b: f64| if b >= 1.0 { format!("{:.2}", a / b) } else { "— (none fits apart)".into() };
         prefix.push(vec![n(k), n(sb), n(sa), gain(sb, sa), n(eb), n(ea), gain(eb, ea)]);
     }
     let head = [
