@@ -42,6 +42,7 @@ mod frontend_shard;
 mod lead;
 mod link;
 mod park;
+mod part;
 mod process;
 mod router;
 mod sched_shard;
@@ -71,7 +72,7 @@ use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
 use link::{Layout, Link, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
 use park::{doorbell, Bell, Doorbell, Rhythm};
-use sched_shard::SchedulerPart;
+use part::SchedulerPart;
 
 /// The default `reserve_floor`: loopback TCP both ways on a loaded small
 /// machine, measured as the ingress and egress parts' p99 (`baton load`).

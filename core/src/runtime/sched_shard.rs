@@ -1,4 +1,4 @@
-//! The scheduler-side shard. What it hosts (`Hosts`): the whole scheduler
+//! The scheduler-side shard. What it hosts of the scheduler (`part.rs`): the whole scheduler
 //! (the policy inside one `SchedulerRole`), or Symphony's rank shard, or
 //! one of Symphony's model shards — and a range of backends (emulated
 //! GPUs, or the CUDA executor on real ones with `--executor cuda`). In
@@ -16,38 +16,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_sched::build;
 use baton_sched::scenario::Scenario;
-use baton_sched::symphony::{models_of, CandidateRule, ToModel, ToRank};
 use baton_sched::time::Nanos;
-use baton_sched::PolicyKind;
-use baton_wire::Message;
 
 use super::alarms::Alarms;
 use super::lead::Lead;
 use super::link::{Link, ShardMsg};
 use super::park::Rhythm;
+use super::part::{Caused, Part, SchedulerPart};
 use super::{EngineConfig, Progress};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
-use crate::roles::scheduler::{SchedulerRole, SchedulerStats};
-use crate::roles::symphony::{model_of, ModelShardRole, RankRole};
+use crate::roles::scheduler::SchedulerStats;
 use crate::roles::{Addr, Envelope};
-
-/// The scheduler's part on a shard.
-#[derive(Clone, Copy, Debug)]
-pub enum SchedulerPart {
-    None,
-    Whole(PolicyKind),
-    Rank,
-    /// Model shard `index` of `of`.
-    Models {
-        index: usize,
-        of: usize,
-        rule: CandidateRule,
-    },
-}
 
 /// Alarm target of the scheduler part; backend i (local) is `i + 1`.
 const SCHED: usize = 0;
@@ -58,15 +40,8 @@ pub struct Report {
     pub backends: Vec<BackendStats>,
 }
 
-enum Part {
-    None,
-    Whole(SchedulerRole),
-    Rank(RankRole),
-    Models(ModelShardRole),
-}
-
 pub struct State {
-    part: Part,
+    part: Box<dyn Part>,
     /// Local backends: `first_backend`, `first_backend + 1`, ...
     backends: Vec<BackendRole>,
     first_backend: u32,
@@ -87,18 +62,7 @@ impl State {
     ) -> Result<Self, String> {
         let n = table.backends(scenario.cluster.backends);
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
-        let spec = &scenario.cluster;
-        let part = match part {
-            SchedulerPart::None => Part::None,
-            SchedulerPart::Whole(p) => {
-                Part::Whole(SchedulerRole::new(build::scheduler(p, scenario, cfg.plan_rate_rps), table.clone(), n))
-            }
-            SchedulerPart::Rank => Part::Rank(RankRole::new(spec)),
-            SchedulerPart::Models { index, of, rule } => {
-                let owned = models_of(index, of, spec.models.len());
-                Part::Models(ModelShardRole::new(spec, &owned, rule, index, table.clone()))
-            }
-        };
+        let part = part.build(scenario, table, cfg, n);
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {
@@ -127,68 +91,31 @@ impl State {
         (i < self.backends.len()).then_some(i)
     }
 
-    /// Delivers `msg` and everything it causes on this shard, at `now`.
+    /// Delivers `msg` and everything it causes on this shard, at `now`:
+    /// to a local backend, to the scheduler's part, or out over the link.
     fn deliver(&mut self, now: Nanos, msg: ShardMsg) {
         let mut queue = vec![msg];
-        let (mut out, mut to_rank, mut to_model) = (Vec::new(), Vec::new(), Vec::new());
+        let mut caused = Caused::default();
         while let Some(m) = queue.pop() {
-            match m {
-                ShardMsg::Env(e) => self.envelope(now, e, &mut out, &mut to_rank, &mut to_model),
-                ShardMsg::Rank(m) => match &mut self.part {
-                    Part::Rank(r) => {
-                        r.on_message(m, &mut to_model);
-                        self.touched[SCHED] = true;
-                    }
-                    _ => self.outbound.push_back(ShardMsg::Rank(m)),
-                },
-                ShardMsg::Model(m) => match &mut self.part {
-                    Part::Models(s) if s.owns(model_of(&m).0) => {
-                        s.on_message(now, m, &mut out, &mut to_rank);
-                        self.touched[SCHED] = true;
-                    }
-                    _ => self.outbound.push_back(ShardMsg::Model(m)),
+            let backend = match &m {
+                ShardMsg::Env(Envelope { to: Addr::Backend(b), .. }) => self.local(*b),
+                _ => None,
+            };
+            match (backend, m) {
+                (Some(i), ShardMsg::Env(e)) => {
+                    self.backends[i].on_message(now, e.msg, &mut caused.env);
+                    self.touched[i + 1] = true;
+                }
+                (_, m) => match self.part.take(now, m, &mut caused) {
+                    Some(m) => self.outbound.push_back(m),
+                    None => self.touched[SCHED] = true,
                 },
             }
             // Keep causal order: what a message caused goes before later
             // ones (the queue is a stack: push in reverse).
-            queue.extend(to_model.drain(..).rev().map(ShardMsg::Model));
-            queue.extend(to_rank.drain(..).rev().map(ShardMsg::Rank));
-            queue.extend(out.drain(..).rev().map(ShardMsg::Env));
-        }
-    }
-
-    fn envelope(
-        &mut self,
-        now: Nanos,
-        e: Envelope,
-        out: &mut Vec<Envelope>,
-        to_rank: &mut Vec<ToRank>,
-        to_model: &mut Vec<ToModel>,
-    ) {
-        let local = match e.to {
-            Addr::Backend(b) => self.local(b),
-            _ => None,
-        };
-        match (e.to, &mut self.part, local) {
-            (_, _, Some(i)) => {
-                self.backends[i].on_message(now, e.msg, out);
-                self.touched[i + 1] = true;
-            }
-            (Addr::Scheduler, Part::Whole(s), _) => {
-                s.on_message(now, e.msg, out);
-                self.touched[SCHED] = true;
-            }
-            (Addr::Scheduler, Part::Models(s), _) if matches!(&e.msg, Message::RequestMeta(r) if s.owns(r.model)) => {
-                let Message::RequestMeta(r) = e.msg else { unreachable!("matched") };
-                s.on_request(now, r, out, to_rank);
-                self.touched[SCHED] = true;
-            }
-            (Addr::Scheduler, Part::Rank(r), _) if matches!(e.msg, Message::BatchDone(_)) => {
-                let Message::BatchDone(d) = &e.msg else { unreachable!("matched") };
-                r.on_batch_done(now, d, to_model);
-                self.touched[SCHED] = true;
-            }
-            _ => self.outbound.push_back(ShardMsg::Env(e)),
+            queue.extend(caused.model.drain(..).rev().map(ShardMsg::Model));
+            queue.extend(caused.rank.drain(..).rev().map(ShardMsg::Rank));
+            queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
         }
     }
 
@@ -196,21 +123,17 @@ impl State {
     fn fire(&mut self, now: Nanos) -> bool {
         let mut due = Vec::new();
         self.alarms.due(now, &mut due);
-        let (mut out, mut to_rank, mut to_model) = (Vec::new(), Vec::new(), Vec::new());
+        let mut caused = Caused::default();
         for &t in &due {
             self.touched[t] = true;
-            match (t, &mut self.part) {
-                (SCHED, Part::Whole(s)) => s.on_timeout(now, &mut out),
-                (SCHED, Part::Rank(r)) => r.on_timeout(now, &mut to_model),
-                (SCHED, Part::Models(s)) => s.on_timeout(now, &mut out, &mut to_rank),
-                (SCHED, Part::None) => {}
-                _ => self.backends[t - 1].poll(now, &mut out),
+            match t {
+                SCHED => self.part.on_timeout(now, &mut caused),
+                _ => self.backends[t - 1].poll(now, &mut caused.env),
             }
         }
-        let caused = out.into_iter().map(ShardMsg::Env);
-        let caused =
-            caused.chain(to_rank.into_iter().map(ShardMsg::Rank)).chain(to_model.into_iter().map(ShardMsg::Model));
-        for m in caused.collect::<Vec<_>>() {
+        let Caused { env, rank, model } = caused;
+        let caused = env.into_iter().map(ShardMsg::Env);
+        for m in caused.chain(rank.into_iter().map(ShardMsg::Rank)).chain(model.into_iter().map(ShardMsg::Model)) {
             self.deliver(now, m);
         }
         !due.is_empty()
@@ -231,11 +154,8 @@ impl State {
     fn rearm(&mut self) {
         for t in 0..self.touched.len() {
             if std::mem::take(&mut self.touched[t]) {
-                let at = match (t, &self.part) {
-                    (SCHED, Part::Whole(s)) => s.next_timeout(),
-                    (SCHED, Part::Rank(r)) => r.next_timeout(),
-                    (SCHED, Part::Models(s)) => s.next_timeout(),
-                    (SCHED, Part::None) => None,
+                let at = match t {
+                    SCHED => self.part.next_timeout(),
                     _ => self.backends[t - 1].next_wake(),
                 };
                 self.alarms.arm(t, at);
@@ -244,12 +164,7 @@ impl State {
     }
 
     fn report(&self) -> Report {
-        let scheduler = match &self.part {
-            Part::Whole(s) => s.stats,
-            Part::Models(s) => s.stats,
-            Part::None | Part::Rank(_) => SchedulerStats::default(),
-        };
-        Report { scheduler, backends: self.backends.iter().map(|b| b.stats).collect() }
+        Report { scheduler: self.part.stats(), backends: self.backends.iter().map(|b| b.stats).collect() }
     }
 }
 

@@ -1,0 +1,164 @@
+//! The scheduler's part on a shard, as one type: `SchedulerPart` says what
+//! a shard hosts (nothing, the whole policy, Symphony's rank shard, or some
+//! of Symphony's model shards), `SchedulerPart::build` makes it, and the
+//! shard drives whatever it built through `Part` alone — messages it may
+//! take, its timer, its counts — without knowing which part it is.
+
+use baton_sched::build;
+use baton_sched::scenario::Scenario;
+use baton_sched::symphony::{models_of, CandidateRule, ToModel, ToRank};
+use baton_sched::time::Nanos;
+use baton_sched::PolicyKind;
+use baton_wire::Message;
+
+use super::link::ShardMsg;
+use super::EngineConfig;
+use crate::models::ModelTable;
+use crate::roles::scheduler::{SchedulerRole, SchedulerStats};
+use crate::roles::symphony::{model_of, ModelShardRole, RankRole};
+use crate::roles::{Addr, Envelope};
+
+/// What a shard hosts of the scheduler.
+#[derive(Clone, Copy, Debug)]
+pub enum SchedulerPart {
+    None,
+    Whole(PolicyKind),
+    Rank,
+    /// Model shard `index` of `of`.
+    Models {
+        index: usize,
+        of: usize,
+        rule: CandidateRule,
+    },
+}
+
+impl SchedulerPart {
+    /// The part for a cluster of `backends` backends.
+    pub fn build(self, scenario: &Scenario, table: &ModelTable, cfg: &EngineConfig, backends: u32) -> Box<dyn Part> {
+        let spec = &scenario.cluster;
+        match self {
+            SchedulerPart::None => Box::new(Nothing),
+            SchedulerPart::Whole(p) => {
+                let policy = build::scheduler(p, scenario, cfg.plan_rate_rps);
+                Box::new(SchedulerRole::new(policy, table.clone(), backends))
+            }
+            SchedulerPart::Rank => Box::new(RankRole::new(spec)),
+            SchedulerPart::Models { index, of, rule } => {
+                let owned = models_of(index, of, spec.models.len());
+                Box::new(ModelShardRole::new(spec, &owned, rule, index, table.clone()))
+            }
+        }
+    }
+}
+
+/// What a part's handling caused: envelopes for roles, and Symphony's own
+/// messages for the rank shard and the model shards.
+#[derive(Default)]
+pub struct Caused {
+    pub env: Vec<Envelope>,
+    pub rank: Vec<ToRank>,
+    pub model: Vec<ToModel>,
+}
+
+pub trait Part {
+    /// Handles `m` at `now` if it is this part's, or hands it back.
+    fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg>;
+    /// Fires the part's timers due at `now`.
+    fn on_timeout(&mut self, now: Nanos, caused: &mut Caused);
+    fn next_timeout(&self) -> Option<Nanos>;
+    /// The scheduler's counts (none for a part that makes no decisions).
+    fn stats(&self) -> SchedulerStats;
+}
+
+/// A shard that hosts no part of the scheduler (backends only).
+struct Nothing;
+
+impl Part for Nothing {
+    fn take(&mut self, _: Nanos, m: ShardMsg, _: &mut Caused) -> Option<ShardMsg> {
+        Some(m)
+    }
+
+    fn on_timeout(&mut self, _: Nanos, _: &mut Caused) {}
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn stats(&self) -> SchedulerStats {
+        SchedulerStats::default()
+    }
+}
+
+impl Part for SchedulerRole {
+    fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
+        match m {
+            ShardMsg::Env(e) if e.to == Addr::Scheduler => self.on_message(now, e.msg, &mut caused.env),
+            m => return Some(m),
+        }
+        None
+    }
+
+    fn on_timeout(&mut self, now: Nanos, caused: &mut Caused) {
+        SchedulerRole::on_timeout(self, now, &mut caused.env);
+    }
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        SchedulerRole::next_timeout(self)
+    }
+
+    fn stats(&self) -> SchedulerStats {
+        self.stats
+    }
+}
+
+impl Part for RankRole {
+    fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
+        match m {
+            ShardMsg::Rank(m) => self.on_message(m, &mut caused.model),
+            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(d) }) => {
+                self.on_batch_done(now, &d, &mut caused.model);
+            }
+            m => return Some(m),
+        }
+        None
+    }
+
+    fn on_timeout(&mut self, now: Nanos, caused: &mut Caused) {
+        RankRole::on_timeout(self, now, &mut caused.model);
+    }
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        RankRole::next_timeout(self)
+    }
+
+    fn stats(&self) -> SchedulerStats {
+        SchedulerStats::default()
+    }
+}
+
+impl Part for ModelShardRole {
+    fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
+        match m {
+            ShardMsg::Model(m) if self.owns(model_of(&m).0) => {
+                self.on_message(now, m, &mut caused.env, &mut caused.rank);
+            }
+            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(r) }) if self.owns(r.model) => {
+                self.on_request(now, r, &mut caused.env, &mut caused.rank);
+            }
+            m => return Some(m),
+        }
+        None
+    }
+
+    fn on_timeout(&mut self, now: Nanos, caused: &mut Caused) {
+        ModelShardRole::on_timeout(self, now, &mut caused.env, &mut caused.rank);
+    }
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        ModelShardRole::next_timeout(self)
+    }
+
+    fn stats(&self) -> SchedulerStats {
+        self.stats
+    }
+}
