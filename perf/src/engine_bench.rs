@@ -99,12 +99,26 @@ pub fn engine_goodput(
     run: &dyn Fn(f64) -> LoadReport,
 ) -> (f64, Vec<(f64, bool)>) {
     let good = |r: &LoadReport| r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0;
+    search_rate(guess, (1.1, 0.8), rel_tolerance, max_probes, &mut |rate| good(&run(rate)))
+}
+
+/// The highest rate `ok` passes, by search from `guess`: scaled by
+/// `steps.0` while every probe passed, by `steps.1` while every probe
+/// failed, then bisected until the bracket is within `rel_tolerance` or
+/// `max_probes` ran. Returns it (0 if none passed) and every probe.
+pub fn search_rate(
+    guess: f64,
+    steps: (f64, f64),
+    rel_tolerance: f64,
+    max_probes: usize,
+    ok: &mut dyn FnMut(f64) -> bool,
+) -> (f64, Vec<(f64, bool)>) {
     let mut probes = Vec::new();
     let (mut lo, mut hi) = (0.0_f64, f64::INFINITY);
     let mut rate = guess;
     while probes.len() < max_probes {
-        let ok = good(&run(rate));
-        eprintln!("  engine goodput probe {rate:>9.1} r/s: {}", if ok { "ok" } else { "bad" });
+        let ok = ok(rate);
+        eprintln!("  probe {rate:>11.1} r/s: {}", if ok { "ok" } else { "bad" });
         probes.push((rate, ok));
         if ok {
             lo = rate;
@@ -116,8 +130,8 @@ pub fn engine_goodput(
         }
         rate = match (lo > 0.0, hi.is_finite()) {
             (true, true) => 0.5 * (lo + hi),
-            (true, false) => rate * 1.1,
-            _ => rate * 0.8,
+            (true, false) => rate * steps.0,
+            _ => rate * steps.1,
         };
     }
     (lo, probes)

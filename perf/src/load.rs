@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton_core::runtime::clients::{client_request, Target};
 use baton_net::framing::{FrameBuf, Outbox};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
@@ -315,12 +316,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
 
     // Send each request at its time, all due ones in one write per connection.
     yield_to_the_server();
-    let input: Vec<Vec<u8>> = (0..names.len())
-        .map(|m| {
-            let floats = cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
-            (0..floats).flat_map(|i| (i as f32).to_le_bytes()).collect()
-        })
-        .collect();
+    let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
     let mut outs: Vec<Outbox> = streams.iter().map(|_| Outbox::default()).collect();
     let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
     while next < n {
@@ -339,34 +335,15 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         while next < n && shared.schedule[next].at <= now + EARLY {
             let p = shared.schedule[next];
             let model = p.model as usize;
-            let mut data = input[model].clone();
-            if let (Some(work), Some(first)) = (p.work, data.first_chunk_mut::<4>()) {
-                *first = work.to_le_bytes();
-            }
             // A query's input differs from query to query: what its stages
             // spawn depends on what they compute from it.
-            if let (Some(_), Some(first)) = (p.query, data.first_chunk_mut::<4>()) {
-                *first = (next as f32).to_le_bytes();
-            }
-            let (target, slo) = match p.query {
-                Some(q) => (queries[q as usize].clone(), shared.slo[names.len() + q as usize]),
-                None => (names[model].clone(), shared.slo[model]),
+            let (target, slo, first) = match p.query {
+                Some(q) => {
+                    (Target::Query(&queries[q as usize]), shared.slo[names.len() + q as usize], Some(next as f32))
+                }
+                None => (Target::Model(&names[model]), shared.slo[model], p.work),
             };
-            let (model_name, query) = if p.query.is_some() { (None, Some(target)) } else { (Some(target), None) };
-            let req = fb::InferRequest {
-                id: next as u64,
-                model: model_name,
-                slo_ns: slo,
-                app: p.app,
-                inputs: Some(vec![fb::Tensor {
-                    name: None,
-                    dtype: fb::DType::F32,
-                    shape: Some(vec![(data.len() / 4) as i64]),
-                    data: Some(data),
-                }]),
-                app_name: None,
-                query,
-            };
+            let req = client_request(next as u64, target, slo, p.app, floats(model), first);
             outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
             conn = (conn + 1) % outs.len();
             next += 1;

@@ -385,3 +385,29 @@ fn a_client_that_leaves_mid_query_leaks_nothing() {
     assert_eq!((f.received, f.answered(), f.duplicates, r.held_at_stop), (30, 30, 0, 0), "{f:?}");
     assert_eq!((f.orphaned, f.errors), (30, 0), "{f:?}");
 }
+
+/// In-process clients (the stress harness's engine) account for every
+/// request they send: each answered exactly once, none left over, and
+/// the frontend role answered as many as it received. Symphony split over
+/// a model shard too, so its messages cross the rings.
+#[test]
+fn in_process_clients_get_every_answer_once() {
+    use baton_core::runtime::clients::{run, Load};
+    let s = scenario();
+    for model_shards in [0, 1] {
+        let cfg = EngineConfig { input_floats: FLOATS, model_shards, ..Default::default() };
+        let load = Load {
+            rate_rps: 400.0,
+            warmup: Duration::from_millis(200),
+            measure: Duration::from_millis(800),
+            seed: s.seed,
+        };
+        let o = run(&s, PolicyKind::Symphony, &cfg, load).expect("engine starts");
+        let t = o.tally;
+        assert!(t.sent > 100, "{t:?}");
+        assert_eq!((t.unanswered, t.duplicates), (0, 0), "{t:?}");
+        assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
+        let fe = o.engine.frontend;
+        assert_eq!((fe.answered(), fe.duplicates), (fe.received, 0), "{fe:?}");
+    }
+}

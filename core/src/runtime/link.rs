@@ -62,20 +62,23 @@ impl Layout {
 }
 
 pub enum Link {
-    /// `bells[i]` wakes shard `i` when it has parked (`park.rs`).
-    Ring {
-        links: ShardLinks<ShardMsg>,
-        layout: Layout,
-        bells: Vec<Bell>,
-    },
+    Ring(Ring),
     Tcp(Rc<Router>),
+}
+
+/// A shard's rings to the other shards of its process.
+pub struct Ring {
+    pub links: ShardLinks<ShardMsg>,
+    pub layout: Layout,
+    /// `bells[i]` wakes shard `i` when it has parked (`park.rs`).
+    pub bells: Vec<Bell>,
 }
 
 impl Link {
     /// Whether messages are waiting (a snapshot, for parking).
     pub fn pending(&self) -> bool {
         match self {
-            Link::Ring { links, .. } => links.pending(),
+            Link::Ring(r) => r.links.pending(),
             Link::Tcp(r) => !r.inbox.borrow().is_empty(),
         }
     }
@@ -83,8 +86,8 @@ impl Link {
     /// Messages that arrived since the last call.
     pub fn poll(&mut self, out: &mut Vec<ShardMsg>) {
         match self {
-            Link::Ring { links, .. } => {
-                links.poll(4096, |_, m| out.push(m));
+            Link::Ring(r) => {
+                r.links.poll(4096, |_, m| out.push(m));
             }
             Link::Tcp(r) => out.extend(r.inbox.borrow_mut().drain(..).map(ShardMsg::Env)),
         }
@@ -93,7 +96,7 @@ impl Link {
     /// Sends what it can of `q`, in order; a full ring leaves the rest queued.
     pub fn flush(&mut self, q: &mut VecDeque<ShardMsg>) {
         match self {
-            Link::Ring { links, layout, bells } => {
+            Link::Ring(Ring { links, layout, bells }) => {
                 let mut sent_to = 0u64;
                 while let Some(m) = q.pop_front() {
                     let to = layout.shard_for(&m);

@@ -37,6 +37,7 @@
 //! Reduced, and said so: one frontend shard.
 
 mod alarms;
+pub mod clients;
 mod conn;
 mod frontend_shard;
 mod lead;
@@ -70,7 +71,7 @@ use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
-use link::{Layout, Link, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
+use link::{Layout, Link, Ring, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
 use park::{doorbell, Bell, Doorbell, Rhythm};
 use part::SchedulerPart;
 
@@ -282,10 +283,42 @@ fn raise_memlock() {
     }
 }
 
-/// Starts serving `scenario`'s models under `policy` on its
-/// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
-/// `ExecutorChoice::Cuda`.
-pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
+/// The scheduler side of a started engine, and what its front shard (the
+/// TCP frontend, or in-process clients: `clients.rs`) is handed.
+struct Back {
+    sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
+    table: ModelTable,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+    /// The front shard's rings and doorbell.
+    ring: Ring,
+    doorbell: Doorbell,
+    /// The core each shard is pinned to: the front shard's first.
+    cores: Vec<usize>,
+    /// The configuration with the rate planners plan for filled in.
+    cfg: EngineConfig,
+}
+
+impl Back {
+    /// Stops the scheduler shards and adds what they report to `report`.
+    fn stop(
+        sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
+        stop: &AtomicBool,
+        report: &mut EngineReport,
+    ) {
+        stop.store(true, Ordering::Release);
+        for h in sched {
+            let r = h.join().expect("a scheduler shard does not panic");
+            report.scheduler.add(&r.scheduler);
+            report.backends.extend(r.backends);
+        }
+    }
+}
+
+/// Starts the scheduler side of serving `scenario`'s models under `policy`:
+/// every shard but the front one, each part built on its own shard.
+fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Back, EngineError> {
     let table = servable(scenario, policy, cfg)?;
     let backends = table.backends(scenario.cluster.backends);
     raise_memlock();
@@ -326,7 +359,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
                 match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
                     Ok(state) => {
                         let _ = ready.send(Ok(()));
-                        let link = Link::Ring { links: shard_links, layout, bells };
+                        let link = Link::Ring(Ring { links: shard_links, layout, bells });
                         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
                         sched_shard::run(state, link, clock, stop, rhythm, progress).await
                     }
@@ -345,11 +378,19 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         .map(|_| ready_rx.recv().unwrap_or_else(|_| Err("a scheduler shard exited while starting".into())))
         .collect();
     if let Err(why) = started {
-        stop.store(true, Ordering::Release);
-        sched.into_iter().for_each(|h| drop(h.join()));
+        Back::stop(sched, &stop, &mut EngineReport::default());
         return Err(EngineError::Shard(why));
     }
+    let ring = Ring { links: fe_links, layout, bells };
+    let cores = (0..layout.shards()).map(core).collect();
+    Ok(Back { sched, table, clock, stop, progress, ring, doorbell: fe_doorbell, cores, cfg: cfg.clone() })
+}
 
+/// Starts serving `scenario`'s models under `policy` on its
+/// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
+/// `ExecutorChoice::Cuda`.
+pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
+    let Back { sched, table, clock, stop, progress, ring, doorbell, cores, cfg } = start_back(scenario, policy, cfg)?;
     let table = Arc::new(Published::new(table));
     let (addr_tx, addr_rx) = mpsc::channel();
     let frontend = {
@@ -363,15 +404,20 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             clock,
             stop: Arc::clone(&stop),
             progress: Arc::clone(&progress),
-            doorbell: fe_doorbell,
+            doorbell,
             poll: cfg.poll,
         };
-        LocalExecutorBuilder::new(Placement::Fixed(core(FRONTEND_SHARD)))
+        let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
             .name("baton-frontend")
-            .spawn(move || frontend_shard::run(setup, Link::Ring { links: fe_links, layout, bells }, None))
-            .map_err(|e| EngineError::Shard(e.to_string()))?
+            .spawn(move || frontend_shard::run(setup, Link::Ring(ring), None));
+        match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                Back::stop(sched, &stop, &mut EngineReport::default());
+                return Err(EngineError::Shard(e.to_string()));
+            }
+        }
     };
-    let cores = (0..layout.shards()).map(core).collect();
     let engine = Engine { addr: cfg.listen, cores, progress, stop, frontend, sched };
     match addr_rx.recv() {
         Ok(Ok(addr)) => Ok(Engine { addr, ..engine }),
@@ -404,11 +450,7 @@ impl Engine {
             held_at_stop: fe.held_at_stop,
             ..Default::default()
         };
-        for h in self.sched {
-            let r = h.join().expect("a scheduler shard does not panic");
-            report.scheduler.add(&r.scheduler);
-            report.backends.extend(r.backends);
-        }
+        Back::stop(self.sched, &self.stop, &mut report);
         report
     }
 }

@@ -1,0 +1,303 @@
+//! In-process clients: an engine whose front shard holds an open-loop
+//! generator instead of a TCP listener, to measure the engine without the
+//! sockets (Symphony's own dispatcher benchmark keeps its generator in its
+//! event loop the same way). Everything else is the engine as it serves:
+//! the frontend role, the rings, the scheduler shards (Symphony's model and
+//! rank shards when asked for), the backends, the clock and timer wheel,
+//! parking.
+//!
+//! The generator draws the simulator's arrivals (`sched::sim::Arrivals`,
+//! the scenario's rates, apps and work at the given aggregate rate and
+//! seed) and hands each due request to the frontend role as a connection
+//! would. Each is judged as its client would judge it: ok when answered
+//! within its SLO of the time it was due, not of when the generator got to
+//! it, so a shard that falls behind shows as late answers rather than as a
+//! lower offered rate; requests also carry only the SLO left when sent, so
+//! the engine plans against the client's deadline. Requests due in the
+//! warm-up are served but not counted; after the measured window the
+//! generator stops and the shard waits for the last answers (at most the
+//! longest SLO and a second), counting what is still unanswered as bad.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use baton_sched::scenario::Scenario;
+use baton_sched::sim::{Arrivals, Source};
+use baton_sched::time::Nanos;
+use baton_sched::PolicyKind;
+use baton_wire::{fb, Message};
+use glommio::{LocalExecutorBuilder, Placement};
+
+use super::frontend_shard::deliver;
+use super::link::{Link, ShardMsg, FRONTEND_SHARD};
+use super::park::Rhythm;
+use super::{start_back, Back, EngineConfig, EngineError, EngineReport};
+use crate::clock::Clock;
+use crate::models::ModelTable;
+use crate::roles::frontend::{Answer, Frontend, FrontendStats};
+use crate::roles::{Addr, Envelope};
+
+/// An open-loop run.
+#[derive(Clone, Copy, Debug)]
+pub struct Load {
+    pub rate_rps: f64,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub seed: u64,
+}
+
+/// The requests due in the measured window, as their clients saw them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub sent: u64,
+    pub ok: u64,
+    /// Answered ok after their SLO.
+    pub late: u64,
+    pub dropped: u64,
+    pub errors: u64,
+    /// Not answered by the end of the drain.
+    pub unanswered: u64,
+    /// Answers for a request already answered (always 0 unless a role
+    /// misbehaves).
+    pub duplicates: u64,
+    /// The most a request was handed to the frontend after it was due.
+    pub behind_max: Nanos,
+}
+
+impl Tally {
+    pub fn bad(&self) -> u64 {
+        self.late + self.dropped + self.errors + self.unanswered
+    }
+
+    pub fn bad_rate(&self) -> f64 {
+        self.bad() as f64 / self.sent.max(1) as f64
+    }
+}
+
+pub struct Outcome {
+    pub tally: Tally,
+    pub engine: EngineReport,
+    /// The core each shard ran on: the clients' shard first.
+    pub cores: Vec<usize>,
+}
+
+/// What a client sends: a model's or a query's name.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    Model(&'a str),
+    Query(&'a str),
+}
+
+/// A client's request `id` for `target` with `slo_ns`, app `app`, and an
+/// input of `floats` floats 0, 1, 2, ... whose first is `first` when given
+/// (a dynamic model's work, or a query's own value: what its stages spawn
+/// depends on their input).
+pub fn client_request(
+    id: u64,
+    target: Target<'_>,
+    slo_ns: Nanos,
+    app: u32,
+    floats: usize,
+    first: Option<f32>,
+) -> fb::InferRequest {
+    let mut data: Vec<u8> = (0..floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    if let (Some(v), Some(x)) = (first, data.first_chunk_mut::<4>()) {
+        *x = v.to_le_bytes();
+    }
+    let (model, query) = match target {
+        Target::Model(m) => (Some(m.to_owned()), None),
+        Target::Query(q) => (None, Some(q.to_owned())),
+    };
+    fb::InferRequest {
+        id,
+        model,
+        slo_ns,
+        app,
+        inputs: Some(vec![fb::Tensor {
+            name: None,
+            dtype: fb::DType::F32,
+            shape: Some(vec![floats as i64]),
+            data: Some(data),
+        }]),
+        app_name: None,
+        query,
+    }
+}
+
+/// Runs `load` on an engine serving `scenario` under `policy` whose clients
+/// are in process, and reports what they saw.
+pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Load) -> Result<Outcome, EngineError> {
+    let Back { sched, table, clock, stop, progress: _, ring, doorbell, cores, cfg } =
+        start_back(scenario, policy, cfg)?;
+    let scenario = scenario.clone();
+    let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(
+        move || async move {
+            let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+            let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
+            let mut gen = Generator::new(&scenario, &table, load);
+            gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm).await
+        },
+    );
+    let mut engine = EngineReport::default();
+    let (tally, frontend) = match spawned.map_err(|e| EngineError::Shard(e.to_string())) {
+        Ok(h) => h.join().expect("the clients' shard does not panic"),
+        Err(e) => {
+            Back::stop(sched, &stop, &mut engine);
+            return Err(e);
+        }
+    };
+    engine.frontend = frontend;
+    Back::stop(sched, &stop, &mut engine);
+    Ok(Outcome { tally, engine, cores })
+}
+
+/// A request sent and not yet answered.
+#[derive(Clone, Copy)]
+struct Due {
+    at: Nanos,
+    slo: Nanos,
+    counted: bool,
+    answered: bool,
+}
+
+struct Generator {
+    arrivals: Arrivals,
+    /// Per model, then per query: name and SLO.
+    targets: Vec<(String, Nanos)>,
+    models: usize,
+    floats: Vec<usize>,
+    warmup: Nanos,
+    end: Nanos,
+    drain: Nanos,
+    /// Requests by client id from `base`; answered ones leave the front.
+    due: VecDeque<Due>,
+    base: u64,
+    tally: Tally,
+}
+
+impl Generator {
+    fn new(scenario: &Scenario, table: &ModelTable, load: Load) -> Self {
+        let (warmup, measure) = (load.warmup.as_nanos() as Nanos, load.measure.as_nanos() as Nanos);
+        let end = warmup + measure;
+        let models = scenario.models.iter().map(|m| (m.spec.name.clone(), m.spec.slo));
+        let targets: Vec<_> = models.chain(scenario.queries.iter().map(|q| (q.name.clone(), q.slo))).collect();
+        let longest = targets.iter().map(|t| t.1).max().unwrap_or(0);
+        Self {
+            arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
+            models: scenario.models.len(),
+            floats: table.models.iter().map(|m| m.input_floats).collect(),
+            targets,
+            warmup,
+            end,
+            drain: longest + 1_000_000_000,
+            due: VecDeque::new(),
+            base: 0,
+            tally: Tally::default(),
+        }
+    }
+
+    /// Hands the frontend every request due by `t` (ns from the start).
+    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut VecDeque<ShardMsg>) {
+        while self.arrivals.peek().is_some_and(|at| at <= t) {
+            let (at, src) = self.arrivals.pop().expect("peeked");
+            let id = self.base + self.due.len() as u64;
+            let (target, slo, app, floats, first) = match src {
+                Source::Model(m) => {
+                    let (app, work) = self.arrivals.input(m);
+                    let (name, slo) = &self.targets[m.index()];
+                    (Target::Model(name), *slo, app.0, self.floats[m.index()], work)
+                }
+                Source::Query(q) => {
+                    let (name, slo) = &self.targets[self.models + q];
+                    let root = table.queries[q].spec.stages[0].model.index();
+                    (Target::Query(name), *slo, 0, self.floats[root], Some(id as f32))
+                }
+            };
+            let behind = t - at;
+            let counted = at >= self.warmup;
+            if counted {
+                self.tally.sent += 1;
+                self.tally.behind_max = self.tally.behind_max.max(behind);
+            }
+            self.due.push_back(Due { at, slo, counted, answered: false });
+            // The SLO left: the client's deadline, not the generator's.
+            let left = slo.saturating_sub(behind).max(1);
+            match fe.admit(now, 0, client_request(id, target, left, app, floats, first), table) {
+                Ok(meta) => {
+                    out.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }))
+                }
+                Err(e) => self.answer(t, &e),
+            }
+        }
+    }
+
+    /// Counts an answer received at `t` (ns from the start).
+    fn answer(&mut self, t: Nanos, a: &fb::InferResponse) {
+        let Some(d) = a.id.checked_sub(self.base).and_then(|i| self.due.get_mut(i as usize)) else {
+            self.tally.duplicates += 1;
+            return;
+        };
+        if std::mem::replace(&mut d.answered, true) {
+            self.tally.duplicates += 1;
+            return;
+        }
+        if d.counted {
+            let tally = &mut self.tally;
+            match a.status {
+                fb::Status::Ok if t - d.at <= d.slo => tally.ok += 1,
+                fb::Status::Ok => tally.late += 1,
+                fb::Status::Dropped => tally.dropped += 1,
+                fb::Status::Error => tally.errors += 1,
+            }
+        }
+        while self.due.front().is_some_and(|d| d.answered) {
+            self.due.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// The shard's pump: answers in, requests out, until every request is
+    /// answered after the window, or the drain runs out.
+    async fn drive(
+        &mut self,
+        mut fe: Frontend,
+        table: &ModelTable,
+        clock: &Clock,
+        mut link: Link,
+        mut rhythm: Rhythm,
+    ) -> (Tally, FrontendStats) {
+        let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), VecDeque::new());
+        // The roles' times are on the cluster clock; the clients' from the run's start.
+        let start = clock.now();
+        loop {
+            let now = clock.now();
+            let t = now - start;
+            link.poll(&mut incoming);
+            let mut busy = !incoming.is_empty();
+            for m in incoming.drain(..) {
+                if let ShardMsg::Env(e) = m {
+                    deliver(&mut fe, table, now, e, &mut answers, &mut out);
+                }
+            }
+            for (_, a) in answers.drain(..) {
+                self.answer(t, &a);
+            }
+            self.send(t, now, &mut fe, table, &mut out);
+            if !out.is_empty() {
+                link.flush(&mut out);
+                busy = true;
+            }
+            // Answered requests leave the front of `due`: empty, all answered.
+            let done = self.arrivals.peek().is_none() && self.due.is_empty();
+            if done || t > self.end + self.drain {
+                break;
+            }
+            let next = self.arrivals.peek().map(|at| Duration::from_nanos((start + at).saturating_sub(clock.now())));
+            rhythm.end_round(busy, next, || link.pending()).await;
+        }
+        // What is still held is answered `dropped`, so no role keeps it.
+        fe.drop_all(clock.now(), table, &mut answers);
+        self.tally.unanswered = self.due.iter().filter(|d| d.counted && !d.answered).count() as u64;
+        (self.tally, fe.stats)
+    }
+}

@@ -1,0 +1,98 @@
+//! The engine's dispatcher stress test, set beside Symphony's own
+//! (nexuslb `tools/bench_dispatcher/run_rankmt_main.cpp`): an open-loop
+//! Poisson generator in process feeding the frontend role, the scheduler
+//! shard with the policy (or Symphony's rank shard and `--model-shards K`
+//! model shards) and the file's emulated GPUs, on the real clock, timer
+//! wheel and rings — no TCP (`core/src/runtime/clients.rs`).
+//!
+//! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
+//! [--warmup W] [--model-shards K] [--from R] [--probes N] [--rates R,R..]`
+//!
+//! Finds the highest rate at which at most 1% of the requests due in the
+//! measured window are bad (late by their client's clock, dropped, failed
+//! or unanswered): from `--from` (default 100,000 r/s), doubling while
+//! probes pass and halving while they fail, then bisecting to 2% (at most
+//! N probes, default 10); or runs the listed `--rates` only. Each probe is
+//! a fresh engine: W s of warm-up (default the file's) and S s measured
+//! (default the file's). Pin it with `taskset -c 0` for one core; the
+//! shards go round-robin over the cores it may use, and every line says
+//! which. Check `uptime` first.
+
+use baton_core::runtime::clients::{run, Load, Outcome};
+use baton_core::runtime::EngineConfig;
+use baton_perf::engine_bench::search_rate;
+use baton_perf::report::load_scenario;
+use baton_sched::sim::BAD_RATE_LIMIT;
+use std::time::Duration;
+
+fn flag(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    Some(args.get(i + 1).unwrap_or_else(|| panic!("{name} takes a value")).clone())
+}
+
+fn number(name: &str) -> Option<f64> {
+    flag(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
+}
+
+fn line(rate: f64, o: &Outcome) -> String {
+    let t = &o.tally;
+    format!(
+        "rate {rate:>10.0} r/s  sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
+         generator behind at most {:.2} ms  batches {}  cores {:?}",
+        t.sent,
+        t.bad_rate(),
+        t.late,
+        t.dropped,
+        t.errors,
+        t.unanswered,
+        t.duplicates,
+        t.behind_max as f64 / 1e6,
+        o.engine.backends.iter().map(|b| b.batches).sum::<u64>(),
+        o.cores,
+    )
+}
+
+fn main() {
+    let file = std::env::args().nth(1).filter(|a| !a.starts_with("--")).expect("usage: stress FILE [flags]");
+    let scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
+    let load = |rate_rps| Load {
+        rate_rps,
+        warmup: Duration::from_secs_f64(number("--warmup").unwrap_or(scenario.warmup as f64 / 1e9)),
+        measure: Duration::from_secs_f64(number("--secs").unwrap_or(scenario.duration as f64 / 1e9)),
+        seed: scenario.seed,
+    };
+    let cfg = EngineConfig {
+        model_shards: number("--model-shards").map_or(0, |k| k as usize),
+        // No network path to keep time back for.
+        reserve_floor: 0,
+        input_floats: 1,
+        ..EngineConfig::default()
+    };
+    let probe = |rate: f64| {
+        let o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
+        println!("  {}", line(rate, &o));
+        o
+    };
+    println!(
+        "{} / {} (seed {}), model shards {}, warm-up {:?}, measured {:?}; GPUs' bound {:.0} r/s",
+        scenario.name,
+        scenario.policy.as_str(),
+        scenario.seed,
+        cfg.model_shards,
+        load(0.0).warmup,
+        load(0.0).measure,
+        scenario.capacity_bound_rps()
+    );
+    if let Some(rates) = flag("--rates") {
+        for r in rates.split(',') {
+            probe(r.parse().expect("--rates takes numbers"));
+        }
+        return;
+    }
+    let ok = |o: &Outcome| o.tally.bad_rate() <= BAD_RATE_LIMIT && o.tally.duplicates == 0;
+    let from = number("--from").unwrap_or(100_000.0);
+    let probes = number("--probes").map_or(10, |n| n as usize);
+    let (best, tried) = search_rate(from, (2.0, 0.5), 0.02, probes, &mut |r| ok(&probe(r)));
+    println!("highest passing rate: {best:.0} r/s ({} probes)", tried.len());
+}
