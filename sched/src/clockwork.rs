@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 
+use crate::backends::no_backend;
 use crate::heap::IndexedMinHeap;
 use crate::queue::{EdfQueues, Pending, Start};
 use crate::time::{Nanos, NANOS_PER_MS};
@@ -46,6 +47,10 @@ pub struct Clockwork {
     free: IndexedMinHeap,
     /// Per backend: predicted run times of batches handed out, not yet done.
     outstanding: Vec<VecDeque<Nanos>>,
+    /// Backends failed for good: out of `free`, their completions ignored.
+    failed: Vec<bool>,
+    /// Backends not failed; with none, requests are dropped, not held.
+    alive: u32,
     out: VecDeque<Output>,
 }
 
@@ -58,6 +63,8 @@ impl Clockwork {
         Self {
             queues: EdfQueues::new(spec.models.len(), spec.queue_capacity),
             outstanding: vec![VecDeque::new(); spec.backends as usize],
+            failed: vec![false; spec.backends as usize],
+            alive: spec.backends,
             fastest: spec.models.iter().map(|m| m.profile.latency(1) + spec.delay.of(1)).collect(),
             free,
             spec: spec.clone(),
@@ -110,6 +117,10 @@ impl Clockwork {
 
 impl Scheduler for Clockwork {
     fn on_request(&mut self, now: Nanos, req: Request) {
+        if self.alive == 0 {
+            self.out.push_back(no_backend(req.id));
+            return;
+        }
         let m = req.model.index();
         let window = req.deadline.saturating_sub(now);
         let planning_deadline = req.deadline - SLO_BUFFER.min(window.saturating_sub(self.fastest[m]));
@@ -124,9 +135,29 @@ impl Scheduler for Clockwork {
     /// is still queued on it (batch times can differ from the profile).
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
         let b = done.backend.index();
+        if self.failed[b] {
+            return;
+        }
         self.outstanding[b].pop_front().expect("a completion follows a dispatch");
         self.free.set(b, now + self.outstanding[b].iter().sum::<Nanos>());
         self.dispatch(now);
+    }
+
+    /// Never handed work again; what it held is lost (the simulator and
+    /// the engine's scheduler role drop those requests). With the last
+    /// backend gone, what is queued is dropped (`NoBackend`).
+    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+        let b = backend.index();
+        if std::mem::replace(&mut self.failed[b], true) {
+            return;
+        }
+        self.alive -= 1;
+        self.free.remove(b);
+        self.outstanding[b].clear();
+        if self.alive == 0 {
+            let out = &mut self.out;
+            self.queues.drain(|id| out.push_back(no_backend(id)));
+        }
     }
 
     fn on_timeout(&mut self, now: Nanos) {

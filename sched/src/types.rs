@@ -280,9 +280,9 @@ pub trait Scheduler {
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>);
     /// `backend` failed at `now` and never comes back. Batches already sent
     /// to it are lost (the simulator drops their requests with
-    /// `BackendFailed`); a policy that ignores this keeps dispatching to it
-    /// and loses those requests too.
-    fn on_backend_failed(&mut self, _now: Nanos, _backend: BackendId) {}
+    /// `BackendFailed`); the policy must not dispatch to it again, nor
+    /// expect its completions. No default: every policy says what it does.
+    fn on_backend_failed(&mut self, now: Nanos, backend: BackendId);
     /// Time has reached `now`: fire every timer due at or before it.
     fn on_timeout(&mut self, now: Nanos);
     /// The earliest time at which `on_timeout` has work to do.

@@ -25,6 +25,25 @@ fn one_seed_reproduces_a_run_bit_for_bit_and_another_differs() {
     }
 }
 
+/// After a backend fails, no policy dispatches to it again: the requests
+/// lost with it are at most what it held or had been granted when it
+/// failed (two batches), not everything it would have been sent after.
+/// Symphony's rank shard and Clockwork kept granting a dead backend.
+#[test]
+fn no_policy_dispatches_to_a_failed_backend() {
+    let mut s = table4();
+    s.warmup = 0;
+    s.duration = 3_000_000_000;
+    s.faults = vec![(1_000_000_000, baton_sched::types::BackendId(0))];
+    let max_batch = s.cluster.models[0].profile.max_batch() as u64;
+    for policy in PolicyKind::all().into_iter().filter(|p| !p.needs_partition_profiles()) {
+        let r = run(&s, policy, 3_000.0);
+        let lost = r.models[0].drop_reasons.get("backend_failed").copied().unwrap_or(0);
+        assert!(lost <= 2 * max_batch, "{}: {lost} requests lost on the failed backend", policy.as_str());
+        assert_eq!(r.sent, r.ok + r.late + r.dropped, "{}: accounting", policy.as_str());
+    }
+}
+
 #[test]
 fn every_shipped_scenario_parses() {
     let files = shipped_scenarios();

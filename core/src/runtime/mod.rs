@@ -235,8 +235,9 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
     let unsupported = |why: String| EngineError::Unsupported(Unsupported(why));
     scenario.supports(policy).map_err(unsupported)?;
     if !scenario.faults.is_empty() && cfg.model_shards > 0 && CandidateRule::of(policy).is_some() {
-        // The model shards keep no batches in flight to drop when a
-        // backend fails, and the rank shard has no failure path.
+        // The rank shard stops granting a failed backend, but the model
+        // shards keep no batches in flight, so nobody would drop those the
+        // backend held (the whole policy's scheduler role does).
         let why = "backend faults with Symphony split over model shards (run it whole: --model-shards 0)";
         return Err(unsupported(why.into()));
     }

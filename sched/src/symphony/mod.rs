@@ -42,6 +42,9 @@ pub enum ToRank {
     /// A backend finished a batch at `at` (its real end, which may differ
     /// from the profile's prediction).
     BatchDone { backend: BackendId, at: Nanos },
+    /// A backend failed for good: never granted again, and what it held is
+    /// forgotten (its batches' requests are the dropper's to answer).
+    BackendFailed { backend: BackendId },
 }
 
 /// Rank shard → model shard.

@@ -15,7 +15,9 @@
 //! re-plans at once against that time: a smaller batch, or a shed.
 //!
 //! A granted backend leaves the free heap until its model shard answers with
-//! `BackendFree`. Complexity: O(log backends + log models) per message,
+//! `BackendFree`. A failed backend leaves it for good: if it was granted,
+//! the model shard's `BackendFree` does not bring it back, and completions
+//! it sent before failing are ignored. Complexity: O(log backends + log models) per message,
 //! O(|mc|) per backend timer.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -44,6 +46,7 @@ pub struct RankShard {
     gpu_timer: Option<Nanos>,
     /// Per backend: batches sent to it and not yet done.
     outstanding: Vec<u32>,
+    failed: Vec<bool>,
     out: VecDeque<ToModel>,
 }
 
@@ -63,6 +66,7 @@ impl RankShard {
             parked_bs: BTreeMap::new(),
             gpu_timer: None,
             outstanding: vec![0; backends as usize],
+            failed: vec![false; backends as usize],
             out: VecDeque::new(),
         }
     }
@@ -80,11 +84,13 @@ impl RankShard {
                     }
                 }
             }
+            ToRank::BackendFree { backend, .. } if self.failed[backend.index()] => {}
             ToRank::BackendFree { backend, free_at, dispatched } => {
                 assert!(self.free.get(backend.index()).is_none(), "backend {backend:?} freed twice");
                 self.free.set(backend.index(), free_at);
                 self.outstanding[backend.index()] += u32::from(dispatched);
             }
+            ToRank::BatchDone { backend, .. } if self.failed[backend.index()] => {}
             ToRank::BatchDone { backend, at } => {
                 let b = backend.index();
                 assert!(self.outstanding[b] > 0, "backend {backend:?} finished a batch it was not sent");
@@ -93,6 +99,12 @@ impl RankShard {
                 if self.outstanding[b] == 0 && self.free.get(b).is_some() {
                     self.free.set(b, at);
                 }
+            }
+            ToRank::BackendFailed { backend } => {
+                let b = backend.index();
+                self.failed[b] = true;
+                self.free.remove(b);
+                self.outstanding[b] = 0;
             }
         }
         self.set_gpu_timer();

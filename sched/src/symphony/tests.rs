@@ -103,7 +103,9 @@ fn check_outputs(
                 freed += 1;
                 assert!(f >= now);
             }
-            ShardOutput::ToRank(ToRank::BatchDone { .. }) => panic!("model shards never report completions"),
+            ShardOutput::ToRank(ToRank::BatchDone { .. } | ToRank::BackendFailed { .. }) => {
+                panic!("model shards never report completions or failures")
+            }
         }
     }
     (last_candidate, freed)
@@ -270,4 +272,31 @@ fn rank_grants_a_free_backend_and_parks_when_none_is() {
     rank.on_message(ToRank::BatchDone { backend: BackendId(0), at: 415 });
     rank.on_timeout(415);
     assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(0), free_at: 415 }));
+}
+
+#[test]
+fn rank_never_grants_a_failed_backend_again() {
+    let delay = DispatchDelay { ctrl: 10, per_request: 0 };
+    let mut rank = RankShard::new(1, 2, delay);
+    let c = |exec_at| Some(Candidate { bs: 4, exec_at, invalid_after: exec_at + 50 });
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(100) });
+    rank.on_timeout(90);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(0), free_at: 0 }));
+    // Backend 0 fails while granted; the shard's answer does not bring it back,
+    // nor does a completion it sent before failing.
+    rank.on_message(ToRank::BackendFailed { backend: BackendId(0) });
+    rank.on_message(ToRank::BackendFree { backend: BackendId(0), free_at: 150, dispatched: true });
+    rank.on_message(ToRank::BatchDone { backend: BackendId(0), at: 140 });
+    // Backend 1 is busy until 400; then it fails too: nothing is left to grant.
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(200) });
+    rank.on_timeout(190);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(1), free_at: 0 }));
+    rank.on_message(ToRank::BackendFree { backend: BackendId(1), free_at: 400, dispatched: true });
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(300) });
+    rank.on_timeout(290);
+    assert_eq!(rank.poll_output(), None, "parked: the only live backend frees at 400");
+    rank.on_message(ToRank::BackendFailed { backend: BackendId(1) });
+    assert_eq!(rank.next_timeout(), None, "no backend left: no timer for the parked candidate");
+    rank.on_timeout(1_000);
+    assert_eq!(rank.poll_output(), None);
 }

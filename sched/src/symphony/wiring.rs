@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use super::{models_of, shard_of, CandidateRule, ModelShard, RankShard, ShardOutput, ToModel, ToRank};
 use crate::time::Nanos;
-use crate::types::{BatchDone, ClusterSpec, ModelId, Output, Request, Scheduler};
+use crate::types::{BackendId, BatchDone, ClusterSpec, ModelId, Output, Request, Scheduler};
 
 #[derive(Debug)]
 enum Envelope {
@@ -70,6 +70,12 @@ impl Scheduler for Symphony {
     /// rank shard when the backend really freed.
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
         let msg = ToRank::BatchDone { backend: done.backend, at: now };
+        self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(msg)));
+    }
+
+    /// The rank shard hears of it like a completion, one message delay later.
+    fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
+        let msg = ToRank::BackendFailed { backend };
         self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(msg)));
     }
 
