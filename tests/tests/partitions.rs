@@ -64,6 +64,9 @@ impl Scheduler for Lockstep {
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
         self.done.borrow_mut().push((done.backend.0, done.members.len() as u32, now - done.started));
     }
+    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+        panic!("no faults in this scenario, yet backend {} failed", backend.0);
+    }
     fn on_timeout(&mut self, now: Nanos) {
         self.next = now + PERIOD;
         for m in 0..2 {
