@@ -129,7 +129,11 @@ mod tests {
     use baton_wire::{encode, fb};
 
     fn msg(i: u64) -> Message {
-        Message::Dropped(fb::Dropped { requests: Some(vec![i; (i % 7) as usize]), reason: fb::DropReason::Shed })
+        Message::Dropped(fb::Dropped {
+            requests: Some(vec![i; (i % 7) as usize]),
+            reason: fb::DropReason::Shed,
+            message: None,
+        })
     }
 
     /// Feeds `bytes` to a FrameBuf in chunks of `chunk`, collecting frames.

@@ -374,8 +374,9 @@ mod check {
         per_request("solo_ns", r.solo_ns()?.map(|v| v.len()), requests.unwrap_or(0))
     }
     #[allow(non_snake_case)]
-    pub fn Dropped(r: &fb::DroppedRef<'_>, _: usize, l: &Limits) -> R {
-        ids("requests", r.requests()?.map(|v| v.len()), l)
+    pub fn Dropped(r: &fb::DroppedRef<'_>, payload: usize, l: &Limits) -> R {
+        ids("requests", r.requests()?.map(|v| v.len()), l)?;
+        Budget::new(payload).string(r.message()?)
     }
     #[allow(non_snake_case)]
     pub fn BackendStatus(r: &fb::BackendStatusRef<'_>, _: usize, l: &Limits) -> R {

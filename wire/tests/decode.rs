@@ -97,7 +97,11 @@ fn samples() -> Vec<Message> {
             requests: Some(vec![7, 8]),
             solo_ns: Some(vec![30, 40]),
         }),
-        Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::CannotMeetDeadline }),
+        Message::Dropped(fb::Dropped {
+            requests: Some(ids),
+            reason: fb::DropReason::BadPlan,
+            message: Some("batch of 9 exceeds the maximum 8".into()),
+        }),
         Message::BackendStatus(fb::BackendStatus {
             backend: 2,
             healthy: true,
@@ -161,7 +165,8 @@ fn bad_input_gets_typed_errors() {
 
     assert_eq!(err(&request_with(vec![ok.clone(); 65])), DecodeError::TooManyTensors { got: 65, max: 64 });
 
-    let many = Message::Dropped(fb::Dropped { requests: Some(vec![0; 5000]), reason: fb::DropReason::Expired });
+    let many =
+        Message::Dropped(fb::Dropped { requests: Some(vec![0; 5000]), reason: fb::DropReason::Expired, message: None });
     assert_eq!(err(&encode(&many).unwrap()), DecodeError::TooManyIds { field: "requests", got: 5000, max: 4096 });
 
     let plan = Message::BatchPlan(fb::BatchPlan {
@@ -211,7 +216,8 @@ fn bad_input_gets_typed_errors() {
 
 #[test]
 fn enum_tags_outside_the_schema_are_refused() {
-    let m = Message::Dropped(fb::Dropped { requests: Some(vec![1]), reason: fb::DropReason::BackendFailed });
+    let m =
+        Message::Dropped(fb::Dropped { requests: Some(vec![1]), reason: fb::DropReason::BackendFailed, message: None });
     let bytes = encode(&m).unwrap();
     let tag = fb::DropReason::BackendFailed as u8;
     // Find the reason byte and put an unknown tag there.

@@ -22,6 +22,12 @@
 //! runs them in order, and the host's copying and launching overlaps the
 //! device's work instead of idling it. Results come back in launch order.
 //!
+//! A batch the executor does not run is dropped with its cause: a failed
+//! device is `BackendFailed`, a plan the executor cannot run as given
+//! (the device is fine) is `BadPlan`; either way the executor's error goes
+//! to the client as the answer's message, and the scheduler gets its
+//! backend back (`BatchDone.failed`).
+//!
 //! A backend may fail for good at a set time (a scenario's `[[faults]]`,
 //! as the simulator fails its backends): it forgets what it held and tells
 //! the scheduler (`BackendStatus`, unhealthy), which drops the requests of
@@ -34,7 +40,7 @@
 
 use std::collections::VecDeque;
 
-use baton_gpu::{Batch, Executor, Launched, Waker};
+use baton_gpu::{Batch, ExecError, Executor, Launched, Waker};
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
@@ -45,7 +51,10 @@ use super::{frontend_of, Addr, Envelope};
 pub struct BackendStats {
     pub batches: u64,
     pub requests: u64,
+    /// Batches lost to a failed device (or to the backend failing).
     pub failed_batches: u64,
+    /// Batches the executor refused as planned (`DropReason::BadPlan`).
+    pub refused_batches: u64,
     /// How late batches started after their `exec_at`: sum and maximum.
     pub start_lag_ns: u64,
     pub max_start_lag_ns: u64,
@@ -80,7 +89,19 @@ struct Running {
     /// Each of `requests`' solo time, for a dynamic model (else empty).
     solo: Vec<Nanos>,
     outputs: Vec<Vec<f32>>,
-    failed: bool,
+    /// Why the executor did not run it, if it did not.
+    error: Option<ExecError>,
+}
+
+/// How a batch the executor did not run is dropped: a device that failed
+/// is `BackendFailed`; a plan it cannot run as given (the device is fine)
+/// is `BadPlan`. Either way the executor's words go with it.
+fn drop_of(e: &ExecError) -> (fb::DropReason, String) {
+    let reason = match e {
+        ExecError::Device(_) | ExecError::NoDevice(_) => fb::DropReason::BackendFailed,
+        _ => fb::DropReason::BadPlan,
+    };
+    (reason, e.to_string())
 }
 
 pub struct BackendRole {
@@ -163,7 +184,7 @@ impl BackendRole {
         self.stats.failed_batches += 1;
         for fe in frontends(plan) {
             let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
-            let dropped = fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed };
+            let dropped = fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed, message: None };
             out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
         }
     }
@@ -266,7 +287,7 @@ impl BackendRole {
                             false
                         }
                         Some(result) => {
-                            (r.in_flight, r.finish, r.failed) = (false, now, result.is_err());
+                            (r.in_flight, r.finish, r.error) = (false, now, result.err());
                             true
                         }
                     };
@@ -316,24 +337,29 @@ impl BackendRole {
             inputs.iter().map(|x| w.solo_time(x).map_or(0, |d| d.as_nanos() as Nanos)).collect()
         });
         let mut outputs = Vec::new();
-        let (finish, in_flight, failed) = if inputs.is_empty() {
-            (now + 1, false, false)
+        let (finish, in_flight, error) = if inputs.is_empty() {
+            (now + 1, false, None)
         } else {
             let heads = plan.heads.is_some().then_some(&heads[..]);
             let batch = Batch { model: plan.model, variant: plan.subnet, heads, inputs: &inputs };
             match self.exec.launch(&batch, &mut outputs) {
-                Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, false),
-                Ok(Launched::InFlight) => (now + self.pace(), true, false),
-                Err(_) => (now + 1, false, true),
+                Ok(Launched::Done(d)) => (now + (d.as_nanos() as Nanos).max(1), false, None),
+                Ok(Launched::InFlight) => (now + self.pace(), true, None),
+                Err(e) => (now + 1, false, Some(e)),
             }
         };
-        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, failed });
+        self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, error });
     }
 
     fn finish(&mut self, r: Running, out: &mut Vec<Envelope>) {
         self.stats.batches += 1;
         self.stats.requests += r.requests.len() as u64;
-        self.stats.failed_batches += u64::from(r.failed);
+        let dropped = r.error.as_ref().map(drop_of);
+        match dropped {
+            Some((fb::DropReason::BackendFailed, _)) => self.stats.failed_batches += 1,
+            Some(_) => self.stats.refused_batches += 1,
+            None => {}
+        }
         let exec_ns = r.finish - r.start;
         let batch_size = r.requests.len() as u32;
         let mut per_fe: Vec<FrontendPart> = Vec::new();
@@ -349,14 +375,14 @@ impl BackendRole {
             per_fe[k].ids.push(id);
             per_fe[k].seen.push(r.seen[i]);
             per_fe[k].solo.extend(r.solo.get(i));
-            if !r.failed {
+            if dropped.is_none() {
                 per_fe[k].outputs.push(f32_tensor(le_bytes(&r.outputs[i])));
             }
         }
         let solo = |s: Vec<Nanos>| (!s.is_empty()).then_some(s);
         for FrontendPart { fe, ids, seen, solo: fe_solo, outputs } in per_fe {
-            let msg = if r.failed {
-                Message::Dropped(fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed })
+            let msg = if let Some((reason, why)) = &dropped {
+                Message::Dropped(fb::Dropped { requests: Some(ids), reason: *reason, message: Some(why.clone()) })
             } else {
                 let results = fb::Results {
                     batch_id: r.plan.batch_id,
@@ -382,7 +408,7 @@ impl BackendRole {
             batch_size,
             started_ns: r.start,
             finished_ns: r.finish,
-            failed: r.failed,
+            failed: dropped.is_some(),
             requests: (!r.solo.is_empty()).then(|| r.requests.clone()),
             solo_ns: solo(r.solo),
         };
@@ -502,5 +528,56 @@ mod tests {
         assert_eq!(results[0], (vec![10, 11], vec![2.0, 2.0]));
         assert_eq!(results[2], (vec![13], vec![6.0]));
         assert!(!role.in_flight() && role.next_wake().is_none() && now > 0);
+    }
+
+    /// A device that fails every batch it is given.
+    struct Broken(Vec<ModelInfo>);
+
+    impl Executor for Broken {
+        fn models(&self) -> &[ModelInfo] {
+            &self.0
+        }
+
+        fn run(&mut self, batch: &Batch<'_>, _: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
+            validate(&self.0, batch)?;
+            Err(ExecError::Device("uncorrectable ECC error".into()))
+        }
+    }
+
+    /// The drops a batch of `requests` gets on `exec`: (reason, message).
+    fn drops(exec: Box<dyn Executor>, requests: Vec<u64>) -> (Vec<(fb::DropReason, Option<String>)>, BackendStats) {
+        let mut role = BackendRole::new(0, exec);
+        let mut out = Vec::new();
+        role.on_message(0, plan(1, requests.clone()), &mut out);
+        role.on_message(0, inputs(1, requests, 1.0), &mut out);
+        while let Some(now) = role.next_wake() {
+            role.poll(now, &mut out);
+        }
+        let dropped = out
+            .iter()
+            .filter_map(|e| match &e.msg {
+                Message::Dropped(d) => Some((d.reason, d.message.clone())),
+                Message::BatchDone(d) => {
+                    assert!(d.failed, "a batch not run is reported failed to the scheduler");
+                    None
+                }
+                _ => None,
+            })
+            .collect();
+        (dropped, role.stats)
+    }
+
+    #[test]
+    fn a_plan_the_executor_refuses_is_a_bad_plan_and_a_failed_device_is_a_failed_backend_each_with_its_cause() {
+        let info = ModelInfo::fixed("m", 2, 1, 4);
+        let queue = Queue { infos: vec![info.clone()], queue: VecDeque::new(), polls: 0, most_in_flight: 0 };
+        let (d, stats) = drops(Box::new(queue), (10..15).collect());
+        let why = ExecError::BatchTooLarge { batch: 5, max: 4 }.to_string();
+        assert_eq!(d, vec![(fb::DropReason::BadPlan, Some(why))]);
+        assert_eq!((stats.refused_batches, stats.failed_batches), (1, 0));
+        let (d, stats) = drops(Box::new(Broken(vec![info])), vec![10, 11]);
+        let why = "device error: uncorrectable ECC error".to_string();
+        assert_eq!(d, vec![(fb::DropReason::BackendFailed, Some(why))]);
+        assert_eq!((stats.refused_batches, stats.failed_batches), (0, 1));
     }
 }

@@ -192,7 +192,7 @@ impl Decisions {
         for (fe, reason, ids) in self.drops.drain(..) {
             out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
                 to: Addr::Frontend(fe),
-                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason }),
+                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason, message: None }),
             }));
         }
     }

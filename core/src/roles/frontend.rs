@@ -402,6 +402,7 @@ impl Frontend {
                     id: h.client_id,
                     status: fb::Status::Dropped,
                     drop_reason: d.reason,
+                    message: d.message.clone(),
                     ..Default::default()
                 },
             ));
@@ -411,7 +412,12 @@ impl Frontend {
     /// Answers every request still held as dropped (the engine is stopping).
     pub fn drop_all(&mut self, now: Nanos, table: &ModelTable, out: &mut Vec<Answer>) {
         let ids: Vec<u64> = self.held.keys().copied().collect();
-        self.on_dropped(now, fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed }, table, out);
+        self.on_dropped(
+            now,
+            fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed, message: None },
+            table,
+            out,
+        );
         // A failed query spawns nothing, so nothing is left.
         debug_assert!(self.held.is_empty() && self.queries.is_empty() && self.spawned.is_empty());
     }

@@ -101,7 +101,7 @@ impl Router {
                 fes.dedup();
                 for fe in fes {
                     let mine = ids.iter().copied().filter(|&r| frontend_of(r) == fe).collect();
-                    let d = fb::Dropped { requests: Some(mine), reason: fb::DropReason::BackendFailed };
+                    let d = fb::Dropped { requests: Some(mine), reason: fb::DropReason::BackendFailed, message: None };
                     self.send(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(d) });
                 }
             }
