@@ -411,3 +411,25 @@ fn in_process_clients_get_every_answer_once() {
         assert_eq!((fe.answered(), fe.duplicates), (fe.received, 0), "{fe:?}");
     }
 }
+
+/// A frontend keeps at most `max_connections` open: one more is answered
+/// `Overloaded` and closed, and those already open are served as before;
+/// once one closes, a new one is taken again.
+#[test]
+fn connections_beyond_the_limit_are_refused_typed() {
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { listen, input_floats: FLOATS, max_connections: 2, ..Default::default() };
+    let e = start(&scenario(), scenario().policy, &cfg).expect("engine starts");
+    let (mut a, b) = (Client::connect(&e), Client::connect(&e));
+    wait_for("two connections open", || e.progress().connections_open() == 2);
+    let mut third = Client::connect(&e);
+    assert_eq!(third.error(), fb::ErrorCode::Overloaded);
+    assert!(third.closed());
+    a.send(&Message::InferRequest(request(7, "BERT-base", 200, FLOATS)));
+    assert_eq!(a.answer().map(|r| (r.id, r.status)), Some((7, fb::Status::Ok)));
+    drop(b);
+    wait_for("one connection open", || e.progress().connections_open() == 1);
+    still_serves(&e);
+    let r = e.shutdown();
+    assert_eq!(r.refused_connections, 1);
+}

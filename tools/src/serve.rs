@@ -64,6 +64,10 @@ pub struct EngineArgs {
     /// network path, microseconds (it adds what it measures around batches).
     #[arg(long, default_value_t = DEFAULT_RESERVE_FLOOR / 1_000)]
     reserve_us: u64,
+    /// Connections the frontend keeps open at most (clients and peer
+    /// roles); more are answered `Overloaded` and closed.
+    #[arg(long, default_value_t = EngineConfig::default().max_connections)]
+    max_connections: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -293,6 +297,7 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         executor: a.executor.choice(),
         poll: Duration::from_micros(a.poll_us),
         reserve_floor: a.reserve_us * 1_000,
+        max_connections: a.max_connections,
         ..Default::default()
     }
 }
@@ -308,8 +313,9 @@ fn print_engine(r: &EngineReport) {
     let lag: u64 = r.backends.iter().map(|b| b.start_lag_ns).sum();
     let max_lag = r.backends.iter().map(|b| b.max_start_lag_ns).max().unwrap_or(0);
     println!(
-        "        connections {}  bad frames {}  batches {}  mean batch {:.2}  start lag mean {:.1} µs max {:.1} µs",
+        "        connections {} (refused {})  bad frames {}  batches {}  mean batch {:.2}  start lag mean {:.1} µs max {:.1} µs",
         r.connections,
+        r.refused_connections,
         r.bad_frames,
         batches,
         if batches == 0 { 0.0 } else { reqs as f64 / batches as f64 },
@@ -323,7 +329,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
     serde_json::json!({
         "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
         "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
-        "connections": r.connections, "bad_frames": r.bad_frames,
+        "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
         "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
     })
 }

@@ -45,9 +45,15 @@ use crate::roles::{Addr, Envelope};
 /// Answer bytes a client may leave unread before its requests stop being read.
 const MAX_UNSENT: usize = 8 << 20;
 
+/// The pauses between failed accepts: doubling from the first to the last.
+const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 pub struct Report {
     pub stats: FrontendStats,
     pub connections: u64,
+    /// Connections answered `Overloaded` and closed: `max_connections` were open.
+    pub refused_connections: u64,
     pub bad_frames: u64,
     pub held_at_stop: u64,
 }
@@ -61,6 +67,7 @@ struct Shard {
     /// Roles in other processes (None in `baton serve`).
     router: Option<Rc<Router>>,
     connections: u64,
+    refused_connections: u64,
     bad_frames: u64,
     /// Wakes the pump when a connection task leaves it work.
     bell: Bell,
@@ -171,6 +178,8 @@ pub struct Setup {
     pub addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
     pub table: Arc<Published<ModelTable>>,
     pub capacity: usize,
+    /// Connections open at most (clients and peers); more are refused.
+    pub max_connections: u64,
     pub reserve_floor: Nanos,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
@@ -181,7 +190,20 @@ pub struct Setup {
 }
 
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
-    let Setup { index, listen, addr_tx, table, capacity, reserve_floor, clock, stop, progress, doorbell, poll } = setup;
+    let Setup {
+        index,
+        listen,
+        addr_tx,
+        table,
+        capacity,
+        max_connections,
+        reserve_floor,
+        clock,
+        stop,
+        progress,
+        doorbell,
+        poll,
+    } = setup;
     let mut rhythm = Rhythm::new(doorbell.on_shard(), poll);
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -193,7 +215,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         }
         Err(e) => {
             let _ = addr_tx.send(Err(std::io::Error::other(e.to_string())));
-            return Report { stats: FrontendStats::default(), connections: 0, bad_frames: 0, held_at_stop: 0 };
+            let stats = FrontendStats::default();
+            return Report { stats, connections: 0, refused_connections: 0, bad_frames: 0, held_at_stop: 0 };
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
@@ -204,12 +227,13 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         outbound: VecDeque::new(),
         router,
         connections: 0,
+        refused_connections: 0,
         bad_frames: 0,
         bell: rhythm.bell(),
         open: 0,
         progress,
     }));
-    glommio::spawn_local(accept(listener, Rc::clone(&shard))).detach();
+    glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections)).detach();
 
     let mut incoming = Vec::new();
     let mut answers = Vec::new();
@@ -244,17 +268,43 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         s.table.read(|t| s.fe.drop_all(now, t, &mut answers));
         s.answer(&mut answers);
         let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
-        (Report { stats: s.fe.stats, connections: s.connections, bad_frames: s.bad_frames, held_at_stop: held }, conns)
+        let report = Report {
+            stats: s.fe.stats,
+            connections: s.connections,
+            refused_connections: s.refused_connections,
+            bad_frames: s.bad_frames,
+            held_at_stop: held,
+        };
+        (report, conns)
     };
     // The last answers go out before the connections close.
     conn::close_all(&conns).await;
     report
 }
 
-async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>) {
+/// Accepts connections until the shard stops. An accept that fails (out of
+/// file descriptors, of memory for sockets) is retried after a pause that
+/// doubles up to `MAX_ACCEPT_PAUSE`, instead of at once in a spin; a
+/// connection beyond `max_connections` is answered `Overloaded` and closed.
+async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connections: u64) {
     let mut next: ConnId = 0;
+    let mut pause = Duration::ZERO;
     loop {
-        let Ok(stream) = listener.accept().await else { continue };
+        let stream = match listener.accept().await {
+            Ok(s) => s,
+            Err(_) => {
+                pause = (pause * 2).clamp(MIN_ACCEPT_PAUSE, MAX_ACCEPT_PAUSE);
+                glommio::timer::sleep(pause).await;
+                continue;
+            }
+        };
+        pause = Duration::ZERO;
+        if shard.borrow().open >= max_connections {
+            shard.borrow_mut().refused_connections += 1;
+            let why = format!("{max_connections} connections are open, the most this frontend takes");
+            glommio::spawn_local(refuse(stream, error_answer(fb::ErrorCode::Overloaded, why))).detach();
+            continue;
+        }
         let _ = stream.set_nodelay(true);
         next += 1;
         {
@@ -265,6 +315,14 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>) {
         }
         glommio::spawn_local(connection(stream, next, Rc::clone(&shard))).detach();
     }
+}
+
+/// Sends `answer` and closes, reading nothing.
+async fn refuse(mut stream: TcpStream, answer: Message) {
+    use futures_lite::AsyncWriteExt;
+    let bytes = baton_wire::encode(&answer).expect("an answer without outputs fits a frame");
+    let _ = stream.write_all(&bytes).await;
+    let _ = stream.close().await;
 }
 
 async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {

@@ -90,6 +90,9 @@ pub struct EngineConfig {
     pub input_floats: usize,
     /// Requests the frontend holds at most; more are refused as overloaded.
     pub frontend_capacity: usize,
+    /// Connections the frontend keeps open at most; more are answered
+    /// `Overloaded` and closed.
+    pub max_connections: u64,
     /// Relative jitter of the emulated GPUs' batch times.
     pub jitter: f64,
     /// Slots of each ring between the shards.
@@ -119,6 +122,7 @@ impl Default for EngineConfig {
             listen: "127.0.0.1:7700".parse().expect("valid address"),
             input_floats: crate::models::DEFAULT_INPUT_FLOATS,
             frontend_capacity: 1 << 20,
+            max_connections: 16_384,
             jitter: 0.0,
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
@@ -166,6 +170,8 @@ pub struct EngineReport {
     /// Client connections accepted, and those closed for a bad frame.
     pub connections: u64,
     pub bad_frames: u64,
+    /// Connections refused: `max_connections` were open.
+    pub refused_connections: u64,
     /// Requests still held by the frontend at shutdown (they were
     /// answered `dropped` then; 0 after a drained run).
     pub held_at_stop: u64,
@@ -401,6 +407,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             addr_tx,
             table,
             capacity: cfg.frontend_capacity,
+            max_connections: cfg.max_connections,
             reserve_floor: cfg.reserve_floor,
             clock,
             stop: Arc::clone(&stop),
@@ -447,6 +454,7 @@ impl Engine {
         let mut report = EngineReport {
             frontend: fe.stats,
             connections: fe.connections,
+            refused_connections: fe.refused_connections,
             bad_frames: fe.bad_frames,
             held_at_stop: fe.held_at_stop,
             ..Default::default()

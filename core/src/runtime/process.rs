@@ -244,6 +244,7 @@ async fn frontend(
         addr_tx,
         table: Arc::new(Published::new(table)),
         capacity: cfg.frontend_capacity,
+        max_connections: cfg.max_connections,
         reserve_floor: cfg.reserve_floor,
         clock,
         stop,
@@ -272,6 +273,7 @@ async fn frontend(
     EngineReport {
         frontend: r.stats,
         connections: r.connections,
+        refused_connections: r.refused_connections,
         bad_frames: r.bad_frames,
         held_at_stop: r.held_at_stop,
         ..Default::default()
