@@ -74,8 +74,30 @@ impl Tally {
     }
 }
 
+/// Where the measured ok answers' time went beyond the plan, in µs, one
+/// entry per answer: start lag (batch start − `exec_at`) and completion
+/// (the clients hold the answer − the batch finished). In process there is
+/// no ingress or egress to speak of.
+#[derive(Clone, Debug, Default)]
+pub struct Parts {
+    pub start_lag_us: Vec<u32>,
+    pub completion_us: Vec<u32>,
+}
+
+impl Parts {
+    /// The `q` quantile (0..=1) of `v`, in µs (0 when empty).
+    pub fn quantile(v: &mut [u32], q: f64) -> u32 {
+        if v.is_empty() {
+            return 0;
+        }
+        let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+        *v.select_nth_unstable(i).1
+    }
+}
+
 pub struct Outcome {
     pub tally: Tally,
+    pub parts: Parts,
     pub engine: EngineReport,
     /// The core each shard ran on: the clients' shard first.
     pub cores: Vec<usize>,
@@ -139,7 +161,7 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
         },
     );
     let mut engine = EngineReport::default();
-    let (tally, frontend) = match spawned.map_err(|e| EngineError::Shard(e.to_string())) {
+    let (tally, parts, frontend) = match spawned.map_err(|e| EngineError::Shard(e.to_string())) {
         Ok(h) => h.join().expect("the clients' shard does not panic"),
         Err(e) => {
             Back::stop(sched, &stop, &mut engine);
@@ -148,7 +170,7 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
     };
     engine.frontend = frontend;
     Back::stop(sched, &stop, &mut engine);
-    Ok(Outcome { tally, engine, cores })
+    Ok(Outcome { tally, parts, engine, cores })
 }
 
 /// A request sent and not yet answered.
@@ -173,6 +195,7 @@ struct Generator {
     due: VecDeque<Due>,
     base: u64,
     tally: Tally,
+    parts: Parts,
 }
 
 impl Generator {
@@ -193,6 +216,7 @@ impl Generator {
             due: VecDeque::new(),
             base: 0,
             tally: Tally::default(),
+            parts: Parts::default(),
         }
     }
 
@@ -226,13 +250,14 @@ impl Generator {
                 Ok(meta) => {
                     out.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }))
                 }
-                Err(e) => self.answer(t, &e),
+                Err(e) => self.answer(t, now, &e),
             }
         }
     }
 
-    /// Counts an answer received at `t` (ns from the start).
-    fn answer(&mut self, t: Nanos, a: &fb::InferResponse) {
+    /// Counts an answer received at `t` (ns from the start; `now` on the
+    /// cluster clock).
+    fn answer(&mut self, t: Nanos, now: Nanos, a: &fb::InferResponse) {
         let Some(d) = a.id.checked_sub(self.base).and_then(|i| self.due.get_mut(i as usize)) else {
             self.tally.duplicates += 1;
             return;
@@ -248,6 +273,11 @@ impl Generator {
                 fb::Status::Ok => tally.late += 1,
                 fb::Status::Dropped => tally.dropped += 1,
                 fb::Status::Error => tally.errors += 1,
+            }
+            if let (fb::Status::Ok, Some(tm)) = (a.status, &a.timing) {
+                let us = |ns: Nanos| (ns / 1_000).min(u64::from(u32::MAX)) as u32;
+                self.parts.start_lag_us.push(us(tm.started_ns.saturating_sub(tm.exec_at_ns)));
+                self.parts.completion_us.push(us(now.saturating_sub(tm.finished_ns)));
             }
         }
         while self.due.front().is_some_and(|d| d.answered) {
@@ -265,7 +295,7 @@ impl Generator {
         clock: &Clock,
         mut link: Link,
         mut rhythm: Rhythm,
-    ) -> (Tally, FrontendStats) {
+    ) -> (Tally, Parts, FrontendStats) {
         let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), VecDeque::new());
         // The roles' times are on the cluster clock; the clients' from the run's start.
         let start = clock.now();
@@ -280,7 +310,7 @@ impl Generator {
                 }
             }
             for (_, a) in answers.drain(..) {
-                self.answer(t, &a);
+                self.answer(t, now, &a);
             }
             self.send(t, now, &mut fe, table, &mut out);
             if !out.is_empty() {
@@ -298,6 +328,6 @@ impl Generator {
         // What is still held is answered `dropped`, so no role keeps it.
         fe.drop_all(clock.now(), table, &mut answers);
         self.tally.unanswered = self.due.iter().filter(|d| d.counted && !d.answered).count() as u64;
-        (self.tally, fe.stats)
+        (self.tally, std::mem::take(&mut self.parts), fe.stats)
     }
 }

@@ -16,9 +16,12 @@
 //! a fresh engine: W s of warm-up (default the file's) and S s measured
 //! (default the file's). Pin it with `taskset -c 0` for one core; the
 //! shards go round-robin over the cores it may use, and every line says
-//! which. Check `uptime` first.
+//! which. Each line also gives the engine's time beyond its plan for the
+//! measured ok answers, p50/p99/max µs: start lag (batch start −
+//! `exec_at`) and completion (batch end − the clients hold the answer).
+//! Check `uptime` first.
 
-use baton_core::runtime::clients::{run, Load, Outcome};
+use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
 use baton_perf::engine_bench::search_rate;
 use baton_perf::report::load_scenario;
@@ -35,11 +38,17 @@ fn number(name: &str) -> Option<f64> {
     flag(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
 }
 
-fn line(rate: f64, o: &Outcome) -> String {
+fn line(rate: f64, o: &mut Outcome) -> String {
     let t = &o.tally;
+    let p = &mut o.parts;
+    let q = |v: &mut Vec<u32>| {
+        let mut at = |x| Parts::quantile(v, x);
+        format!("{}/{}/{}", at(0.5), at(0.99), at(1.0))
+    };
+    let parts = format!("start lag {} completion {}", q(&mut p.start_lag_us), q(&mut p.completion_us));
     format!(
         "rate {rate:>10.0} r/s  sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
-         generator behind at most {:.2} ms  batches {}  cores {:?}",
+         generator behind at most {:.2} ms  us p50/p99/max: {parts}  batches {}  cores {:?}",
         t.sent,
         t.bad_rate(),
         t.late,
@@ -70,8 +79,8 @@ fn main() {
         ..EngineConfig::default()
     };
     let probe = |rate: f64| {
-        let o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
-        println!("  {}", line(rate, &o));
+        let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
+        println!("  {}", line(rate, &mut o));
         o
     };
     println!(
