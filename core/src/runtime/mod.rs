@@ -34,6 +34,10 @@
 //! A policy that splits GPUs (glet) gets one backend per partition of its
 //! plan (`partitions.rs`).
 //!
+//! `clients.rs` runs the same engine with in-process clients (an
+//! open-loop generator) in place of the TCP frontend shard: perf's stress
+//! harness, set beside Symphony's own dispatcher benchmark.
+//!
 //! Reduced, and said so: one frontend shard.
 
 mod alarms;
