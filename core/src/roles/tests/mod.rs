@@ -439,3 +439,19 @@ fn a_supernet_runs_the_subnet_the_policy_chose_and_answers_say_which() {
 
 mod prefix;
 mod queries;
+
+/// A drop's cause (the executor's error) reaches the client's answer.
+#[test]
+fn a_drop_passes_its_cause_to_the_client() {
+    let Cluster { mut fe, table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let meta = fe.admit(0, 7, request(3, "m", 25.0, &[0.0, 1.0, 2.0, 3.0]), &table).expect("admitted");
+    let why = "batch of 9 exceeds the maximum 8";
+    let d = fb::Dropped { requests: Some(vec![meta.id]), reason: fb::DropReason::BadPlan, message: Some(why.into()) };
+    let mut out = Vec::new();
+    fe.on_dropped(1, d, &table, &mut out);
+    let [(7, a)] = &out[..] else { panic!("one answer to connection 7: {out:?}") };
+    assert_eq!(
+        (a.id, a.status, a.drop_reason, a.message.as_deref()),
+        (3, fb::Status::Dropped, fb::DropReason::BadPlan, Some(why))
+    );
+}
