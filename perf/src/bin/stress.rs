@@ -8,6 +8,9 @@
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
 //! [--warmup W] [--model-shards K] [--from R] [--probes N] [--rates R,R..]`
 //!
+//! Each probe first runs `baton sim` on the same file, rate and seed and
+//! prints its bad rate beside the engine's.
+//!
 //! Finds the highest rate at which at most 1% of the requests due in the
 //! measured window are bad (late by their client's clock, dropped, failed
 //! or unanswered): from `--from` (default 100,000 r/s), doubling while
@@ -25,7 +28,7 @@ use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
 use baton_perf::engine_bench::search_rate;
 use baton_perf::report::load_scenario;
-use baton_sched::sim::BAD_RATE_LIMIT;
+use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
 fn flag(name: &str) -> Option<String> {
@@ -38,7 +41,7 @@ fn number(name: &str) -> Option<f64> {
     flag(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
 }
 
-fn line(rate: f64, o: &mut Outcome) -> String {
+fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
     let t = &o.tally;
     let p = &mut o.parts;
     let q = |v: &mut Vec<u32>| {
@@ -47,7 +50,7 @@ fn line(rate: f64, o: &mut Outcome) -> String {
     };
     let parts = format!("start lag {} completion {}", q(&mut p.start_lag_us), q(&mut p.completion_us));
     format!(
-        "rate {rate:>10.0} r/s  sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
+        "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
          generator behind at most {:.2} ms  us p50/p99/max: {parts}  batches {}  cores {:?}",
         t.sent,
         t.bad_rate(),
@@ -79,8 +82,11 @@ fn main() {
         ..EngineConfig::default()
     };
     let probe = |rate: f64| {
+        // The simulator first, on the same file, rate and seed (never
+        // beside the engine: it would take the engine's cores).
+        let sim = simulate(&scenario, scenario.policy, rate).bad_rate;
         let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
-        println!("  {}", line(rate, &mut o));
+        println!("  {}", line(rate, sim, &mut o));
         o
     };
     println!(
