@@ -15,6 +15,7 @@
 //! decisions out. There is no second copy of any policy here.
 
 pub mod clock;
+pub mod metrics;
 pub mod models;
 pub mod partitions;
 pub mod publish;

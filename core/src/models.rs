@@ -51,6 +51,9 @@ pub struct ModelEntry {
     /// A prefix group member's own part after the shared prefix: l(b) of
     /// its suffix (`latency` is the whole model's, prefix included).
     pub suffix: Option<Vec<Nanos>>,
+    /// Served now: a model unloaded at run time is refused (`Unloaded`)
+    /// until it is loaded again.
+    pub loaded: bool,
 }
 
 /// Models sharing all but their last layers (Nexus's prefix batching): a
@@ -352,6 +355,7 @@ impl ModelEntry {
             subnets,
             dynamic,
             suffix: spec.prefix.as_ref().map(|(_, suffix)| table(suffix)),
+            loaded: true,
         })
     }
 }

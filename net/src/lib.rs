@@ -5,12 +5,16 @@
 //! backpressure (`mesh`) — and framing for byte streams such as TCP
 //! (`framing`: `FrameBuf` turns received bytes into verified messages,
 //! `Outbox` gathers encoded frames for one write). The sockets themselves
-//! (io_uring TCP through glommio) live in `baton-core`'s runtime. RDMA is
-//! not built.
+//! (io_uring TCP through glommio) live in `baton-core`'s runtime. The
+//! KServe v2 gateway (`kserve`, HTTP/REST and gRPC on a tokio thread of its
+//! own) hands calls to a frontend through the `Door` trait. RDMA is not
+//! built.
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
 
 pub mod framing;
+#[cfg(feature = "kserve")]
+pub mod kserve;
 pub mod mesh;
 pub mod ring;
 mod sync;

@@ -28,6 +28,7 @@ use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
+use baton_net::kserve::GatewayConfig;
 use baton_perf::load::{self, LoadConfig};
 use baton_perf::{load_scenario, SERVE_SCENARIO};
 use baton_sched::{PolicyKind, Scenario};
@@ -103,10 +104,42 @@ impl ExecutorKind {
     }
 }
 
+/// The KServe v2 gateway beside the binary protocol.
+#[derive(clap::Args)]
+pub struct GatewayArgs {
+    /// KServe v2 over HTTP/REST, with Prometheus's /metrics, on ADDR.
+    #[arg(long)]
+    http_listen: Option<SocketAddr>,
+    /// KServe v2 over gRPC on ADDR.
+    #[arg(long)]
+    grpc_listen: Option<SocketAddr>,
+    /// The largest HTTP body or gRPC message the gateway takes, in bytes.
+    #[arg(long, default_value_t = GatewayConfig::default().max_body)]
+    max_body: usize,
+}
+
+impl GatewayArgs {
+    fn config(&self) -> GatewayConfig {
+        GatewayConfig { http: self.http_listen, grpc: self.grpc_listen, max_body: self.max_body }
+    }
+}
+
+/// Says where the gateway listens, before the readiness line: `baton
+/// gateway: http on ADDR`, `baton gateway: grpc on ADDR`.
+fn print_gateway(http: Option<SocketAddr>, grpc: Option<SocketAddr>) {
+    for (kind, addr) in [("http", http), ("grpc", grpc)] {
+        if let Some(addr) = addr {
+            eprintln!("baton gateway: {kind} on {addr}");
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    gateway: GatewayArgs,
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
     /// Rate static planners (nexus) plan for (default: the file's rate_rps).
@@ -152,6 +185,8 @@ pub struct FrontendArgs {
     listen: SocketAddr,
     #[arg(long, default_value = "127.0.0.1:7701")]
     scheduler: SocketAddr,
+    #[command(flatten)]
+    gateway: GatewayArgs,
     /// This frontend's place in the backends' --frontends list.
     #[arg(long, default_value_t = 0)]
     index: u32,
@@ -337,8 +372,10 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
 pub fn serve(a: ServeArgs) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
-    let engine = start(&s, policy, &config(&a.engine, a.listen, plan_rate)).map_err(|e| e.to_string())?;
+    let cfg = EngineConfig { gateway: a.gateway.config(), ..config(&a.engine, a.listen, plan_rate) };
+    let engine = start(&s, policy, &cfg).map_err(|e| e.to_string())?;
     install_signals();
+    print_gateway(engine.http, engine.grpc);
     eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &engine.cores), engine.addr);
     run_until_stopped(a.duration);
     let report = engine.shutdown();
@@ -368,12 +405,19 @@ fn run_until_stopped(duration: Option<f64>) {
 }
 
 /// `baton scheduler | frontend | backend`: one role, over TCP.
-fn role(a: &RoleArgs, name: &str, spec: RoleSpec, plan_rate: Option<f64>) -> Result<(), String> {
+fn role(
+    a: &RoleArgs,
+    name: &str,
+    spec: RoleSpec,
+    plan_rate: Option<f64>,
+    gateway: GatewayConfig,
+) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
-    let cfg = config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate);
+    let cfg = EngineConfig { gateway, ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate) };
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
     install_signals();
+    print_gateway(p.http, p.grpc);
     // The readiness line (see the top of this file).
     match p.addr {
         Some(addr) => eprintln!("baton {name}: {} on {addr}", s.name),
@@ -392,18 +436,19 @@ fn role(a: &RoleArgs, name: &str, spec: RoleSpec, plan_rate: Option<f64>) -> Res
 }
 
 pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
-    role(&a.role, "scheduler", RoleSpec::Scheduler { listen: a.listen }, a.plan_rate)
+    role(&a.role, "scheduler", RoleSpec::Scheduler { listen: a.listen }, a.plan_rate, GatewayConfig::default())
 }
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
-    role(&a.role, "frontend", RoleSpec::Frontend { index: a.index, listen: a.listen, scheduler: a.scheduler }, None)
+    let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, scheduler: a.scheduler };
+    role(&a.role, "frontend", spec, None, a.gateway.config())
 }
 
 pub fn backend(a: BackendArgs) -> Result<(), String> {
     let (s, _) = scenario(&a.role.engine)?;
     let count = a.count.unwrap_or(s.cluster.backends.saturating_sub(a.first));
     let spec = RoleSpec::Backends { first: a.first, count, scheduler: a.scheduler, frontends: a.frontends.clone() };
-    role(&a.role, "backend", spec, None)
+    role(&a.role, "backend", spec, None, GatewayConfig::default())
 }
 
 pub fn load(a: LoadArgs) -> Result<(), String> {

@@ -60,7 +60,15 @@ pub struct BackendStats {
     pub max_start_lag_ns: u64,
     /// Messages that are not for this backend or name no batch it holds.
     pub rejected: u64,
+    /// Time the device ran batches (each batch's start to its end).
+    pub busy_ns: u64,
+    /// Batches by size: at most `BATCH_BOUNDS[i]` requests in `i`, more
+    /// than the last bound in the last.
+    pub sizes: [u64; BATCH_BOUNDS.len() + 1],
 }
+
+/// The batch-size buckets' upper bounds.
+pub const BATCH_BOUNDS: [u32; 12] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048];
 
 struct Job {
     plan: fb::BatchPlan,
@@ -362,6 +370,8 @@ impl BackendRole {
         }
         let exec_ns = r.finish - r.start;
         let batch_size = r.requests.len() as u32;
+        self.stats.busy_ns += exec_ns;
+        self.stats.sizes[BATCH_BOUNDS.partition_point(|&b| b < batch_size)] += 1;
         let mut per_fe: Vec<FrontendPart> = Vec::new();
         for (i, &id) in r.requests.iter().enumerate() {
             let fe = frontend_of(id);

@@ -19,6 +19,7 @@ use baton_sched::query_run::QueryRun;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
+use super::outcomes::Tally;
 use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
@@ -59,6 +60,9 @@ struct Held {
     input: Vec<u8>,
     /// A query's stage request: answered to its instance, not the client.
     stage: Option<StageOf>,
+    /// Answered already (its model was unloaded): its results or drop, when
+    /// they come, end it without a second answer.
+    answered: bool,
 }
 
 pub struct Frontend {
@@ -76,6 +80,8 @@ pub struct Frontend {
     /// Stage requests spawned for the scheduler since last taken.
     spawned: Vec<fb::RequestMeta>,
     pub stats: FrontendStats,
+    /// Answers by model and outcome, for `/metrics`.
+    pub outcomes: Tally,
 }
 
 /// An answer for a client connection.
@@ -104,6 +110,7 @@ impl Frontend {
             next_instance: 0,
             spawned: Vec::new(),
             stats: FrontendStats::default(),
+            outcomes: Tally::default(),
         }
     }
 
@@ -146,14 +153,17 @@ impl Frontend {
             Ok(admitted) => admitted,
             Err((code, why)) => {
                 self.stats.errors += 1;
-                return Err(Box::new(error(req.id, code, why)));
+                let answer = error(req.id, code, why);
+                self.outcomes.count(key_of(&req, table), &answer, false);
+                return Err(Box::new(answer));
             }
         };
         // Checked: exactly one tensor; its bytes move, uncopied, into the store.
         let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns);
-        let held = Held { conn, client_id: req.id, model, app, arrival: now, deadline, input, stage: None };
+        let held =
+            Held { conn, client_id: req.id, model, app, arrival: now, deadline, input, stage: None, answered: false };
         if req.query.is_none() {
             return Ok(self.hold(held, deadline - reserved));
         }
@@ -196,7 +206,13 @@ impl Frontend {
         if req.model.is_some() {
             return Err((UnknownQuery, format!("the request names query `{}` and a model: name one", clip(name))));
         }
-        let root = &table.models[table.queries[query as usize].spec.stages[0].model.index()];
+        let q = &table.queries[query as usize];
+        if let Some(st) = q.spec.stages.iter().find(|st| !table.models[st.model.index()].loaded) {
+            let why =
+                format!("query `{}`: its stage `{}` is not loaded", q.spec.name, table.models[st.model.index()].name);
+            return Err((Unloaded, why));
+        }
+        let root = &table.models[q.spec.stages[0].model.index()];
         self.check_input(req, root)?;
         Ok((query, 0))
     }
@@ -207,6 +223,9 @@ impl Frontend {
         let name = req.model.as_deref().unwrap_or("");
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
         let entry = &table.models[model as usize];
+        if !entry.loaded {
+            return Err((Unloaded, format!("`{}` is not loaded", entry.name)));
+        }
         let app = app_of(req, entry).map_err(|why| (UnknownApp, why))?;
         self.check_input(req, entry)?;
         Ok((model, app))
@@ -289,7 +308,7 @@ impl Frontend {
         let mut solo = r.solo_ns.unwrap_or_default().into_iter();
         for id in ids {
             let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
-            let Some(h) = self.take(id) else { continue };
+            let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
             if let Some(stage) = h.stage {
                 let output = output.and_then(|t| t.data).unwrap_or_default();
                 self.stage_ended(now, stage, Ok(output), table, out);
@@ -316,20 +335,19 @@ impl Frontend {
                 written_ns: now,
                 origin_unix_ns: self.origin_unix_ns,
             };
-            out.push((
-                h.conn,
-                fb::InferResponse {
-                    id: h.client_id,
-                    status: fb::Status::Ok,
-                    timing: Some(timing),
-                    outputs: Some(output.into_iter().collect()),
-                    app: h.app,
-                    subnet,
-                    accuracy,
-                    solo_ns,
-                    ..Default::default()
-                },
-            ));
+            let answer = fb::InferResponse {
+                id: h.client_id,
+                status: fb::Status::Ok,
+                timing: Some(timing),
+                outputs: Some(output.into_iter().collect()),
+                app: h.app,
+                subnet,
+                accuracy,
+                solo_ns,
+                ..Default::default()
+            };
+            self.outcomes.count(h.model as usize, &answer, now > h.deadline);
+            out.push((h.conn, answer));
         }
     }
 
@@ -356,33 +374,46 @@ impl Frontend {
             inst.failed = true;
             self.stats.dropped += 1;
             let stage = &table.models[q.spec.stages[usize::from(st.stage)].model.index()].name;
-            out.push((
-                inst.conn,
-                fb::InferResponse {
-                    id: inst.client_id,
-                    status: fb::Status::Dropped,
-                    drop_reason: *reason,
-                    stage: Some(stage.clone()),
-                    ..Default::default()
-                },
-            ));
+            let answer = fb::InferResponse {
+                id: inst.client_id,
+                status: fb::Status::Dropped,
+                drop_reason: *reason,
+                stage: Some(stage.clone()),
+                ..Default::default()
+            };
+            self.outcomes.count(table.models.len() + inst.query as usize, &answer, false);
+            out.push((inst.conn, answer));
         }
         let spawns = inst.ended(q, table, st.stage, output.ok());
         let (conn, client_id, done) = (inst.conn, inst.client_id, inst.run.done());
         let stages: Vec<_> = spawns.iter().map(|(stage, _)| inst.stage(st.instance, q, *stage)).collect();
         for ((stage, input), (of, planned)) in spawns.into_iter().zip(stages) {
             let model = q.spec.stages[stage].model.0;
-            let held =
-                Held { conn, client_id, model, app: 0, arrival: now, deadline: of.late_at, input, stage: Some(of) };
+            let deadline = of.late_at;
+            let held = Held {
+                conn,
+                client_id,
+                model,
+                app: 0,
+                arrival: now,
+                deadline,
+                input,
+                stage: Some(of),
+                answered: false,
+            };
             let meta = self.hold(held, planned);
             self.spawned.push(meta);
         }
         if done {
             let inst = self.queries.remove(&st.instance).expect("running");
             if !inst.failed {
+                let late = now > inst.arrival.saturating_add(inst.slo);
                 self.stats.ok += 1;
-                self.stats.late += u64::from(now > inst.arrival.saturating_add(inst.slo));
-                out.push((conn, inst.answer(q, table)));
+                self.stats.late += u64::from(late);
+                let key = table.models.len() + inst.query as usize;
+                let answer = inst.answer(q, table);
+                self.outcomes.count(key, &answer, late);
+                out.push((conn, answer));
             }
         }
     }
@@ -390,22 +421,21 @@ impl Frontend {
     /// Requests dropped by the scheduler or lost with a backend.
     pub fn on_dropped(&mut self, now: Nanos, d: fb::Dropped, table: &ModelTable, out: &mut Vec<Answer>) {
         for id in d.requests.unwrap_or_default() {
-            let Some(h) = self.take(id) else { continue };
+            let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
             if let Some(stage) = h.stage {
                 self.stage_ended(now, stage, Err(d.reason), table, out);
                 continue;
             }
             self.stats.dropped += 1;
-            out.push((
-                h.conn,
-                fb::InferResponse {
-                    id: h.client_id,
-                    status: fb::Status::Dropped,
-                    drop_reason: d.reason,
-                    message: d.message.clone(),
-                    ..Default::default()
-                },
-            ));
+            let answer = fb::InferResponse {
+                id: h.client_id,
+                status: fb::Status::Dropped,
+                drop_reason: d.reason,
+                message: d.message.clone(),
+                ..Default::default()
+            };
+            self.outcomes.count(h.model as usize, &answer, false);
+            out.push((h.conn, answer));
         }
     }
 
@@ -422,10 +452,34 @@ impl Frontend {
         debug_assert!(self.held.is_empty() && self.queries.is_empty() && self.spawned.is_empty());
     }
 
+    /// Model `model` was unloaded (the table says so from now on): every
+    /// request of it held here is answered `Unloaded` at once. Its batch
+    /// may still run; the request stays held until its results or drop
+    /// come, and they end it without a second answer. A query's stage
+    /// requests are the query's: they run on, and the query ends as usual.
+    pub fn unload(&mut self, model: u32, name: &str, out: &mut Vec<Answer>) {
+        for h in self.held.values_mut().filter(|h| h.model == model && h.stage.is_none() && !h.answered) {
+            h.answered = true;
+            self.stats.errors += 1;
+            let answer = error(h.client_id, fb::ErrorCode::Unloaded, format!("`{name}` was unloaded"));
+            self.outcomes.count(model as usize, &answer, false);
+            out.push((h.conn, answer));
+        }
+    }
+
     /// Counts an answer that found its client gone.
     pub fn orphan(&mut self) {
         self.stats.orphaned += 1;
     }
+}
+
+/// The `Tally` key of a request refused at admission: its model, its
+/// query, or the key of requests naming nothing known.
+fn key_of(req: &fb::InferRequest, table: &ModelTable) -> usize {
+    let (m, q) = (table.models.len(), table.queries.len());
+    let query = req.query.as_deref().and_then(|n| table.find_query(n)).map(|i| m + i as usize);
+    let model = || req.model.as_deref().and_then(|n| table.find(n)).map(|i| i as usize);
+    query.or_else(model).unwrap_or(m + q)
 }
 
 /// The app a request names, by index or by name (both: they must agree).

@@ -16,6 +16,7 @@
 pub mod backend;
 pub mod decisions;
 pub mod frontend;
+pub mod outcomes;
 pub mod queries;
 pub mod reserve;
 pub mod scheduler;

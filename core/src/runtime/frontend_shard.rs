@@ -32,11 +32,13 @@ use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
 use super::conn::{self, Conn};
+use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::link::{Link, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::{role_addr, Router};
 use super::{Progress, IDLE};
 use crate::clock::Clock;
+use crate::metrics::Snapshot;
 use crate::models::ModelTable;
 use crate::publish::Published;
 use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
@@ -74,7 +76,12 @@ struct Shard {
     /// Connections open, and where the gauges are published.
     open: u64,
     progress: Arc<Progress>,
+    /// What the KServe gateway asks, when it runs (`gateway.rs`).
+    gateway: Option<Inbox>,
 }
+
+/// Gateway asks handled in one round, at most: the sockets get their turn.
+const ASKS_PER_ROUND: usize = 4096;
 
 impl Shard {
     /// Publishes the gauges (requests held, connections open).
@@ -84,6 +91,13 @@ impl Shard {
 
     fn answer(&mut self, answers: &mut Vec<Answer>) {
         for (conn, a) in answers.drain(..) {
+            if conn == GATEWAY {
+                let reply = self.gateway.as_mut().and_then(|g| g.replies.remove(&a.id));
+                if reply.is_none_or(|r| r.send(a).is_err()) {
+                    self.fe.orphan();
+                }
+                continue;
+            }
             match self.conns.get(&conn) {
                 Some(c) if !c.closed.get() => {
                     let id = a.id;
@@ -121,6 +135,58 @@ impl Shard {
                 send_small(conn, &error_answer(fb::ErrorCode::UnexpectedKind, why));
             }
         }
+    }
+
+    /// What the gateway asks: see `gateway.rs`.
+    fn on_ask(&mut self, ask: Ask, answers: &mut Vec<Answer>) {
+        let now = self.clock.now();
+        match ask {
+            Ask::Infer(req, reply) => {
+                let id = req.id;
+                let admitted = self.table.read(|t| self.fe.admit(now, GATEWAY, req, t));
+                match admitted {
+                    Ok(meta) => {
+                        let g = self.gateway.as_mut().expect("asks come from the gateway");
+                        let earlier = g.replies.insert(id, reply);
+                        debug_assert!(earlier.is_none(), "the door numbers requests once");
+                        let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
+                        self.outbound.push_back(ShardMsg::Env(meta));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(*e);
+                    }
+                }
+            }
+            Ask::Repository(name, load, done) => {
+                let changed = gateway::set_loaded(&self.table, &name, load);
+                if let (Ok(Some(m)), false) = (&changed, load) {
+                    self.fe.unload(*m, &name, answers);
+                }
+                let _ = done.send(changed.map(|_| ()));
+            }
+            Ask::Scrape(tx) => {
+                let (fe, open, gauges) = (&self.fe, self.open, &self.progress.gauges);
+                let snap = self.table.read(|t| Snapshot::take(t, &fe.outcomes, fe.held() as u64, open, gauges, now));
+                let _ = tx.send(snap.render());
+            }
+        }
+    }
+
+    /// Takes what the gateway asked since the last round.
+    fn on_asks(&mut self, answers: &mut Vec<Answer>) -> bool {
+        let asks: Vec<Ask> = match &self.gateway {
+            Some(g) => g.rx.try_iter().take(ASKS_PER_ROUND).collect(),
+            None => return false,
+        };
+        let any = !asks.is_empty();
+        for ask in asks {
+            self.on_ask(ask, answers);
+        }
+        any
+    }
+
+    fn asked(&self) -> bool {
+        self.gateway.as_ref().is_some_and(|g| !g.rx.is_empty())
     }
 
     fn on_envelope(&mut self, e: Envelope, answers: &mut Vec<Answer>) {
@@ -187,6 +253,8 @@ pub struct Setup {
     /// The shard's doorbell and busy-poll budget (`park.rs`).
     pub doorbell: Doorbell,
     pub poll: Duration,
+    /// The KServe gateway's inbox, when one runs.
+    pub gateway: Option<Inbox>,
 }
 
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
@@ -203,6 +271,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         progress,
         doorbell,
         poll,
+        gateway,
     } = setup;
     let mut rhythm = Rhythm::new(doorbell.on_shard(), poll);
     if let Some(r) = &router {
@@ -232,6 +301,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         bell: rhythm.bell(),
         open: 0,
         progress,
+        gateway,
     }));
     glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections)).detach();
 
@@ -249,6 +319,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                     ShardMsg::Rank(_) | ShardMsg::Model(_) => s.bad_frames += 1,
                 }
             }
+            busy |= s.on_asks(&mut answers);
             s.answer(&mut answers);
             s.publish();
             if !s.outbound.is_empty() {
@@ -256,7 +327,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 busy = true;
             }
         }
-        let has_work = || link.pending() || !shard.borrow().outbound.is_empty();
+        let has_work = || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked();
         rhythm.end_round(busy, None, has_work).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.

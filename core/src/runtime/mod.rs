@@ -44,6 +44,7 @@ mod alarms;
 pub mod clients;
 mod conn;
 mod frontend_shard;
+mod gateway;
 mod lead;
 mod link;
 mod park;
@@ -60,6 +61,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use baton_net::kserve::{self, Gateway, GatewayConfig};
 use baton_net::mesh::mesh;
 use baton_sched::build;
 use baton_sched::scenario::Scenario;
@@ -118,6 +120,8 @@ pub struct EngineConfig {
     /// How long a shard keeps polling after its last work before it parks
     /// (0: it parks at once; `park.rs`).
     pub poll: Duration,
+    /// The KServe v2 gateway's listeners (none: no gateway).
+    pub gateway: GatewayConfig,
 }
 
 impl Default for EngineConfig {
@@ -135,6 +139,7 @@ impl Default for EngineConfig {
             executor: ExecutorChoice::Emulated,
             reserve_floor: DEFAULT_RESERVE_FLOOR,
             poll: Duration::ZERO,
+            gateway: GatewayConfig::default(),
         }
     }
 }
@@ -194,6 +199,8 @@ pub struct Progress {
     open: AtomicU64,
     /// Batches this process's backends have run.
     batches: AtomicU64,
+    /// What backends and scheduler parts have done, for `/metrics`.
+    gauges: crate::metrics::Gauges,
 }
 
 impl Progress {
@@ -230,6 +237,10 @@ impl Progress {
 
 pub struct Engine {
     pub addr: SocketAddr,
+    /// Where the KServe gateway listens (HTTP with `/metrics`, and gRPC).
+    pub http: Option<SocketAddr>,
+    pub grpc: Option<SocketAddr>,
+    gateway: Option<Gateway>,
     /// The core each shard is pinned to: the frontend shard's first.
     pub cores: Vec<usize>,
     progress: Arc<Progress>,
@@ -279,6 +290,26 @@ fn plan_rate(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> f64
         _ if policy.needs_partition_profiles() => scenario.capacity_bound_rps(),
         _ => 0.0,
     }
+}
+
+/// The gateway's door and the frontend shard's inbox behind it, when `cfg`
+/// asks for a gateway (`gateway.rs`).
+fn gateway_parts(
+    cfg: &EngineConfig,
+    bell: Bell,
+    table: &Arc<Published<ModelTable>>,
+) -> (Option<Arc<gateway::Bridge>>, Option<gateway::Inbox>) {
+    if cfg.gateway.http.is_none() && cfg.gateway.grpc.is_none() {
+        return (None, None);
+    }
+    let (bridge, inbox) = gateway::bridge(bell, Arc::clone(table));
+    (Some(Arc::new(bridge)), Some(inbox))
+}
+
+/// Starts the gateway behind `bridge`, if there is one.
+fn start_gateway(bridge: Option<Arc<gateway::Bridge>>, cfg: &EngineConfig) -> Result<Option<Gateway>, EngineError> {
+    let Some(bridge) = bridge else { return Ok(None) };
+    kserve::start(bridge, &cfg.gateway).map(Some).map_err(EngineError::Listen)
 }
 
 /// Raises the locked-memory soft limit to the hard one: io_uring needs
@@ -335,10 +366,11 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     raise_memlock();
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(Progress::default());
     // Symphony's model shards get shards of their own when asked for.
     let rule = CandidateRule::of(policy).filter(|_| cfg.model_shards > 0);
     let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
+    let gauges = crate::metrics::Gauges::new(backends as usize, layout.shards() - 1);
+    let progress = Arc::new(Progress { gauges, ..Progress::default() });
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let fe_links = links.next().expect("a frontend shard");
     let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
@@ -368,7 +400,8 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
             .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
                 match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
-                    Ok(state) => {
+                    Ok(mut state) => {
+                        state.slot = i;
                         let _ = ready.send(Ok(()));
                         let link = Link::Ring(Ring { links: shard_links, layout, bells });
                         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
@@ -403,6 +436,7 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
     let Back { sched, table, clock, stop, progress, ring, doorbell, cores, cfg } = start_back(scenario, policy, cfg)?;
     let table = Arc::new(Published::new(table));
+    let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
     let (addr_tx, addr_rx) = mpsc::channel();
     let frontend = {
         let setup = frontend_shard::Setup {
@@ -418,6 +452,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             progress: Arc::clone(&progress),
             doorbell,
             poll: cfg.poll,
+            gateway: inbox,
         };
         let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
             .name("baton-frontend")
@@ -430,9 +465,19 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             }
         }
     };
-    let engine = Engine { addr: cfg.listen, cores, progress, stop, frontend, sched };
+    let engine =
+        Engine { addr: cfg.listen, http: None, grpc: None, gateway: None, cores, progress, stop, frontend, sched };
     match addr_rx.recv() {
-        Ok(Ok(addr)) => Ok(Engine { addr, ..engine }),
+        Ok(Ok(addr)) => match start_gateway(bridge, &cfg) {
+            Ok(gateway) => {
+                let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
+                Ok(Engine { addr, http, grpc, gateway, ..engine })
+            }
+            Err(e) => {
+                engine.shutdown();
+                Err(e)
+            }
+        },
         Ok(Err(e)) => {
             engine.shutdown();
             Err(EngineError::Listen(e))
@@ -455,6 +500,11 @@ impl Engine {
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
         let fe = self.frontend.join().expect("the frontend shard does not panic");
+        // The frontend has answered what it held, gateway calls included:
+        // the gateway writes those answers, then stops.
+        if let Some(g) = self.gateway {
+            g.stop();
+        }
         let mut report = EngineReport {
             frontend: fe.stats,
             connections: fe.connections,

@@ -25,15 +25,20 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::conn::Conn;
+use super::gateway::Inbox;
 use super::link::Link;
-use super::park::{doorbell, Rhythm};
+use super::park::{doorbell, Doorbell, Rhythm};
 use super::part::SchedulerPart;
 use super::router::{connect, role_addr, Router};
-use super::{frontend_shard, raise_memlock, sched_shard, servable, EngineConfig, EngineError, EngineReport, Progress};
+use super::{
+    frontend_shard, gateway_parts, raise_memlock, sched_shard, servable, start_gateway, EngineConfig, EngineError,
+    EngineReport, Progress,
+};
 use crate::clock::Clock;
 use crate::models::{ModelTable, Unsupported};
 use crate::publish::Published;
 use crate::roles::{Addr, FRONTEND_SHIFT};
+use baton_net::kserve::Gateway;
 
 /// How long a role waits for the peers it connects to.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -60,6 +65,10 @@ pub enum RoleSpec {
 pub struct RoleProcess {
     /// Where it listens (scheduler and frontend).
     pub addr: Option<SocketAddr>,
+    /// A frontend's KServe gateway, when asked for.
+    pub http: Option<SocketAddr>,
+    pub grpc: Option<SocketAddr>,
+    gateway: Option<Gateway>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     handle: glommio::ExecutorJoinHandle<EngineReport>,
@@ -73,7 +82,11 @@ impl RoleProcess {
 
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("a role's shard does not panic")
+        let report = self.handle.join().expect("a role's shard does not panic");
+        if let Some(g) = self.gateway {
+            g.stop();
+        }
+        report
     }
 }
 
@@ -111,26 +124,47 @@ pub fn start_role(
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Progress::default());
     let (ready, ready_rx) = mpsc::channel();
-    let (scenario, cfg, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
+    // A frontend's table and doorbell are made here, for its gateway's door.
+    let doorbell = doorbell().map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;
+    let table = Arc::new(Published::new(table));
+    let (bridge, inbox) = match &spec {
+        RoleSpec::Frontend { .. } => gateway_parts(cfg, doorbell.bell(), &table),
+        _ => (None, None),
+    };
+    let (scenario, cfg2, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
     let handle = LocalExecutorBuilder::new(Placement::Unbound)
         .name("baton-role")
         .spawn(move || async move {
             match spec {
                 RoleSpec::Scheduler { listen } => {
-                    scheduler(listen, scenario, policy, table, cfg, (stop2, progress2), ready).await
+                    let table = table.read(ModelTable::clone);
+                    scheduler(listen, scenario, policy, table, cfg2, (stop2, progress2), ready).await
                 }
                 RoleSpec::Frontend { index, listen, scheduler } => {
-                    frontend(index, listen, scheduler, table, cfg, (stop2, progress2), ready).await
+                    let shard = (table, doorbell, inbox);
+                    frontend(index, listen, scheduler, shard, cfg2, (stop2, progress2), ready).await
                 }
                 RoleSpec::Backends { first, count, scheduler, frontends } => {
-                    let local = first..first + count;
-                    backends(local, scheduler, frontends, scenario, table, cfg, (stop2, progress2), ready).await
+                    let (local, table) = (first..first + count, table.read(ModelTable::clone));
+                    backends(local, scheduler, frontends, scenario, table, cfg2, (stop2, progress2), ready).await
                 }
             }
         })
         .map_err(|e| EngineError::Shard(e.to_string()))?;
     match ready_rx.recv() {
-        Ok(Ok(addr)) => Ok(RoleProcess { addr, progress, stop, handle }),
+        Ok(Ok(addr)) => {
+            let role = RoleProcess { addr, http: None, grpc: None, gateway: None, progress, stop, handle };
+            match start_gateway(bridge, cfg) {
+                Ok(gateway) => {
+                    let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
+                    Ok(RoleProcess { http, grpc, gateway, ..role })
+                }
+                Err(e) => {
+                    role.shutdown();
+                    Err(e)
+                }
+            }
+        }
         Ok(Err(why)) => {
             let _ = handle.join();
             Err(EngineError::Shard(why))
@@ -214,7 +248,7 @@ async fn frontend(
     index: u32,
     listen: SocketAddr,
     sched_addr: SocketAddr,
-    table: ModelTable,
+    (table, doorbell, gateway): (Arc<Published<ModelTable>>, Doorbell, Option<Inbox>),
     cfg: EngineConfig,
     (stop, progress): Control,
     ready: Ready,
@@ -230,19 +264,12 @@ async fn frontend(
     let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
     let router = Rc::new(Router::default());
     attach(&router, Addr::Scheduler, (reader, conn, buf));
-    let doorbell = match doorbell() {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = ready.send(Err(format!("cannot make a doorbell: {e}")));
-            return EngineReport::default();
-        }
-    };
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
         listen,
         addr_tx,
-        table: Arc::new(Published::new(table)),
+        table,
         capacity: cfg.frontend_capacity,
         max_connections: cfg.max_connections,
         reserve_floor: cfg.reserve_floor,
@@ -251,6 +278,7 @@ async fn frontend(
         progress,
         doorbell,
         poll: cfg.poll,
+        gateway,
     };
     // The shard binds its listener first thing and says so on `addr_tx`.
     let shard =

@@ -49,6 +49,8 @@ pub struct State {
     outbound: VecDeque<ShardMsg>,
     /// Targets whose deadline may have moved since they were last armed.
     touched: Vec<bool>,
+    /// This shard's number among the scheduler-side shards (`Gauges`).
+    pub slot: usize,
 }
 
 impl State {
@@ -83,6 +85,7 @@ impl State {
             alarms: Alarms::new(targets, now),
             outbound: VecDeque::new(),
             touched: vec![false; targets],
+            slot: 0,
         })
     }
 
@@ -177,8 +180,8 @@ pub async fn run(
     progress: Arc<Progress>,
 ) -> Report {
     let mut incoming = Vec::new();
-    // Batches of the local backends already added to `progress`.
-    let mut published = 0;
+    // Batches of the local backends, and batches planned, already published.
+    let (mut published, mut decided) = (0, 0);
     let mut lead = Lead::default();
     if let Link::Tcp(r) = &link {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -220,6 +223,16 @@ pub async fn run(
         if batches > published {
             progress.add_batches(batches - published);
             published = batches;
+            for (i, b) in s.backends.iter().enumerate() {
+                progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
+            }
+        }
+        if busy {
+            let planned = s.part.stats().batches;
+            if planned != decided {
+                progress.gauges.store_decisions(s.slot, planned);
+                decided = planned;
+            }
         }
         if !s.outbound.is_empty() {
             link.flush(&mut s.outbound);

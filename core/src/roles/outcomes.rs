@@ -1,0 +1,85 @@
+//! What a frontend answered, by model and outcome, with latency and
+//! queueing histograms: the frontend role's share of `/metrics`. Plain
+//! counters in the role's state (no atomics on the request path); a scrape
+//! asks the frontend's shard for a copy (`metrics.rs` renders it).
+//!
+//! Keys: the table's models `0..m`, then its queries `m..m+q`, then one
+//! for requests that name nothing known (so a client cannot grow the label
+//! set).
+
+use baton_wire::fb;
+
+/// Histogram bucket bounds, in seconds (Prometheus's base unit).
+pub const BUCKETS_S: [f64; 16] =
+    [1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Observations by bucket (the last: above every bound) and their sum.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    pub counts: [u64; BUCKETS_S.len() + 1],
+    pub sum_ns: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, ns: u64) {
+        let s = ns as f64 * 1e-9;
+        self.counts[BUCKETS_S.partition_point(|&b| b < s)] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// One key's answers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcomes {
+    pub ok: u64,
+    /// Of `ok`, after the deadline.
+    pub late: u64,
+    pub dropped: [u64; fb::DropReason::ENUM_VALUES.len()],
+    pub errors: [u64; fb::ErrorCode::ENUM_VALUES.len()],
+    /// Arrival to answer written, of ok answers.
+    pub latency: Histogram,
+    /// Time not executing (arrival to answer, less the batch's run), of ok answers.
+    pub queueing: Histogram,
+}
+
+impl Outcomes {
+    pub fn answered(&self) -> u64 {
+        self.ok + self.dropped.iter().sum::<u64>() + self.errors.iter().sum::<u64>()
+    }
+}
+
+/// Every key's answers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub keys: Vec<Outcomes>,
+}
+
+impl Tally {
+    fn key(&mut self, key: usize) -> &mut Outcomes {
+        if key >= self.keys.len() {
+            self.keys.resize(key + 1, Outcomes::default());
+        }
+        &mut self.keys[key]
+    }
+
+    /// Counts answer `a` for `key`; `late` for an ok answer after its deadline.
+    pub fn count(&mut self, key: usize, a: &fb::InferResponse, late: bool) {
+        let o = self.key(key);
+        match a.status {
+            fb::Status::Ok => {
+                o.ok += 1;
+                o.late += u64::from(late);
+                if let Some(t) = &a.timing {
+                    o.latency.observe(t.written_ns.saturating_sub(t.received_ns));
+                    o.queueing.observe(t.queue_ns);
+                }
+            }
+            fb::Status::Dropped => o.dropped[a.drop_reason as usize] += 1,
+            fb::Status::Error => o.errors[a.error_code as usize] += 1,
+        }
+    }
+}

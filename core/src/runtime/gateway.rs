@@ -1,0 +1,167 @@
+//! The KServe v2 gateway's door into the frontend shard
+//! (`baton_net::kserve`, which runs HTTP and gRPC on a thread of its own).
+//!
+//! Everything the gateway asks crosses one bounded channel to the frontend
+//! shard and rings its doorbell; the shard handles it in its pump round:
+//! an inference request is admitted by the frontend role like any binary
+//! client's (under the connection number `GATEWAY`) and its one answer is
+//! sent back on the request's `Reply`; a load or unload republishes the
+//! model table (the shard is its only writer) and, for an unload, answers
+//! the requests of that model it holds; a scrape copies the role's tally.
+//! The shard keeps the gateway's replies by request id; the door numbers
+//! requests so ids never repeat.
+//!
+//! Reduced, and said so: loading serves again a model of the scenario
+//! that was unloaded (the scenario is the repository); a model the
+//! scenario does not have cannot be added, since each policy's state is
+//! sized by the scenario's models. In `baton frontend` (roles as separate
+//! processes) load and unload act on that frontend only.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use baton_net::kserve::{Door, Later, ModelInfo, Problem, ProblemKind, Refusal, Reply};
+use baton_wire::fb;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use tokio::sync::oneshot;
+
+use super::park::Bell;
+use crate::models::ModelTable;
+use crate::publish::Published;
+use crate::roles::frontend::ConnId;
+
+/// The connection number the frontend role knows gateway requests by.
+pub const GATEWAY: ConnId = ConnId::MAX;
+
+/// Gateway requests waiting for the frontend shard, at most.
+const WAITING: usize = 1 << 16;
+
+/// What the gateway asks of the frontend shard.
+pub enum Ask {
+    Infer(fb::InferRequest, Reply),
+    /// Load (true) or unload (false) the model named.
+    Repository(String, bool, oneshot::Sender<Result<(), Problem>>),
+    Scrape(oneshot::Sender<String>),
+}
+
+/// The gateway's side.
+pub struct Bridge {
+    tx: Sender<Ask>,
+    bell: Bell,
+    next: AtomicU64,
+    table: Arc<Published<ModelTable>>,
+}
+
+/// The frontend shard's side.
+pub struct Inbox {
+    pub rx: Receiver<Ask>,
+    /// Where each admitted gateway request's answer goes, by its id.
+    pub replies: HashMap<u64, Reply>,
+}
+
+/// A bridge ringing `bell`, and the inbox the shard behind it drains.
+pub fn bridge(bell: Bell, table: Arc<Published<ModelTable>>) -> (Bridge, Inbox) {
+    let (tx, rx) = crossbeam_channel::bounded(WAITING);
+    (Bridge { tx, bell, next: AtomicU64::new(0), table }, Inbox { rx, replies: HashMap::new() })
+}
+
+impl Bridge {
+    fn ask(&self, ask: Ask) -> Result<(), Refusal> {
+        self.tx.try_send(ask).map_err(|e| match e {
+            TrySendError::Full(_) => Refusal::Full,
+            TrySendError::Disconnected(_) => Refusal::Stopped,
+        })?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    fn repository(&self, name: &str, load: bool) -> Later<Result<(), Problem>> {
+        let (tx, rx) = oneshot::channel();
+        // Refused: `tx` is dropped with the ask, and the caller reads that
+        // as the server stopping; a full queue says so.
+        if let Err(Refusal::Full) = self.ask(Ask::Repository(name.to_string(), load, tx)) {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(Problem::new(ProblemKind::Unavailable, "overloaded: try again")));
+            return rx;
+        }
+        rx
+    }
+}
+
+impl Door for Bridge {
+    fn submit(&self, mut req: fb::InferRequest, reply: Reply) -> Result<(), Refusal> {
+        req.id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.ask(Ask::Infer(req, reply))
+    }
+
+    fn model(&self, name: &str) -> Option<ModelInfo> {
+        self.table.read(|t| info(t, name))
+    }
+
+    fn models(&self) -> Vec<ModelInfo> {
+        self.table.read(|t| {
+            let names = t.models.iter().map(|m| &m.name).chain(t.queries.iter().map(|q| &q.spec.name));
+            names.filter_map(|n| info(t, n)).collect()
+        })
+    }
+
+    fn metrics(&self) -> Later<String> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.ask(Ask::Scrape(tx));
+        rx
+    }
+
+    fn load(&self, name: &str) -> Later<Result<(), Problem>> {
+        self.repository(name, true)
+    }
+
+    fn unload(&self, name: &str) -> Later<Result<(), Problem>> {
+        self.repository(name, false)
+    }
+}
+
+/// The model or query `name` of `t` as KServe clients see it.
+fn info(t: &ModelTable, name: &str) -> Option<ModelInfo> {
+    if let Some(m) = t.find(name) {
+        let m = &t.models[m as usize];
+        return Some(ModelInfo {
+            name: m.name.clone(),
+            ready: m.loaded,
+            query: false,
+            input_floats: m.input_floats,
+            outputs: vec![("output".into(), m.output_floats)],
+            slo_ns: m.slo,
+        });
+    }
+    let q = &t.queries[t.find_query(name)? as usize].spec;
+    let stage = |i: usize| &t.models[q.stages[i].model.index()];
+    Some(ModelInfo {
+        name: q.name.clone(),
+        ready: (0..q.stages.len()).all(|i| stage(i).loaded),
+        query: true,
+        input_floats: stage(0).input_floats,
+        outputs: (0..q.stages.len()).map(|i| (stage(i).name.clone(), stage(i).output_floats)).collect(),
+        slo_ns: q.slo,
+    })
+}
+
+/// Loads or unloads model `name` in `table`: the model's number when it
+/// changed, None when it already was so.
+pub fn set_loaded(table: &Published<ModelTable>, name: &str, load: bool) -> Result<Option<u32>, Problem> {
+    let Some(m) = table.read(|t| t.find(name)) else {
+        let why = format!("no model named `{}` in the repository (the scenario's models)", clip(name));
+        return Err(Problem::new(ProblemKind::NotFound, why));
+    };
+    let mut t = table.read(ModelTable::clone);
+    if t.models[m as usize].loaded == load {
+        return Ok(None);
+    }
+    t.models[m as usize].loaded = load;
+    table.publish(t);
+    Ok(Some(m))
+}
+
+fn clip(s: &str) -> &str {
+    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
+}
