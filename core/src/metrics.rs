@@ -6,8 +6,11 @@
 //! own `Tally` (plain counters; a scrape asks the frontend shard for a
 //! copy); what backends and schedulers did is stored by their shards into
 //! `Gauges` (atomics, totals stored once per round when batches ran, one
-//! writer each) and read here. Rendering uses prometheus-client's
-//! OpenMetrics text encoder through a `Collector` over one `Snapshot`.
+//! writer each) and read here. One `Snapshot` is rendered in Prometheus's
+//! text format 0.0.4 (`Exposition`): prometheus-client writes only
+//! OpenMetrics, whose counters' `# HELP` lines name the family without
+//! `_total`, which Prometheus's own checker (`promtool check metrics`)
+//! and classic parser reject.
 //!
 //! Families (base units; counters end in `_total`):
 //! - `baton_requests_total{model, outcome, reason}`: answers; `outcome` is
@@ -24,13 +27,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::fmt::Write;
+
 use baton_wire::fb;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::{Registry, Unit};
 
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendStats, BATCH_BOUNDS};
@@ -137,118 +136,127 @@ impl Snapshot {
         }
     }
 
-    /// The OpenMetrics text exposition.
-    pub fn render(self) -> String {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(self));
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String does not fail");
-        out
-    }
-}
-
-type Labels = Vec<(&'static str, String)>;
-
-/// Each bucket's (upper bound, count); the encoder makes them cumulative.
-fn buckets(h: &Histogram, bounds: impl Iterator<Item = f64>) -> Vec<(f64, u64)> {
-    bounds.chain(std::iter::once(f64::INFINITY)).zip(h.counts.iter().copied()).collect()
-}
-
-impl Collector for Snapshot {
-    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut m = enc.encode_descriptor(
-            "baton_requests",
-            "Requests answered, by model and outcome",
-            None,
-            MetricType::Counter,
-        )?;
+    /// Prometheus's text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        let mut e = Exposition::default();
+        e.family("baton_requests_total", "Requests answered, by model and outcome", "counter");
         for (name, o) in self.names.iter().zip(&self.tally.keys) {
-            let mut series = |outcome: &'static str, reason: String, n: u64| -> Result<(), std::fmt::Error> {
-                if n == 0 && outcome != "ok" {
-                    return Ok(());
+            let mut series = |outcome: &str, reason: &str, n: u64| {
+                if n > 0 || outcome == "ok" {
+                    e.sample("", &[("model", name), ("outcome", outcome), ("reason", reason)], n as f64);
                 }
-                let labels: Labels = vec![("model", name.clone()), ("outcome", outcome.into()), ("reason", reason)];
-                ConstCounter::new(n).encode(m.encode_family(&labels)?)
             };
-            series("ok", String::new(), o.ok - o.late)?;
-            series("late", String::new(), o.late)?;
+            series("ok", "", o.ok - o.late);
+            series("late", "", o.late);
             for (r, &n) in fb::DropReason::ENUM_VALUES.iter().zip(&o.dropped) {
-                series("dropped", format!("{r:?}"), n)?;
+                series("dropped", &format!("{r:?}"), n);
             }
             for (c, &n) in fb::ErrorCode::ENUM_VALUES.iter().zip(&o.errors) {
-                series("error", format!("{c:?}"), n)?;
+                series("error", &format!("{c:?}"), n);
             }
         }
-        for (family, help, of) in [
-            ("baton_request_latency", "Arrival to answer of ok requests", 0),
-            ("baton_request_queueing", "Time ok requests spent not executing", 1),
+        for (family, help, latency) in [
+            ("baton_request_latency_seconds", "Arrival to answer of ok requests", true),
+            ("baton_request_queueing_seconds", "Time ok requests spent not executing", false),
         ] {
-            let mut m = enc.encode_descriptor(family, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+            e.family(family, help, "histogram");
             for (name, o) in self.names.iter().zip(&self.tally.keys) {
-                let h = if of == 0 { &o.latency } else { &o.queueing };
-                if h.count() == 0 {
-                    continue;
+                let h = if latency { &o.latency } else { &o.queueing };
+                if h.count() > 0 {
+                    e.histogram(&[("model", name)], h, &BUCKETS_S, h.sum_ns as f64 * 1e-9);
                 }
-                let labels: Labels = vec![("model", name.clone())];
-                let b = buckets(h, BUCKETS_S.iter().copied());
-                m.encode_family(&labels)?.encode_histogram::<Labels>(h.sum_ns as f64 * 1e-9, h.count(), &b, None)?;
             }
         }
-        let b = buckets(&self.sizes, BATCH_BOUNDS.iter().map(|&x| f64::from(x)));
-        enc.encode_descriptor("baton_batch_size", "Requests per batch run", None, MetricType::Histogram)?
-            .encode_histogram::<Labels>(self.size_sum as f64, self.sizes.count(), &b, None)?;
-        let mut busy = enc.encode_descriptor(
-            "baton_backend_busy",
-            "Time each backend ran batches",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
-        )?;
-        for (i, &(ns, _)) in self.backends.iter().enumerate() {
-            ConstCounter::new(ns as f64 * 1e-9).encode(busy.encode_family(&vec![("backend", i.to_string())])?)?;
+        e.family("baton_batch_size", "Requests per batch run", "histogram");
+        let bounds: Vec<f64> = BATCH_BOUNDS.iter().map(|&b| f64::from(b)).collect();
+        e.histogram(&[], &self.sizes, &bounds, self.size_sum as f64);
+        let per_backend = |e: &mut Exposition, value: &dyn Fn(u64, u64) -> f64| {
+            for (i, &(busy, batches)) in self.backends.iter().enumerate() {
+                e.sample("", &[("backend", &i.to_string())], value(busy, batches));
+            }
+        };
+        e.family("baton_backend_busy_seconds_total", "Time each backend ran batches", "counter");
+        per_backend(&mut e, &|busy, _| busy as f64 * 1e-9);
+        e.family("baton_backend_busy_ratio", "Busy time over the time since start", "gauge");
+        let uptime = self.uptime_s;
+        per_backend(&mut e, &|busy, _| if uptime > 0.0 { busy as f64 * 1e-9 / uptime } else { 0.0 });
+        e.family("baton_backend_batches_total", "Batches each backend ran", "counter");
+        per_backend(&mut e, &|_, batches| batches as f64);
+        for (family, help, kind, value) in [
+            (
+                "baton_queued_requests",
+                "Requests admitted, not answered yet (queued or running)",
+                "gauge",
+                self.queued as f64,
+            ),
+            ("baton_open_connections", "Connections open on the frontend", "gauge", self.connections as f64),
+            (
+                "baton_scheduler_decisions_total",
+                "Batches planned (its rate: decisions per second)",
+                "counter",
+                self.decisions as f64,
+            ),
+            ("baton_uptime_seconds", "Time since the engine started", "gauge", self.uptime_s),
+        ] {
+            e.family(family, help, kind);
+            e.sample("", &[], value);
         }
-        let mut ratio = enc.encode_descriptor(
-            "baton_backend_busy_ratio",
-            "Busy time over the time since start",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (i, &(ns, _)) in self.backends.iter().enumerate() {
-            let r = if self.uptime_s > 0.0 { ns as f64 * 1e-9 / self.uptime_s } else { 0.0 };
-            ConstGauge::new(r).encode(ratio.encode_family(&vec![("backend", i.to_string())])?)?;
-        }
-        let mut batches =
-            enc.encode_descriptor("baton_backend_batches", "Batches each backend ran", None, MetricType::Counter)?;
-        for (i, &(_, n)) in self.backends.iter().enumerate() {
-            ConstCounter::new(n).encode(batches.encode_family(&vec![("backend", i.to_string())])?)?;
-        }
-        let queued = "Requests admitted and not answered yet (queued or running)";
-        ConstGauge::new(self.queued as i64).encode(enc.encode_descriptor(
-            "baton_queued_requests",
-            queued,
-            None,
-            MetricType::Gauge,
-        )?)?;
-        let open = "Connections open on the frontend";
-        ConstGauge::new(self.connections as i64).encode(enc.encode_descriptor(
-            "baton_open_connections",
-            open,
-            None,
-            MetricType::Gauge,
-        )?)?;
-        let decided = "Batches the scheduler planned (its rate is decisions per second)";
-        ConstCounter::new(self.decisions).encode(enc.encode_descriptor(
-            "baton_scheduler_decisions",
-            decided,
-            None,
-            MetricType::Counter,
-        )?)?;
-        let up = "Time since the engine started";
-        ConstGauge::new(self.uptime_s).encode(enc.encode_descriptor(
-            "baton_uptime",
-            up,
-            Some(&Unit::Seconds),
-            MetricType::Gauge,
-        )?)?;
-        Ok(())
+        e.out
     }
+}
+
+/// A text exposition being written: families, each with its samples.
+#[derive(Default)]
+struct Exposition {
+    out: String,
+    /// The family being written.
+    family: &'static str,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &'static str, help: &str, kind: &str) {
+        self.family = name;
+        let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    /// One sample of the family (`suffix`: a histogram's `_bucket`, `_sum`, `_count`).
+    fn sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(self.family);
+        self.out.push_str(suffix);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                let sep = if i == 0 { "" } else { "," };
+                let _ = write!(self.out, "{sep}{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", number(value));
+    }
+
+    /// A histogram's cumulative buckets, sum and count.
+    fn histogram(&mut self, labels: &[(&str, &str)], h: &Histogram, bounds: &[f64], sum: f64) {
+        let mut cum = 0;
+        for (i, &n) in h.counts.iter().enumerate() {
+            cum += n;
+            let le = bounds.get(i).map_or("+Inf".to_string(), |&b| number(b));
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample("_bucket", &with_le, cum as f64);
+        }
+        self.sample("_sum", labels, sum);
+        self.sample("_count", labels, h.count() as f64);
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn number(x: f64) -> String {
+    if x.is_infinite() {
+        return if x > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    format!("{x}")
 }
