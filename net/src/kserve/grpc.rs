@@ -179,6 +179,29 @@ impl GrpcInferenceService for Service {
         Ok(Response::new(response(answer)))
     }
 
+    async fn model_config(
+        &self,
+        r: Request<pb::ModelConfigRequest>,
+    ) -> Result<Response<pb::ModelConfigResponse>, Status> {
+        let name = r.into_inner().name;
+        let m = self.door.model(&name).ok_or_else(|| unknown(&name))?;
+        let fp32 = pb::DataType::TypeFp32 as i32;
+        let config = pb::ModelConfig {
+            name: m.name.clone(),
+            platform: SERVER_NAME.into(),
+            backend: SERVER_NAME.into(),
+            // Baton's scheduler batches requests itself.
+            max_batch_size: 0,
+            input: vec![pb::ModelInput { name: "input".into(), data_type: fp32, dims: vec![m.input_floats as i64] }],
+            output: m
+                .outputs
+                .iter()
+                .map(|(n, k)| pb::ModelOutput { name: n.clone(), data_type: fp32, dims: vec![*k as i64] })
+                .collect(),
+        };
+        Ok(Response::new(pb::ModelConfigResponse { config: Some(config) }))
+    }
+
     async fn repository_model_load(
         &self,
         r: Request<pb::RepositoryModelLoadRequest>,

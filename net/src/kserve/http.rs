@@ -3,7 +3,8 @@
 //!
 //! Routes:
 //! - `GET /v2`, `/v2/health/live`, `/v2/health/ready`
-//! - `GET /v2/models/{name}[/versions/{v}]` (metadata), `.../ready`
+//! - `GET /v2/models/{name}[/versions/{v}]` (metadata), `.../ready`,
+//!   `.../config` (Triton's model-configuration extension)
 //! - `POST /v2/models/{name}[/versions/{v}]/infer`
 //! - `POST /v2/repository/index`, `/v2/repository/models/{name}/load|unload`
 //! - `GET /metrics`
@@ -135,6 +136,10 @@ async fn route(req: Request<Incoming>, door: &dyn Door, max_body: usize) -> Repl
                     Some(m) => json_reply(200, &metadata(&m)),
                     None => problem(&unknown(name)),
                 },
+                (["config"], true, _) => match door.model(name) {
+                    Some(m) => json_reply(200, &config(&m)),
+                    None => problem(&unknown(name)),
+                },
                 (["ready"], true, _) => match door.model(name) {
                     Some(m) => {
                         json_reply(if m.ready { 200 } else { 400 }, &json!({ "name": m.name, "ready": m.ready }))
@@ -170,6 +175,22 @@ fn metadata(m: &ModelInfo) -> Value {
         "platform": SERVER_NAME,
         "inputs": [{ "name": "input", "datatype": "FP32", "shape": [m.input_floats] }],
         "outputs": outputs,
+    })
+}
+
+/// A model's configuration as Triton's model-configuration extension
+/// gives it (what `perf_analyzer` reads): no batch dimension, since
+/// Baton's scheduler batches requests itself.
+fn config(m: &ModelInfo) -> Value {
+    let outputs: Vec<Value> =
+        m.outputs.iter().map(|(n, k)| json!({ "name": n, "data_type": "TYPE_FP32", "dims": [k] })).collect();
+    json!({
+        "name": m.name,
+        "platform": SERVER_NAME,
+        "backend": SERVER_NAME,
+        "max_batch_size": 0,
+        "input": [{ "name": "input", "data_type": "TYPE_FP32", "dims": [m.input_floats] }],
+        "output": outputs,
     })
 }
 

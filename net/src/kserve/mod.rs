@@ -18,8 +18,8 @@
 //! that hangs up drops its `Reply`'s receiver: the answer is then counted
 //! as orphaned, as for a binary client that left.
 //!
-//! The request parameters Baton reads (both transports; documented in
-//! `docs/protocol.md`):
+//! The request parameters Baton reads (both transports; documented with
+//! the rest of the protocols in `wire/PROTOCOL.md`):
 //! - `slo_us` (integer): the latency budget in microseconds; without it
 //!   the model's SLO from the scenario.
 //! - `app` (string): the application class (Orloj's), by name.
