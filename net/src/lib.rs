@@ -12,6 +12,7 @@
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
 
+pub mod client;
 pub mod framing;
 #[cfg(feature = "kserve")]
 pub mod kserve;

@@ -83,6 +83,7 @@ pub fn region(name: &str, results: &Path) -> Result<String, String> {
         "cuda_serve_h100" => cuda_serve(&read("cuda_serve_h100.txt")?),
         "engine_seeds" => engine_seeds(&read("engine_seeds.txt")?),
         "engine_nexus_glet" => engine_nexus_glet(&read("engine_nexus_glet.txt")?),
+        "kserve" => kserve(&read("kserve.txt")?),
         _ => return Err(format!("no results region named `{name}`")),
     };
     text.map_err(|e| format!("region `{name}`: {e}"))
@@ -494,6 +495,47 @@ fn engine_nexus_glet(text: &str) -> Result<String, String> {
 }
 
 /// One row per `baton demo` run in `text`.
+/// `perf/scripts/kserve.sh`: perf_analyzer over HTTP and gRPC, and `baton
+/// load` over the binary protocol, at one rate on one scenario.
+fn kserve(text: &str) -> Result<String, String> {
+    let sections: Vec<&str> = text.split("\n## ").skip(1).collect();
+    let find = |s: &str, key: &str| -> Result<f64, String> {
+        let line = s.lines().find(|l| l.contains(key)).ok_or_else(|| format!("no `{key}`"))?;
+        after(line, key)
+    };
+    let mut rows = Vec::new();
+    let mut binary_p50 = None;
+    for s in &sections {
+        let title = s.lines().next().unwrap_or("");
+        let (client, transport, rps, p50, p99) = if title.starts_with("perf_analyzer") {
+            let transport = title.rsplit(" over ").next().unwrap_or("").to_string();
+            let us = |k: &str| find(s, k).map(|x| x / 1e3);
+            (
+                "perf_analyzer",
+                format!("KServe v2, {transport}"),
+                find(s, "Throughput: ")?,
+                us("p50 latency: ")?,
+                us("p99 latency: ")?,
+            )
+        } else {
+            let (p50, p99) = (find(s, "latency p50 ")?, find(s, " p99 ")?);
+            binary_p50 = Some(p50);
+            ("baton load", "binary protocol".to_string(), find(s, "in SLO ")?, p50, p99)
+        };
+        rows.push((client, transport, rps, p50, p99));
+    }
+    let base = binary_p50.ok_or("no binary-protocol run")?;
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(client, transport, rps, p50, p99)| {
+            let extra = if transport == "binary protocol" { "—".to_string() } else { format!("+{:.2}", p50 - base) };
+            vec![transport, client.to_string(), format!("{rps:.1}"), format!("{p50:.2}"), format!("{p99:.2}"), extra]
+        })
+        .collect();
+    let head = ["transport", "client", "answered (r/s)", "p50 (ms)", "p99 (ms)", "p50 beyond the binary protocol (ms)"];
+    Ok(table(&head, &rows))
+}
+
 fn serve_runs(text: &str) -> Result<String, String> {
     let mut rows = Vec::new();
     for block in text.split("baton demo: serving").skip(1) {

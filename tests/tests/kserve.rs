@@ -117,7 +117,9 @@ fn bad_input_over_http_gets_typed_errors_and_the_server_keeps_serving() {
     let e = engine(4096);
     let addr = e.http.expect("http");
     let infer = "/v2/models/ResNet50/infer";
-    let cases: Vec<(&str, &str, Vec<(&str, String)>, Vec<u8>, u16)> = vec![
+    // (what, path, headers, body, the status wanted)
+    type Case<'a> = (&'a str, &'a str, Vec<(&'a str, String)>, Vec<u8>, u16);
+    let cases: Vec<Case> = vec![
         ("malformed JSON", infer, vec![], b"{\"inputs\": [".to_vec(), 400),
         ("not an object", infer, vec![], b"[1, 2]".to_vec(), 400),
         ("strings for floats", infer, vec![], br#"{"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":["x"]}]}"#.to_vec(), 400),
