@@ -64,6 +64,11 @@ impl Sender {
     pub fn finish(&self) -> io::Result<()> {
         self.stream.shutdown(std::net::Shutdown::Write)
     }
+
+    /// Closes both directions: the receiving half's blocked read returns.
+    pub fn close(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 impl Receiver {

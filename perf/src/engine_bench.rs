@@ -18,7 +18,6 @@
 //! what carries to another machine.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
@@ -30,7 +29,7 @@ use crate::load::{self, LoadConfig, LoadReport};
 use crate::report::load_scenario;
 
 fn scenario(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
+    let path = crate::shipped_scenarios().into_iter().find(|p| p.ends_with(name)).expect("a shipped scenario");
     load_scenario(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -6,19 +6,18 @@
 //! harnesses never rot; the full runs are commands, never timed tests.
 //! Results are ratios from one invocation: both sides of a comparison run
 //! on the same scenario and seed. `readme` renders perf/README.md's tables
-//! from the stored results (`render_readme`).
+//! from the stored results (`render_readme`). The load generator, scenario
+//! files and the policy comparison belong to the product (`baton_tools`,
+//! the `baton` commands' library); harnesses use them from there.
 
-pub mod compare;
 pub mod cuda_bench;
 pub mod engine_bench;
 pub mod flat_top;
 pub mod glet_bench;
 pub mod glet_sim;
 pub mod hull_bench;
-pub mod load;
 pub mod nexus_bench;
 pub mod orloj_grid;
-pub mod overhead;
 pub mod plot;
 pub mod readme;
 pub mod report;
@@ -27,7 +26,10 @@ pub mod subnetact_bench;
 pub mod superserve_bench;
 pub mod wire_bench;
 
-pub use compare::{compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow};
+pub use baton_tools::policies::{
+    compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow,
+};
+pub use baton_tools::{load, overhead};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO, SERVE_SCENARIO};
 
 /// Shortens a scenario for `--quick` runs: a few simulated seconds.

@@ -386,7 +386,7 @@ fn engine_bench(text: &str, wire: &str) -> Result<String, String> {
         row.extend(parts(l)?);
         rows.push(row);
     }
-    s.push_str("\nThe time the engine adds beyond its plan, p50/p99/p99.9 µs (`perf/src/overhead.rs`):\n\n");
+    s.push_str("\nThe time the engine adds beyond its plan, p50/p99/p99.9 µs (`tools/src/overhead.rs`):\n\n");
     s.push_str(&table(&["run", "ingress", "start lag", "completion", "egress"], &rows));
     let (fresh, reused) = (after(wire, "fresh builder ")?, after(wire, "reused one ")?);
     s.push_str(&format!(

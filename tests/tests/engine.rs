@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use baton_core::runtime::{start, Engine, EngineConfig};
 use baton_net::framing::{FrameBuf, Outbox};
-use baton_perf::load::{self, LoadConfig};
 use baton_perf::SERVE_SCENARIO;
 use baton_sched::{PolicyKind, Scenario};
+use baton_tools::load::{self, LoadConfig};
 use baton_wire::frame::{FrameHeader, Kind};
 use baton_wire::{encode, fb, Message};
 
@@ -432,4 +432,18 @@ fn connections_beyond_the_limit_are_refused_typed() {
     still_serves(&e);
     let r = e.shutdown();
     assert_eq!(r.refused_connections, 1);
+}
+
+#[test]
+fn the_client_library_gets_each_request_its_own_answer() {
+    let s = scenario();
+    let e = engine(&s);
+    let mut c = baton_net::client::Client::connect(e.addr).expect("connects");
+    let ok = c.infer(request(7, "ResNet50", 1_000, FLOATS)).expect("answered");
+    assert_eq!((ok.id, ok.status), (7, fb::Status::Ok), "{ok:?}");
+    let err = c.infer(request(8, "nope", 1_000, FLOATS)).expect("answered");
+    assert_eq!((err.id, err.status, err.error_code), (8, fb::Status::Error, fb::ErrorCode::UnknownModel));
+    drop(c);
+    let f = e.shutdown().frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates), (2, 2, 0), "{f:?}");
 }

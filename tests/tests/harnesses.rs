@@ -3,11 +3,11 @@
 
 use baton_perf::flat_top::run_flat_top;
 use baton_perf::sched_speed::{run as sched_speed, SpeedConfig};
-use baton_perf::{compare_policies, load_scenario, quick, staggered_bound_rps};
+use baton_perf::{compare_policies, load_scenario, quick, shipped_scenarios, staggered_bound_rps};
 use baton_sched::{PolicyKind, Scenario};
 
 fn scenario(name: &str) -> Scenario {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios").join(name);
+    let path = shipped_scenarios().into_iter().find(|p| p.ends_with(name)).expect("a shipped scenario");
     quick(load_scenario(&path).expect("shipped scenario parses"))
 }
 

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use baton_core::runtime::{start, Engine, EngineConfig};
 use baton_net::kserve::GatewayConfig;
-use baton_perf::load::{self, LoadConfig};
 use baton_perf::SERVE_SCENARIO;
 use baton_sched::Scenario;
+use baton_tools::load::{self, LoadConfig};
 
 const FLOATS: usize = 16;
 const PATIENCE: Duration = Duration::from_secs(120);

@@ -7,7 +7,7 @@ use baton_sched::sim::run;
 use baton_sched::{PolicyKind, Scenario};
 
 fn table4() -> Scenario {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/table4-resnet50.toml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/scenarios/table4-resnet50.toml");
     quick(load_scenario(&path).expect("shipped scenario parses"))
 }
 

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 
-use baton_perf::{compare_policies, default_policies, format_comparison, load_scenario, BUILTIN_SCENARIO};
 use baton_sched::Scenario;
+use baton_tools::policies::{compare_policies, default_policies, format_comparison};
+use baton_tools::scenarios::{load_scenario, BUILTIN_SCENARIO};
 
 #[derive(clap::Args)]
 pub struct Args {

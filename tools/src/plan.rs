@@ -5,11 +5,11 @@
 
 use std::path::PathBuf;
 
-use baton_perf::load_scenario;
 use baton_sched::build;
 use baton_sched::glet::Planner;
 use baton_sched::nexus::plan_report;
 use baton_sched::{PolicyKind, Scenario};
+use baton_tools::scenarios::load_scenario;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -4,7 +4,7 @@
 //!   `--executor cuda` on real ones) under its policy, until SIGINT/SIGTERM
 //!   or `--duration`;
 //! - `baton load FILE --target ADDR --rate R [--duration S] [--json]`: the
-//!   open-loop load generator (`baton_perf::load`);
+//!   open-loop load generator (`baton_tools::load`);
 //! - `baton demo [--scenario FILE] [--rate R]`: starts a server in process,
 //!   drives it with the load generator, and prints what it measured next to
 //!   what `baton sim` predicts for the same file, rate and seed.
@@ -29,9 +29,9 @@ use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpe
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
 use baton_net::kserve::GatewayConfig;
-use baton_perf::load::{self, LoadConfig};
-use baton_perf::{load_scenario, SERVE_SCENARIO};
 use baton_sched::{PolicyKind, Scenario};
+use baton_tools::load::{self, LoadConfig};
+use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
 
 #[derive(clap::Args)]
 pub struct EngineArgs {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use baton_perf::{load_scenario, print_report};
 use baton_sched::sim::{find_goodput, run as simulate};
 use baton_sched::PolicyKind;
+use baton_tools::scenarios::{load_scenario, print_report};
 
 #[derive(clap::Args)]
 pub struct Args {

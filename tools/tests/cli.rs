@@ -13,8 +13,13 @@ fn baton(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("baton runs")
 }
 
+/// A shipped scenario: the built-in ones under `tools/scenarios/`, the rest
+/// under `perf/scenarios/`.
 fn scenario(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios").join(name).display().to_string()
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let builtin = root.join("scenarios").join(name);
+    let path = if builtin.exists() { builtin } else { root.join("../perf/scenarios").join(name) };
+    path.display().to_string()
 }
 
 fn write_temp(name: &str, text: &str) -> String {

@@ -20,7 +20,7 @@ fn main() {
         }
         println!(" {:>9.2}x", c.orloj_gain);
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/table4-resnet50.toml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/scenarios/table4-resnet50.toml");
     let mut s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
     if is_quick {
         s = quick(s);

@@ -11,18 +11,17 @@
 //! exactly-once check: `ok + late + dropped + errors + unanswered = sent`,
 //! and a second answer to one request is counted in `duplicates`).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::runtime::clients::{client_request, Target};
-use baton_net::framing::{FrameBuf, Outbox};
+use baton_net::client::{self, Received, Receiver, Sender};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::Nanos;
-use baton_wire::{fb, Message};
+use baton_wire::fb;
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
@@ -202,19 +201,21 @@ fn yield_to_the_server() {
     }
 }
 
-fn reader(mut stream: TcpStream, shared: Arc<Shared>) -> Tally {
+fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
     yield_to_the_server();
     let mut t = Tally::default();
-    let mut buf = FrameBuf::default();
+    let mut answers = Vec::new();
     loop {
-        let n = match stream.read(buf.spare()) {
-            Ok(0) | Err(_) => return t,
-            Ok(n) => n,
-        };
-        buf.filled(n);
+        let read = rx.read(|r| {
+            if let Received::Answer(a) = r {
+                answers.push(a);
+            }
+        });
+        if !matches!(read, Ok(true)) {
+            return t;
+        }
         let now = shared.start.elapsed().as_nanos() as Nanos;
-        while let Ok(Some(frame)) = buf.next_frame() {
-            let Ok(Message::InferResponse(r)) = frame else { continue };
+        for r in answers.drain(..) {
             let Some(&Planned { at, model, query, .. }) = shared.schedule.get(r.id as usize) else { continue };
             let slo = shared.slo[query.map_or(model as usize, |q| shared.models + q as usize)];
             if shared.answered[r.id as usize].fetch_add(1, Ordering::Relaxed) > 0 {
@@ -275,12 +276,9 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let max_slo = slo.iter().copied().max().unwrap_or(0);
     let names: Vec<String> = scenario.models.iter().map(|m| m.spec.name.clone()).collect();
     let queries: Vec<String> = scenario.queries.iter().map(|q| q.name.clone()).collect();
-    let mut streams = Vec::with_capacity(cfg.connections.max(1));
-    for _ in 0..cfg.connections.max(1) {
-        let s = TcpStream::connect(cfg.target).map_err(LoadError::Connect)?;
-        s.set_nodelay(true).map_err(LoadError::Connect)?;
-        streams.push(s);
-    }
+    let halves = (0..cfg.connections.max(1)).map(|_| client::connect(cfg.target)).collect::<Result<Vec<_>, _>>();
+    let (mut senders, receivers): (Vec<Sender>, Vec<Receiver>) =
+        halves.map_err(LoadError::Connect)?.into_iter().unzip();
     let n = schedule.len();
     let start_unix_ns =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -300,24 +298,22 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             core_affinity::set_for_current(core_affinity::CoreId { id: cores[i % cores.len()] });
         }
     };
-    let readers: Vec<_> = streams
-        .iter()
+    let readers: Vec<_> = receivers
+        .into_iter()
         .enumerate()
-        .map(|(i, s)| {
-            let (s, shared) = (s.try_clone().map_err(LoadError::Connect)?, Arc::clone(&shared));
-            let pin = pin.clone();
-            Ok(std::thread::spawn(move || {
+        .map(|(i, rx)| {
+            let (shared, pin) = (Arc::clone(&shared), pin.clone());
+            std::thread::spawn(move || {
                 pin(i + 1);
-                reader(s, shared)
-            }))
+                reader(rx, shared)
+            })
         })
-        .collect::<Result<_, LoadError>>()?;
+        .collect();
     pin(0);
 
     // Send each request at its time, all due ones in one write per connection.
     yield_to_the_server();
     let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
-    let mut outs: Vec<Outbox> = streams.iter().map(|_| Outbox::default()).collect();
     let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
     while next < n {
         let now = shared.start.elapsed().as_nanos() as Nanos;
@@ -344,18 +340,16 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                 None => (Target::Model(&names[model]), shared.slo[model], p.work),
             };
             let req = client_request(next as u64, target, slo, p.app, floats(model), first);
-            outs[conn].push(&Message::InferRequest(req)).expect("a request fits a frame");
-            conn = (conn + 1) % outs.len();
+            senders[conn].queue(req).expect("a request fits a frame");
+            conn = (conn + 1) % senders.len();
             next += 1;
         }
         let sent = shared.start.elapsed().as_nanos() as Nanos;
         for i in first..next {
             shared.sent[i].store(sent, Ordering::Relaxed);
         }
-        for (s, o) in streams.iter_mut().zip(&mut outs) {
-            if !o.is_empty() {
-                s.write_all(&o.take()).map_err(LoadError::Send)?;
-            }
+        for s in senders.iter_mut().filter(|s| s.queued_bytes() > 0) {
+            s.flush().map_err(LoadError::Send)?;
         }
         if cfg.progress && now / 1_000_000_000 > last_report {
             last_report = now / 1_000_000_000;
@@ -370,8 +364,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     if cfg.progress {
         eprintln!();
     }
-    for s in &streams {
-        let _ = s.shutdown(std::net::Shutdown::Both);
+    for s in &senders {
+        s.close();
     }
     let mut t = Tally::default();
     for r in readers {
