@@ -49,10 +49,11 @@ fn check(golden: &Path, now: &str) -> bool {
 
 #[test]
 fn every_policy_simulates_as_recorded() {
-    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
+    let shipped = shipped_scenarios();
     let mut differ = Vec::new();
     for stem in ["table4-resnet50", "orloj-bimodal", "superserve-maf"] {
-        let s = quick(load_scenario(&scenarios.join(format!("{stem}.toml"))).unwrap_or_else(|e| panic!("{e}")));
+        let path = shipped.iter().find(|p| p.ends_with(format!("{stem}.toml"))).expect("a shipped scenario");
+        let s = quick(load_scenario(path).unwrap_or_else(|e| panic!("{e}")));
         let bound = s.capacity_bound_rps();
         let rates = [s.rate_rps.unwrap_or(0.6 * bound), 1.2 * bound];
         let reports: Vec<_> = PolicyKind::all().flat_map(|p| rates.map(|rate| run(&s, p, rate))).collect();

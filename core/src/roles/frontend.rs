@@ -499,7 +499,7 @@ fn app_of(req: &fb::InferRequest, entry: &crate::models::ModelEntry) -> Result<u
 
 /// A client's string as quoted back in an error: at most 64 characters, so
 /// an answer stays small whatever the request carried.
-fn clip(s: &str) -> &str {
+pub(crate) fn clip(s: &str) -> &str {
     s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
 

@@ -78,12 +78,14 @@ impl Bridge {
 
     fn repository(&self, name: &str, load: bool) -> Later<Result<(), Problem>> {
         let (tx, rx) = oneshot::channel();
-        // Refused: `tx` is dropped with the ask, and the caller reads that
-        // as the server stopping; a full queue says so.
-        if let Err(Refusal::Full) = self.ask(Ask::Repository(name.to_string(), load, tx)) {
-            let (tx, rx) = oneshot::channel();
-            let _ = tx.send(Err(Problem::new(ProblemKind::Unavailable, "overloaded: try again")));
-            return rx;
+        match self.tx.try_send(Ask::Repository(name.to_string(), load, tx)) {
+            Ok(()) => self.bell.ring(),
+            Err(TrySendError::Full(Ask::Repository(_, _, tx))) => {
+                let _ = tx.send(Err(Problem::new(ProblemKind::Unavailable, "overloaded: try again")));
+            }
+            // The shard has stopped: `tx` is dropped with the ask, which the
+            // caller reads as the server stopping.
+            Err(_) => {}
         }
         rx
     }
@@ -150,7 +152,10 @@ fn info(t: &ModelTable, name: &str) -> Option<ModelInfo> {
 /// changed, None when it already was so.
 pub fn set_loaded(table: &Published<ModelTable>, name: &str, load: bool) -> Result<Option<u32>, Problem> {
     let Some(m) = table.read(|t| t.find(name)) else {
-        let why = format!("no model named `{}` in the repository (the scenario's models)", clip(name));
+        let why = format!(
+            "no model named `{}` in the repository (the scenario's models)",
+            crate::roles::frontend::clip(name)
+        );
         return Err(Problem::new(ProblemKind::NotFound, why));
     };
     let mut t = table.read(ModelTable::clone);
@@ -160,8 +165,4 @@ pub fn set_loaded(table: &Published<ModelTable>, name: &str, load: bool) -> Resu
     t.models[m as usize].loaded = load;
     table.publish(t);
     Ok(Some(m))
-}
-
-fn clip(s: &str) -> &str {
-    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
