@@ -447,3 +447,26 @@ fn the_client_library_gets_each_request_its_own_answer() {
     let f = e.shutdown().frontend;
     assert_eq!((f.received, f.answered(), f.duplicates), (2, 2, 0), "{f:?}");
 }
+
+#[test]
+fn a_binary_client_unloads_and_loads_a_model() {
+    let e = engine(&scenario());
+    let mut c = Client::connect(&e);
+    let unload = |id, name: &str| fb::ModelUnload { model: 0, backend: 0, name: Some(name.into()), id };
+    c.send(&Message::ModelUnload(unload(1, "ResNet50")));
+    let a = c.answer().unwrap();
+    assert_eq!((a.id, a.status), (1, fb::Status::Ok), "{a:?}");
+    c.send(&Message::InferRequest(request(2, "ResNet50", 100, FLOATS)));
+    let a = c.answer().unwrap();
+    assert_eq!((a.id, a.status, a.error_code), (2, fb::Status::Error, fb::ErrorCode::Unloaded), "{a:?}");
+    c.send(&Message::ModelUnload(unload(3, "nope")));
+    let a = c.answer().unwrap();
+    assert_eq!((a.id, a.status, a.error_code), (3, fb::Status::Error, fb::ErrorCode::UnknownModel), "{a:?}");
+    let load = fb::ModelLoad { model: 0, name: Some("ResNet50".into()), backend: 0, max_batch: 0, id: 4 };
+    c.send(&Message::ModelLoad(load));
+    assert_eq!(c.answer().unwrap().status, fb::Status::Ok);
+    c.send(&Message::InferRequest(request(5, "ResNet50", 100, FLOATS)));
+    assert_eq!(c.answer().unwrap().status, fb::Status::Ok);
+    let f = e.shutdown().frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates), (2, 2, 0), "{f:?}");
+}

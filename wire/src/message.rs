@@ -386,6 +386,10 @@ mod check {
     pub fn ModelLoad(r: &fb::ModelLoadRef<'_>, payload: usize, _: &Limits) -> R {
         Budget::new(payload).string(r.name()?)
     }
+    #[allow(non_snake_case)]
+    pub fn ModelUnload(r: &fb::ModelUnloadRef<'_>, payload: usize, _: &Limits) -> R {
+        Budget::new(payload).string(r.name()?)
+    }
     /// Tables of scalars only: nothing beyond pass 2.
     macro_rules! scalar_only {
         ($($t:ident => $r:ident),*) => {$(
@@ -397,7 +401,6 @@ mod check {
     }
     scalar_only!(
         RequestMeta => RequestMetaRef,
-        ModelUnload => ModelUnloadRef,
         Stats => StatsRef,
         Hello => HelloRef
     );

@@ -130,11 +130,46 @@ impl Shard {
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
+            Message::ModelLoad(m) => self.repository(conn, m.id, m.name, true),
+            Message::ModelUnload(m) => self.repository(conn, m.id, m.name, false),
             other => {
                 let why = format!("{:?} is not a message clients send", other.kind());
                 send_small(conn, &error_answer(fb::ErrorCode::UnexpectedKind, why));
             }
         }
+    }
+
+    /// A client's load (or unload) of model `name`, answered on `conn`
+    /// under `id`; an unload answers the model's held requests too.
+    fn repository(&mut self, conn: &Conn, id: u64, name: Option<String>, load: bool) {
+        let name = name.unwrap_or_default();
+        let mut answers = Vec::new();
+        let answer = match self.set_loaded(&name, load, &mut answers) {
+            Ok(()) => fb::InferResponse { id, status: fb::Status::Ok, ..Default::default() },
+            Err(p) => fb::InferResponse {
+                id,
+                status: fb::Status::Error,
+                error_code: fb::ErrorCode::UnknownModel,
+                message: Some(p.message),
+                ..Default::default()
+            },
+        };
+        self.answer(&mut answers);
+        send_small(conn, &Message::InferResponse(answer));
+    }
+
+    /// Loads or unloads model `name`; an unload answers its held requests.
+    fn set_loaded(
+        &mut self,
+        name: &str,
+        load: bool,
+        answers: &mut Vec<Answer>,
+    ) -> Result<(), baton_net::kserve::Problem> {
+        let changed = gateway::set_loaded(&self.table, name, load)?;
+        if let (Some(m), false) = (changed, load) {
+            self.fe.unload(m, name, answers);
+        }
+        Ok(())
     }
 
     /// What the gateway asks: see `gateway.rs`.
@@ -158,11 +193,7 @@ impl Shard {
                 }
             }
             Ask::Repository(name, load, done) => {
-                let changed = gateway::set_loaded(&self.table, &name, load);
-                if let (Ok(Some(m)), false) = (&changed, load) {
-                    self.fe.unload(*m, &name, answers);
-                }
-                let _ = done.send(changed.map(|_| ()));
+                let _ = done.send(self.set_loaded(&name, load, answers));
             }
             Ask::Scrape(tx) => {
                 let (fe, open, gauges) = (&self.fe, self.open, &self.progress.gauges);
