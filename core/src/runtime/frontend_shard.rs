@@ -198,7 +198,7 @@ impl Shard {
             Ask::Scrape(tx) => {
                 let (fe, open, gauges) = (&self.fe, self.open, &self.progress.gauges);
                 let snap = self.table.read(|t| Snapshot::take(t, &fe.outcomes, fe.held() as u64, open, gauges, now));
-                let _ = tx.send(snap.render());
+                let _ = tx.send(Ok(snap.render()));
             }
         }
     }

@@ -42,7 +42,7 @@ pub enum Ask {
     Infer(fb::InferRequest, Reply),
     /// Load (true) or unload (false) the model named.
     Repository(String, bool, oneshot::Sender<Result<(), Problem>>),
-    Scrape(oneshot::Sender<String>),
+    Scrape(oneshot::Sender<Result<String, Problem>>),
 }
 
 /// The gateway's side.
@@ -76,15 +76,20 @@ impl Bridge {
         Ok(())
     }
 
-    fn repository(&self, name: &str, load: bool) -> Later<Result<(), Problem>> {
+    /// Asks what `ask` makes of a reply channel; its answer comes on the
+    /// receiver. A full queue is answered here; when the shard has stopped
+    /// the sender is dropped with the ask, which the caller reads as the
+    /// server stopping.
+    fn ask_later<T>(&self, ask: impl FnOnce(oneshot::Sender<Result<T, Problem>>) -> Ask) -> Later<Result<T, Problem>> {
         let (tx, rx) = oneshot::channel();
-        match self.tx.try_send(Ask::Repository(name.to_string(), load, tx)) {
+        match self.tx.try_send(ask(tx)) {
             Ok(()) => self.bell.ring(),
             Err(TrySendError::Full(Ask::Repository(_, _, tx))) => {
-                let _ = tx.send(Err(Problem::new(ProblemKind::Unavailable, "overloaded: try again")));
+                let _ = tx.send(Err(overloaded()));
             }
-            // The shard has stopped: `tx` is dropped with the ask, which the
-            // caller reads as the server stopping.
+            Err(TrySendError::Full(Ask::Scrape(tx))) => {
+                let _ = tx.send(Err(overloaded()));
+            }
             Err(_) => {}
         }
         rx
@@ -108,19 +113,21 @@ impl Door for Bridge {
         })
     }
 
-    fn metrics(&self) -> Later<String> {
-        let (tx, rx) = oneshot::channel();
-        let _ = self.ask(Ask::Scrape(tx));
-        rx
+    fn metrics(&self) -> Later<Result<String, Problem>> {
+        self.ask_later(Ask::Scrape)
     }
 
     fn load(&self, name: &str) -> Later<Result<(), Problem>> {
-        self.repository(name, true)
+        self.ask_later(|tx| Ask::Repository(name.to_string(), true, tx))
     }
 
     fn unload(&self, name: &str) -> Later<Result<(), Problem>> {
-        self.repository(name, false)
+        self.ask_later(|tx| Ask::Repository(name.to_string(), false, tx))
     }
+}
+
+fn overloaded() -> Problem {
+    Problem::new(ProblemKind::Unavailable, "overloaded: the frontend's gateway queue is full, try again")
 }
 
 /// The model or query `name` of `t` as KServe clients see it.

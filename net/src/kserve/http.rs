@@ -99,7 +99,8 @@ async fn route(req: Request<Incoming>, door: &dyn Door, max_body: usize) -> Repl
     let post = req.method() == Method::POST;
     match parts.as_slice() {
         ["metrics"] if get => match door.metrics().await {
-            Ok(text) => respond(200, "text/plain; version=0.0.4; charset=utf-8", text.into_bytes()),
+            Ok(Ok(text)) => respond(200, "text/plain; version=0.0.4; charset=utf-8", text.into_bytes()),
+            Ok(Err(p)) => problem(&p),
             Err(_) => problem(&stopping()),
         },
         ["v2"] if get => json_reply(

@@ -80,7 +80,7 @@ pub trait Door: Send + Sync + 'static {
     /// Every model and query, loaded or not.
     fn models(&self) -> Vec<ModelInfo>;
     /// Prometheus's text exposition of the engine's metrics.
-    fn metrics(&self) -> Later<String>;
+    fn metrics(&self) -> Later<Result<String, Problem>>;
     /// Serves model `name` again (KServe's repository extension).
     fn load(&self, name: &str) -> Later<Result<(), Problem>>;
     /// Stops serving model `name`: new requests get `NOT_FOUND`, the ones
