@@ -36,8 +36,13 @@ fn scenario() -> Scenario {
 
 /// An engine serving the built-in scenario with both gateway transports.
 fn engine(max_body: usize) -> Engine {
+    engine_with(GatewayConfig { max_body, ..GatewayConfig::default() })
+}
+
+/// The same, with the gateway's limits from `limits`.
+fn engine_with(limits: GatewayConfig) -> Engine {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let gateway = GatewayConfig { http: Some(any), grpc: Some(any), max_body };
+    let gateway = GatewayConfig { http: Some(any), grpc: Some(any), ..limits };
     let cfg = EngineConfig { listen: any, input_floats: FLOATS, gateway, ..Default::default() };
     let s = scenario();
     start(&s, s.policy, &cfg).expect("engine starts")
@@ -245,4 +250,30 @@ fn models_unloaded_and_loaded_under_load_lose_no_request() {
     assert_eq!((l.unanswered, l.duplicates), (0, 0), "{l:?}");
     assert!(l.errors >= 2, "requests were refused while unloaded: {l:?}");
     assert_eq!((f.received, f.answered(), f.duplicates, f.orphaned), (l.sent, l.sent, 0, 0), "{f:?}");
+}
+
+#[test]
+fn http_connections_beyond_the_limit_are_refused_and_the_rest_served() {
+    let e = engine_with(GatewayConfig { max_connections: 2, ..GatewayConfig::default() });
+    let addr = e.http.expect("http");
+    // Two idle connections hold the limit, once the gateway has taken them.
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).expect("connects")).collect();
+    let deadline = Instant::now() + PATIENCE;
+    let refused = loop {
+        let (status, body) = http(addr, "GET", "/v2/health/live", &[], &[]);
+        if status == 503 {
+            break json(&body);
+        }
+        assert!(Instant::now() < deadline, "a third connection was never refused");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(refused["error"].as_str().is_some_and(|m| m.contains("2 connections")), "{refused}");
+    // Once they close, new connections are served again.
+    drop(held);
+    let deadline = Instant::now() + PATIENCE;
+    while http(addr, "GET", "/v2/health/live", &[], &[]).0 != 200 {
+        assert!(Instant::now() < deadline, "never served again after the idle connections closed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    e.shutdown();
 }

@@ -119,8 +119,11 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
-    fn config(&self) -> GatewayConfig {
-        GatewayConfig { http: self.http_listen, grpc: self.grpc_listen, max_body: self.max_body }
+    /// The gateway's configuration; its HTTP listener takes at most
+    /// `max_connections` (the binary listener's `--max-connections`).
+    fn config(&self, max_connections: u64) -> GatewayConfig {
+        let max_connections = usize::try_from(max_connections).unwrap_or(usize::MAX);
+        GatewayConfig { http: self.http_listen, grpc: self.grpc_listen, max_body: self.max_body, max_connections }
     }
 }
 
@@ -372,7 +375,8 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
 pub fn serve(a: ServeArgs) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
-    let cfg = EngineConfig { gateway: a.gateway.config(), ..config(&a.engine, a.listen, plan_rate) };
+    let gateway = a.gateway.config(a.engine.max_connections);
+    let cfg = EngineConfig { gateway, ..config(&a.engine, a.listen, plan_rate) };
     let engine = start(&s, policy, &cfg).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(engine.http, engine.grpc);
@@ -441,7 +445,7 @@ pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
     let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, scheduler: a.scheduler };
-    role(&a.role, "frontend", spec, None, a.gateway.config())
+    role(&a.role, "frontend", spec, None, a.gateway.config(a.role.engine.max_connections))
 }
 
 pub fn backend(a: BackendArgs) -> Result<(), String> {

@@ -30,13 +30,21 @@ type Reply = Response<Full<Bytes>>;
 /// How long a stopping server waits for calls in flight to be answered.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// What one HTTP listener takes at most.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_body: usize,
+    pub max_connections: usize,
+}
+
 /// Serves HTTP connections from `listener` until `stop` turns true; then
 /// each connection finishes the call in flight (the frontend answers every
-/// request it holds when it stops) and closes.
+/// request it holds when it stops) and closes. A connection beyond
+/// `max_connections` is answered 503 and closed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     door: Arc<dyn Door>,
-    max_body: usize,
+    Limits { max_body, max_connections }: Limits,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
@@ -50,6 +58,12 @@ pub async fn serve(
             _ = stop.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        // Reap the connections that have ended, then count the open ones.
+        while conns.try_join_next().is_some() {}
+        if conns.len() >= max_connections {
+            tokio::spawn(refuse(stream, max_connections));
+            continue;
+        }
         let (door, mut stop) = (Arc::clone(&door), stop.clone());
         conns.spawn(async move {
             let service = hyper::service::service_fn(move |req| {
@@ -67,10 +81,20 @@ pub async fn serve(
                 }
             }
         });
-        // Reap the connections that have ended.
-        while conns.try_join_next().is_some() {}
     }
     let _ = tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
+}
+
+/// Answers a connection over the limit 503 and closes it, reading nothing.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = json!({ "error": format!("{max} connections are open, the most this server takes") }).to_string();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all((head + &body).as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 fn respond(status: u16, content_type: &str, body: Vec<u8>) -> Reply {

@@ -97,11 +97,13 @@ pub struct GatewayConfig {
     pub grpc: Option<SocketAddr>,
     /// The largest request body (HTTP) or message (gRPC) taken, in bytes.
     pub max_body: usize,
+    /// HTTP connections open at most; more are answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        Self { http: None, grpc: None, max_body: baton_wire::MAX_FRAME }
+        Self { http: None, grpc: None, max_body: baton_wire::MAX_FRAME, max_connections: 16_384 }
     }
 }
 
@@ -126,13 +128,14 @@ pub fn start(door: Arc<dyn Door>, cfg: &GatewayConfig) -> std::io::Result<Gatewa
     let http_addr = http_l.as_ref().map(|l| l.local_addr()).transpose()?;
     let grpc_addr = grpc_l.as_ref().map(|l| l.local_addr()).transpose()?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let max_body = cfg.max_body;
+    let (max_body, max_connections) = (cfg.max_body, cfg.max_connections);
     let thread = std::thread::Builder::new().name("baton-gateway".into()).spawn(move || {
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async move {
             let mut tasks = Vec::new();
             if let Some(l) = http_l {
-                tasks.push(tokio::spawn(http::serve(l, Arc::clone(&door), max_body, stopped.clone())));
+                let limits = http::Limits { max_body, max_connections };
+                tasks.push(tokio::spawn(http::serve(l, Arc::clone(&door), limits, stopped.clone())));
             }
             if let Some(l) = grpc_l {
                 tasks.push(tokio::spawn(grpc::serve(l, Arc::clone(&door), max_body, stopped.clone())));
