@@ -59,12 +59,6 @@ impl Sender {
         self.out.len_bytes()
     }
 
-    /// Closes the sending direction: the server sees end of stream and
-    /// still answers what it read.
-    pub fn finish(&self) -> io::Result<()> {
-        self.stream.shutdown(std::net::Shutdown::Write)
-    }
-
     /// Closes both directions: the receiving half's blocked read returns.
     pub fn close(&self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);

@@ -3,7 +3,8 @@
 # perf_analyzer drives `baton serve` over HTTP and over gRPC at a fixed
 # rate (Poisson arrivals, as `baton load` draws them), and `baton load`
 # drives it over the binary protocol at the same rate, on one scenario
-# (perf/scenarios/kserve-one-model.toml). Writes
+# (perf/scenarios/kserve-one-model.toml); then `baton sim` on the same
+# file, rate and seed. Writes
 # perf/results/kserve.txt. Run on an otherwise idle machine (`uptime`).
 #
 # perf_analyzer comes from PyPI's tritonclient 2.41.0 wheel (the last whose
@@ -52,5 +53,7 @@ out=perf/results/kserve.txt
   pa "$grpc" grpc
   echo "## baton load, the binary protocol"
   target/release/baton load "$scenario" --target "$binary" --rate "$rate" --duration "$secs"
+  echo "## baton sim, the same file, rate and seed"
+  target/release/baton sim "$scenario" --rate "$rate" 2>&1
 } > $out
 cat $out

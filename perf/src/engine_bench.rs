@@ -36,16 +36,8 @@ fn scenario(name: &str) -> Scenario {
 /// One load run against `target`: one connection (fewer generator threads
 /// on a small machine), a 2 s drain.
 fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize) -> LoadReport {
-    let lc = LoadConfig {
-        target,
-        rate_rps: rate,
-        duration: Duration::from_secs_f64(secs),
-        connections: 1,
-        input_floats: vec![input_floats],
-        drain: Duration::from_secs(2),
-        progress: false,
-        cores: Vec::new(),
-    };
+    let lc =
+        LoadConfig { input_floats: vec![input_floats], ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs)) };
     load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -495,8 +495,9 @@ fn engine_nexus_glet(text: &str) -> Result<String, String> {
 }
 
 /// One row per `baton demo` run in `text`.
-/// `perf/scripts/kserve.sh`: perf_analyzer over HTTP and gRPC, and `baton
-/// load` over the binary protocol, at one rate on one scenario.
+/// `perf/scripts/kserve.sh`: perf_analyzer over HTTP and gRPC, `baton
+/// load` over the binary protocol, and `baton sim`, at one rate on one
+/// scenario.
 fn kserve(text: &str) -> Result<String, String> {
     let sections: Vec<&str> = text.split("\n## ").skip(1).collect();
     let find = |s: &str, key: &str| -> Result<f64, String> {
@@ -507,7 +508,13 @@ fn kserve(text: &str) -> Result<String, String> {
     let mut binary_p50 = None;
     for s in &sections {
         let title = s.lines().next().unwrap_or("");
-        let (client, transport, rps, p50, p99) = if title.starts_with("perf_analyzer") {
+        let (client, transport, rps, p50, p99) = if title.starts_with("baton sim") {
+            // The model's row of the simulator's table: name, offered, bad, p50, p99, ...
+            let row = s.lines().find(|l| l.starts_with("ResNet50")).ok_or("no model row in the sim's report")?;
+            let w: Vec<f64> = row.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+            let [_, _, p50, p99, ..] = w[..] else { return Err(format!("a short row: {row}")) };
+            ("baton sim", "simulator (same file, rate, seed)".to_string(), find(s, "goodput ")?, p50, p99)
+        } else if title.starts_with("perf_analyzer") {
             let transport = title.rsplit(" over ").next().unwrap_or("").to_string();
             let us = |k: &str| find(s, k).map(|x| x / 1e3);
             (
@@ -528,7 +535,11 @@ fn kserve(text: &str) -> Result<String, String> {
     let rows: Vec<Vec<String>> = rows
         .into_iter()
         .map(|(client, transport, rps, p50, p99)| {
-            let extra = if transport == "binary protocol" { "—".to_string() } else { format!("+{:.2}", p50 - base) };
+            let extra = match client {
+                "perf_analyzer" => format!("+{:.2}", p50 - base),
+                "baton sim" => format!("{:+.2}", p50 - base),
+                _ => "—".to_string(),
+            };
             vec![transport, client.to_string(), format!("{rps:.1}"), format!("{p50:.2}"), format!("{p99:.2}"), extra]
         })
         .collect();

@@ -241,15 +241,11 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
     let cfg = EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, model_shards, ..Default::default() };
     let e = start(&s, s.policy, &cfg).expect("engine starts");
     let cfg = LoadConfig {
-        target: e.addr,
-        rate_rps: rate,
-        duration: Duration::from_secs(2),
         connections: 3,
         input_floats: vec![FLOATS],
         // A safety net: the run ends as soon as every request is answered.
         drain: PATIENCE,
-        progress: false,
-        cores: Vec::new(),
+        ..LoadConfig::new(e.addr, rate, Duration::from_secs(2))
     };
     let l = load::run(&s, &cfg).expect("load runs");
     let r = e.shutdown();
@@ -305,14 +301,10 @@ fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadRepo
     let (target, s2) = (fe.addr.unwrap(), s.clone());
     let load = std::thread::spawn(move || {
         let cfg = LoadConfig {
-            target,
-            rate_rps,
-            duration: Duration::from_secs(secs),
             connections: 2,
             input_floats: vec![FLOATS],
             drain: PATIENCE,
-            progress: false,
-            cores: Vec::new(),
+            ..LoadConfig::new(target, rate_rps, Duration::from_secs(secs))
         };
         load::run(&s2, &cfg).expect("load runs")
     });

@@ -170,14 +170,10 @@ fn requests_total(addr: SocketAddr, having: &str) -> (String, u64) {
 
 fn load_config(e: &Engine, rate_rps: f64, secs: u64) -> LoadConfig {
     LoadConfig {
-        target: e.addr,
-        rate_rps,
-        duration: Duration::from_secs(secs),
         connections: 2,
         input_floats: vec![FLOATS],
         drain: PATIENCE,
-        progress: false,
-        cores: Vec::new(),
+        ..LoadConfig::new(e.addr, rate_rps, Duration::from_secs(secs))
     }
 }
 

@@ -45,6 +45,23 @@ pub struct LoadConfig {
     pub cores: Vec<usize>,
 }
 
+impl LoadConfig {
+    /// `rate_rps` for `duration` at `target`: one connection, the engine's
+    /// default input size, 2 s to drain, quiet, not pinned.
+    pub fn new(target: SocketAddr, rate_rps: f64, duration: Duration) -> Self {
+        Self {
+            target,
+            rate_rps,
+            duration,
+            connections: 1,
+            input_floats: vec![baton_core::models::DEFAULT_INPUT_FLOATS],
+            drain: Duration::from_secs(2),
+            progress: false,
+            cores: Vec::new(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LoadReport {
     pub target: String,

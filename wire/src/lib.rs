@@ -23,3 +23,9 @@ pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
 pub use message::{decode, encode, encode_into, DecodeError, Limits, Message};
 /// The flatbuffers builder `encode_into` reuses.
 pub use planus::Builder;
+
+/// A client's string as quoted back in an error: at most 64 characters,
+/// so an answer stays small whatever the request carried.
+pub fn clip(s: &str) -> &str {
+    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
+}

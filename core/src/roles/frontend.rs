@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use baton_sched::query_run::QueryRun;
 use baton_sched::time::Nanos;
-use baton_wire::{fb, Message};
+use baton_wire::{clip, fb, Message};
 
 use super::outcomes::Tally;
 use super::queries::{Instance, StageOf};
@@ -495,12 +495,6 @@ fn app_of(req: &fb::InferRequest, entry: &crate::models::ModelEntry) -> Result<u
         Some(i) => Err(format!("app `{}` is app {i} of `{name}`, the request says app {}", clip(app), req.app)),
         None => Err(format!("`{name}` has no app `{}` (it serves {})", clip(app), entry.apps.join(", "))),
     }
-}
-
-/// A client's string as quoted back in an error: at most 64 characters, so
-/// an answer stays small whatever the request carried.
-pub(crate) fn clip(s: &str) -> &str {
-    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
 
 /// A one-dimensional f32 tensor over little-endian bytes.

@@ -46,12 +46,6 @@ pub struct Outcomes {
     pub queueing: Histogram,
 }
 
-impl Outcomes {
-    pub fn answered(&self) -> u64 {
-        self.ok + self.dropped.iter().sum::<u64>() + self.errors.iter().sum::<u64>()
-    }
-}
-
 /// Every key's answers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tally {

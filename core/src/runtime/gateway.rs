@@ -85,10 +85,10 @@ impl Bridge {
         match self.tx.try_send(ask(tx)) {
             Ok(()) => self.bell.ring(),
             Err(TrySendError::Full(Ask::Repository(_, _, tx))) => {
-                let _ = tx.send(Err(overloaded()));
+                let _ = tx.send(Err(Problem::refused(Refusal::Full)));
             }
             Err(TrySendError::Full(Ask::Scrape(tx))) => {
-                let _ = tx.send(Err(overloaded()));
+                let _ = tx.send(Err(Problem::refused(Refusal::Full)));
             }
             Err(_) => {}
         }
@@ -126,10 +126,6 @@ impl Door for Bridge {
     }
 }
 
-fn overloaded() -> Problem {
-    Problem::new(ProblemKind::Unavailable, "overloaded: the frontend's gateway queue is full, try again")
-}
-
 /// The model or query `name` of `t` as KServe clients see it.
 fn info(t: &ModelTable, name: &str) -> Option<ModelInfo> {
     if let Some(m) = t.find(name) {
@@ -159,10 +155,7 @@ fn info(t: &ModelTable, name: &str) -> Option<ModelInfo> {
 /// changed, None when it already was so.
 pub fn set_loaded(table: &Published<ModelTable>, name: &str, load: bool) -> Result<Option<u32>, Problem> {
     let Some(m) = table.read(|t| t.find(name)) else {
-        let why = format!(
-            "no model named `{}` in the repository (the scenario's models)",
-            crate::roles::frontend::clip(name)
-        );
+        let why = format!("no model named `{}` in the repository (the scenario's models)", baton_wire::clip(name));
         return Err(Problem::new(ProblemKind::NotFound, why));
     };
     let mut t = table.read(ModelTable::clone);

@@ -31,6 +31,9 @@ use crate::roles::backend::{BackendRole, BackendStats};
 use crate::roles::scheduler::SchedulerStats;
 use crate::roles::{Addr, Envelope};
 
+/// How often, at most, a shard stores its totals into the metrics' gauges.
+const GAUGE_PERIOD: Nanos = 1_000_000;
+
 /// Alarm target of the scheduler part; backend i (local) is `i + 1`.
 const SCHED: usize = 0;
 
@@ -180,8 +183,9 @@ pub async fn run(
     progress: Arc<Progress>,
 ) -> Report {
     let mut incoming = Vec::new();
-    // Batches of the local backends, and batches planned, already published.
-    let (mut published, mut decided) = (0, 0);
+    // Batches of the local backends already added to `progress`; whether
+    // the metrics' gauges are behind, and when they may be stored next.
+    let (mut published, mut stale, mut next_gauges) = (0, false, 0);
     let mut lead = Lead::default();
     if let Link::Tcp(r) = &link {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -223,16 +227,18 @@ pub async fn run(
         if batches > published {
             progress.add_batches(batches - published);
             published = batches;
+        }
+        // The metrics' gauges trail by at most `GAUGE_PERIOD` (or a parked
+        // shard's longest sleep, `park::MAX_PARK`): storing every backend's
+        // totals each round would cost a thousand emulated GPUs' worth of
+        // stores per batch.
+        stale |= busy;
+        if stale && now >= next_gauges {
             for (i, b) in s.backends.iter().enumerate() {
                 progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
             }
-        }
-        if busy {
-            let planned = s.part.stats().batches;
-            if planned != decided {
-                progress.gauges.store_decisions(s.slot, planned);
-                decided = planned;
-            }
+            progress.gauges.store_decisions(s.slot, s.part.stats().batches);
+            (stale, next_gauges) = (false, now + GAUGE_PERIOD);
         }
         if !s.outbound.is_empty() {
             link.flush(&mut s.outbound);

@@ -39,12 +39,12 @@ struct Service {
 async fn repository(done: super::Later<Result<(), Problem>>) -> Result<(), Status> {
     match done.await {
         Ok(r) => r.map_err(|p| p.grpc()),
-        Err(_) => Err(Status::unavailable("the server is stopping")),
+        Err(_) => Err(Problem::refused(super::Refusal::Stopped).grpc()),
     }
 }
 
 fn unknown(name: &str) -> Status {
-    Status::not_found(format!("no model named `{}`", infer::clip(name)))
+    Problem::unknown_model(name).grpc()
 }
 
 /// The integer or string a parameter holds, or why not.
@@ -79,7 +79,10 @@ fn call_of(mut r: pb::ModelInferRequest) -> Result<Call, Problem> {
     for t in r.inputs {
         let data = match (raw.next(), t.contents) {
             (Some(_), Some(_)) => {
-                return Err(Problem::invalid(format!("input `{}` has raw and typed contents", infer::clip(&t.name))))
+                return Err(Problem::invalid(format!(
+                    "input `{}` has raw and typed contents",
+                    baton_wire::clip(&t.name)
+                )))
             }
             (Some(bytes), None) => bytes,
             (None, Some(c)) => c.fp32_contents.iter().flat_map(|x| x.to_le_bytes()).collect(),

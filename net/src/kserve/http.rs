@@ -113,7 +113,7 @@ fn problem(p: &Problem) -> Reply {
 }
 
 fn not_found(what: &str) -> Reply {
-    problem(&Problem::new(infer::ProblemKind::NotFound, format!("no such endpoint: {}", infer::clip(what))))
+    problem(&Problem::new(infer::ProblemKind::NotFound, format!("no such endpoint: {}", baton_wire::clip(what))))
 }
 
 async fn route(req: Request<Incoming>, door: &dyn Door, max_body: usize) -> Reply {
@@ -183,11 +183,11 @@ async fn route(req: Request<Incoming>, door: &dyn Door, max_body: usize) -> Repl
 }
 
 fn stopping() -> Problem {
-    Problem::new(infer::ProblemKind::Unavailable, "the server is stopping")
+    Problem::refused(super::Refusal::Stopped)
 }
 
 fn unknown(name: &str) -> Problem {
-    Problem::new(infer::ProblemKind::NotFound, format!("no model named `{}`", infer::clip(name)))
+    Problem::unknown_model(name)
 }
 
 /// A model's metadata in the protocol's JSON.
@@ -306,7 +306,7 @@ fn tensor(t: &Value, binary: &mut &[u8]) -> Result<Input, Problem> {
     let datatype = field("datatype")?.as_str().ok_or_else(|| Problem::invalid("a datatype is not a string"))?;
     let shape: Vec<i64> =
         field("shape")?.as_array().and_then(|a| a.iter().map(Value::as_i64).collect()).ok_or_else(|| {
-            Problem::invalid(format!("input `{}`: the shape is not a list of integers", infer::clip(name)))
+            Problem::invalid(format!("input `{}`: the shape is not a list of integers", baton_wire::clip(name)))
         })?;
     let mut input = Input { name: name.into(), datatype: datatype.into(), shape, data: Vec::new() };
     let size = t.get("parameters").and_then(|p| p.get("binary_data_size"));

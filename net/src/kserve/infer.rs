@@ -37,6 +37,20 @@ impl Problem {
         Self::new(ProblemKind::Invalid, message)
     }
 
+    /// No model (or query) named `name`.
+    pub fn unknown_model(name: &str) -> Self {
+        Self::new(ProblemKind::NotFound, format!("no model named `{}`", baton_wire::clip(name)))
+    }
+
+    /// What a request refused with `r` is told.
+    pub fn refused(r: Refusal) -> Self {
+        let why = match r {
+            Refusal::Full => "overloaded: the frontend's gateway queue is full, try again",
+            Refusal::Stopped => "the server is stopping",
+        };
+        Self::new(ProblemKind::Unavailable, why)
+    }
+
     pub fn http_status(&self) -> u16 {
         match self.kind {
             ProblemKind::NotFound => 404,
@@ -112,7 +126,7 @@ pub fn elements(shape: &[i64]) -> Result<usize, Problem> {
 /// Checks `call` and builds the request the frontend admits.
 fn request(door: &dyn Door, call: &mut Call) -> Result<(ModelInfo, fb::InferRequest), Problem> {
     let Some(info) = door.model(&call.model) else {
-        return Err(Problem::new(ProblemKind::NotFound, format!("no model named `{}`", clip(&call.model))));
+        return Err(Problem::unknown_model(&call.model));
     };
     let input = match call.inputs.as_mut_slice() {
         [one] => one,
@@ -123,12 +137,16 @@ fn request(door: &dyn Door, call: &mut Call) -> Result<(ModelInfo, fb::InferRequ
     if input.name != "input" {
         return Err(Problem::invalid(format!(
             "input `{}`: `{}` takes one tensor, `input`",
-            clip(&input.name),
+            baton_wire::clip(&input.name),
             info.name
         )));
     }
     if input.datatype != "FP32" {
-        return Err(Problem::invalid(format!("input is {}: `{}` takes FP32", clip(&input.datatype), info.name)));
+        return Err(Problem::invalid(format!(
+            "input is {}: `{}` takes FP32",
+            baton_wire::clip(&input.datatype),
+            info.name
+        )));
     }
     let n = elements(&input.shape)?;
     if n.checked_mul(4) != Some(input.data.len()) {
@@ -136,7 +154,7 @@ fn request(door: &dyn Door, call: &mut Call) -> Result<(ModelInfo, fb::InferRequ
         return Err(Problem::invalid(why));
     }
     if let Some(o) = call.outputs.iter().find(|o| !info.outputs.iter().any(|(name, _)| name == *o)) {
-        return Err(Problem::invalid(format!("`{}` has no output `{}`", info.name, clip(o))));
+        return Err(Problem::invalid(format!("`{}` has no output `{}`", info.name, baton_wire::clip(o))));
     }
     let slo_ns = match call.slo_us {
         None => info.slo_ns,
@@ -160,10 +178,7 @@ fn request(door: &dyn Door, call: &mut Call) -> Result<(ModelInfo, fb::InferRequ
 pub async fn infer(door: &dyn Door, mut call: Call) -> Result<Answer, Problem> {
     let (info, req) = request(door, &mut call)?;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    door.submit(req, tx).map_err(|r| match r {
-        Refusal::Full => Problem::new(ProblemKind::Unavailable, "overloaded: the frontend's gateway queue is full"),
-        Refusal::Stopped => Problem::new(ProblemKind::Unavailable, "the server is stopping"),
-    })?;
+    door.submit(req, tx).map_err(Problem::refused)?;
     let resp = rx.await.map_err(|_| Problem::new(ProblemKind::Unavailable, "the server stopped before answering"))?;
     answer(&info, call, resp)
 }
@@ -213,9 +228,4 @@ fn answer(info: &ModelInfo, call: Call, resp: fb::InferResponse) -> Result<Answe
         params.push(("accuracy", Param::Double(f64::from(resp.accuracy))));
     }
     Ok(Answer { model: info.name.clone(), id: call.id, outputs, params })
-}
-
-/// A client's string quoted back in an error: at most 64 characters.
-pub fn clip(s: &str) -> &str {
-    s.char_indices().nth(64).map_or(s, |(i, _)| &s[..i])
 }
