@@ -1,6 +1,6 @@
 //! The backends a work-conserving policy hands out one batch at a time
 //! (Clipper, Orloj, SuperServe): which are idle, which have failed, and the
-//! one rule they share — with no backend left alive, every request is
+//! one rule they share (a failed backend may come back: `join`) — with no backend left alive, every request is
 //! dropped with `NoBackend` rather than held forever.
 
 use std::collections::VecDeque;
@@ -48,6 +48,15 @@ impl Backends {
         self.alive == 0
     }
 
+    /// A failed backend is back, idle.
+    pub fn join(&mut self, b: BackendId) {
+        if std::mem::replace(&mut self.failed[b.index()], false) {
+            self.alive += 1;
+            debug_assert!(!self.idle.contains(&b), "a failed backend was idle");
+            self.idle.push(b);
+        }
+    }
+
     /// Drops `id` with `NoBackend` if no backend is left alive; true if it did.
     pub fn refuse(&self, id: RequestId, out: &mut VecDeque<Output>) -> bool {
         if self.alive == 0 {
@@ -80,5 +89,9 @@ mod tests {
         assert_eq!(b.next_idle(), None);
         assert!(b.refuse(RequestId(8), &mut out));
         assert_eq!(out, VecDeque::from([no_backend(RequestId(8))]));
+        b.join(BackendId(0));
+        b.join(BackendId(0));
+        assert_eq!((b.take(), b.take()), (Some(BackendId(0)), None), "a backend back is idle, once");
+        assert!(!b.refuse(RequestId(9), &mut out), "one backend is alive again");
     }
 }

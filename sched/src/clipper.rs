@@ -98,6 +98,11 @@ impl Scheduler for Clipper {
         }
     }
 
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        self.backends.join(backend);
+        self.dispatch(now);
+    }
+
     /// Clipper keeps no timers: it acts on arrivals and completions.
     fn on_timeout(&mut self, _now: Nanos) {}
 

@@ -160,6 +160,17 @@ impl Scheduler for Clockwork {
         }
     }
 
+    /// Back, free now, with nothing outstanding.
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        let b = backend.index();
+        if !std::mem::replace(&mut self.failed[b], false) {
+            return;
+        }
+        self.alive += 1;
+        self.free.set(b, now);
+        self.dispatch(now);
+    }
+
     fn on_timeout(&mut self, now: Nanos) {
         self.dispatch(now);
     }

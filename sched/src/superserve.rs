@@ -200,6 +200,11 @@ impl Scheduler for SuperServe {
         self.dispatch(now);
     }
 
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        self.backends.join(backend);
+        self.dispatch(now);
+    }
+
     /// Work-conserving: it acts on arrivals and completions only.
     fn on_timeout(&mut self, _now: Nanos) {}
 

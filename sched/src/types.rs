@@ -283,6 +283,11 @@ pub trait Scheduler {
     /// `BackendFailed`); the policy must not dispatch to it again, nor
     /// expect its completions. No default: every policy says what it does.
     fn on_backend_failed(&mut self, now: Nanos, backend: BackendId);
+    /// `backend`, which had failed, is back at `now` (restarted, empty:
+    /// nothing it held before failing will complete). The policy may
+    /// dispatch to it again. For a backend that has not failed, nothing
+    /// changes. No default, for the same reason.
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId);
     /// Time has reached `now`: fire every timer due at or before it.
     fn on_timeout(&mut self, now: Nanos);
     /// The earliest time at which `on_timeout` has work to do.

@@ -44,6 +44,58 @@ fn no_policy_dispatches_to_a_failed_backend() {
     }
 }
 
+/// A backend that failed and comes back is used again by every policy:
+/// with the only GPU failed, requests are not dispatched; once it is back,
+/// the next ones are, to it.
+#[test]
+fn every_policy_dispatches_to_a_backend_that_came_back() {
+    use baton_sched::types::{AppId, BackendId, ModelId, Output, Request, RequestId};
+    let mut s = table4();
+    s.cluster.backends = 1;
+    let slo = s.cluster.models[0].slo;
+    for policy in PolicyKind::all().into_iter().filter(|p| !p.needs_partition_profiles()) {
+        let mut p = baton_sched::build::scheduler(policy, &s, 100.0);
+        let name = policy.as_str();
+        // Sends one request at `at` and runs the policy's timers for its
+        // SLO: the backends it dispatched to.
+        let mut next = 0;
+        let mut serve = |p: &mut Box<dyn baton_sched::types::Scheduler>, at| {
+            let id = RequestId(next);
+            next += 1;
+            p.on_request(at, Request { id, model: ModelId(0), app: AppId(0), arrival: at, deadline: at + slo });
+            let mut to = Vec::new();
+            let mut now = at;
+            loop {
+                while let Some(o) = p.poll_output() {
+                    if let Output::Dispatch(plan) = o {
+                        assert!(plan.requests.contains(&id), "{name}: dispatched a request it was not sent");
+                        to.push(plan.backend);
+                        let done = baton_sched::types::BatchDone {
+                            backend: plan.backend,
+                            model: plan.model,
+                            started: plan.exec_at,
+                            members: &[],
+                        };
+                        p.on_batch_done(plan.exec_at.max(now), &done);
+                    }
+                }
+                match p.next_timeout().filter(|&t| t <= at + slo) {
+                    Some(t) => {
+                        now = now.max(t);
+                        p.on_timeout(now);
+                    }
+                    None => return to,
+                }
+            }
+        };
+        assert_eq!(serve(&mut p, 0), vec![BackendId(0)], "{name} before the failure");
+        p.on_backend_failed(slo, BackendId(0));
+        assert_eq!(serve(&mut p, 2 * slo), vec![], "{name} dispatched to a failed backend");
+        p.on_backend_joined(4 * slo, BackendId(0));
+        assert_eq!(serve(&mut p, 5 * slo), vec![BackendId(0)], "{name} after the backend came back");
+    }
+}
+
 #[test]
 fn every_shipped_scenario_parses() {
     let files = shipped_scenarios();

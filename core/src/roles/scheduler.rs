@@ -1,7 +1,8 @@
 //! The scheduler role: the adapter between wire messages and a
 //! `baton-sched` policy (the same `Scheduler` object the simulator drives).
 //! It turns `RequestMeta` into requests, `BatchDone` into completions, a
-//! failed `BackendStatus` into a backend failure, and the policy's outputs
+//! failed `BackendStatus` into a backend failure (a healthy one into a
+//! failed backend's return), and the policy's outputs
 //! into `BatchPlan`s for backends and `Dropped` lists for frontends. It owns
 //! no policy logic: it only remembers each batch in flight, because a
 //! completion names its batch and the policy wants its members back, each
@@ -88,6 +89,11 @@ impl SchedulerRole {
             },
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
                 self.backend_failed(now, BackendId(s.backend), out);
+            }
+            // A backend (re)starting says it is healthy: one that had failed
+            // is used again; for any other, nothing changes.
+            Message::BackendStatus(s) if s.backend < self.backends => {
+                self.policy.on_backend_joined(now, BackendId(s.backend));
             }
             _ => self.stats.rejected += 1,
         }

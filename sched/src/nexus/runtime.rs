@@ -46,6 +46,8 @@ struct Session {
     /// one (`2 l(B) <= SLO`, so a request that waits a whole batch still
     /// makes it). The partition planners plan its sibling for any batch.
     cap: u32,
+    /// The plan's rate for it here: its routing weight.
+    rate: f64,
     queue: BatchQueue,
     /// The session's profile on this backend, when it differs from its
     /// model's whole-GPU one (a partition).
@@ -245,6 +247,7 @@ impl Nexus {
                             session: s.model.index(),
                             batch: s.batch,
                             cap,
+                            rate: s.rate_rps.max(1e-9),
                             queue: BatchQueue::new(self.capacity),
                             profile,
                         }
@@ -431,6 +434,26 @@ impl Scheduler for Nexus {
                 }
             }
         }
+    }
+
+    /// Back: idle, and frontends route to its sessions of the running plan
+    /// again, with the plan's weights.
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        let b = backend.index();
+        if !std::mem::replace(&mut self.dead[b], false) {
+            return;
+        }
+        let Some(be) = self.backends.get_mut(b) else { return };
+        be.busy = false;
+        for (si, s) in be.sessions.iter().enumerate() {
+            let r = &mut self.routes[s.session];
+            r.targets.push((b, si));
+            r.weights.push(s.rate);
+            for f in &mut r.per_frontend {
+                f.current.push(0.0);
+            }
+        }
+        self.run_backend(now, b);
     }
 
     /// Nexus's only timer is the epoch: re-plan from what arrived in it.

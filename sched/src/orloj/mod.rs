@@ -507,6 +507,11 @@ impl Scheduler for Orloj {
         }
     }
 
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        self.backends.join(backend);
+        self.dispatch(now);
+    }
+
     fn on_timeout(&mut self, now: Nanos) {
         if self.wake.is_some_and(|w| w <= now) {
             self.wake = None;

@@ -45,6 +45,8 @@ pub enum ToRank {
     /// A backend failed for good: never granted again, and what it held is
     /// forgotten (its batches' requests are the dropper's to answer).
     BackendFailed { backend: BackendId },
+    /// A failed backend is back, empty, free from `at`.
+    BackendJoined { backend: BackendId, at: Nanos },
 }
 
 /// Rank shard → model shard.

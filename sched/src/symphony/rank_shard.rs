@@ -17,7 +17,9 @@
 //! A granted backend leaves the free heap until its model shard answers with
 //! `BackendFree`. A failed backend leaves it for good: if it was granted,
 //! the model shard's `BackendFree` does not bring it back, and completions
-//! it sent before failing are ignored. Complexity: O(log backends + log models) per message,
+//! it sent before failing are ignored. A failed backend that comes back
+//! (`BackendJoined`) is free from then on — or, if a model shard still
+//! holds its grant, once that shard's `BackendFree` returns it. Complexity: O(log backends + log models) per message,
 //! O(|mc|) per backend timer.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -47,6 +49,8 @@ pub struct RankShard {
     /// Per backend: batches sent to it and not yet done.
     outstanding: Vec<u32>,
     failed: Vec<bool>,
+    /// Per backend: granted to a model shard that has not answered yet.
+    granted: Vec<bool>,
     out: VecDeque<ToModel>,
 }
 
@@ -67,6 +71,7 @@ impl RankShard {
             gpu_timer: None,
             outstanding: vec![0; backends as usize],
             failed: vec![false; backends as usize],
+            granted: vec![false; backends as usize],
             out: VecDeque::new(),
         }
     }
@@ -84,8 +89,11 @@ impl RankShard {
                     }
                 }
             }
-            ToRank::BackendFree { backend, .. } if self.failed[backend.index()] => {}
+            ToRank::BackendFree { backend, .. } if self.failed[backend.index()] => {
+                self.granted[backend.index()] = false;
+            }
             ToRank::BackendFree { backend, free_at, dispatched } => {
+                self.granted[backend.index()] = false;
                 assert!(self.free.get(backend.index()).is_none(), "backend {backend:?} freed twice");
                 self.free.set(backend.index(), free_at);
                 self.outstanding[backend.index()] += u32::from(dispatched);
@@ -105,6 +113,12 @@ impl RankShard {
                 self.failed[b] = true;
                 self.free.remove(b);
                 self.outstanding[b] = 0;
+            }
+            ToRank::BackendJoined { backend, at } => {
+                let b = backend.index();
+                if std::mem::replace(&mut self.failed[b], false) && !self.granted[b] {
+                    self.free.set(b, at);
+                }
             }
         }
         self.set_gpu_timer();
@@ -171,6 +185,7 @@ impl RankShard {
 
     fn grant(&mut self, m: usize, b: usize, free_at: Nanos) {
         self.free.remove(b);
+        self.granted[b] = true;
         self.unpark(m);
         self.timers.remove(m);
         self.candidates[m] = None;

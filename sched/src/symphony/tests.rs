@@ -103,7 +103,9 @@ fn check_outputs(
                 freed += 1;
                 assert!(f >= now);
             }
-            ShardOutput::ToRank(ToRank::BatchDone { .. } | ToRank::BackendFailed { .. }) => {
+            ShardOutput::ToRank(
+                ToRank::BatchDone { .. } | ToRank::BackendFailed { .. } | ToRank::BackendJoined { .. },
+            ) => {
                 panic!("model shards never report completions or failures")
             }
         }
@@ -299,4 +301,22 @@ fn rank_never_grants_a_failed_backend_again() {
     assert_eq!(rank.next_timeout(), None, "no backend left: no timer for the parked candidate");
     rank.on_timeout(1_000);
     assert_eq!(rank.poll_output(), None);
+    // Backend 1 comes back at 1,100: too late for the parked candidate,
+    // which is told so; the next one gets it.
+    rank.on_message(ToRank::BackendJoined { backend: BackendId(1), at: 1_100 });
+    rank.on_timeout(1_100);
+    assert_eq!(rank.poll_output(), Some(ToModel::Invalidated { model: ModelId(0), free_at: 1_100 }));
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(1_150) });
+    rank.on_timeout(1_150);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(1), free_at: 1_100 }));
+    // It fails and comes back while its grant is still out (the shard has
+    // not answered): it is free once the shard answers, not before.
+    rank.on_message(ToRank::BackendFailed { backend: BackendId(1) });
+    rank.on_message(ToRank::BackendJoined { backend: BackendId(1), at: 1_160 });
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c(1_300) });
+    rank.on_timeout(1_300);
+    assert_eq!(rank.poll_output(), None, "granted still: not free until the shard answers");
+    rank.on_message(ToRank::BackendFree { backend: BackendId(1), free_at: 1_250, dispatched: false });
+    rank.on_timeout(1_300);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(1), free_at: 1_250 }));
 }

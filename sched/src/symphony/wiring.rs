@@ -79,6 +79,11 @@ impl Scheduler for Symphony {
         self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(msg)));
     }
 
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        let msg = ToRank::BackendJoined { backend, at: now };
+        self.mailbox.push_back((now + self.msg_delay, Envelope::ToRank(msg)));
+    }
+
     fn on_timeout(&mut self, now: Nanos) {
         loop {
             let mut progressed = false;
