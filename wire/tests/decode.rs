@@ -72,6 +72,7 @@ fn samples() -> Vec<Message> {
             requests: Some(ids.clone()),
             tensors: Some(vec![image]),
             backend: 2,
+            frontend: 1,
         }),
         Message::Results(fb::Results {
             batch_id: 9,
@@ -315,6 +316,7 @@ fn identical_tensors_are_encoded_apart_and_decode() {
         requests: Some((0..32).collect()),
         tensors: Some(vec![t; 32]),
         backend: 0,
+        frontend: 0,
     });
     assert_eq!(decode(&encode(&m).unwrap(), &Limits::default()), Ok(m));
 }

@@ -28,6 +28,15 @@
 //! to the client as the answer's message, and the scheduler gets its
 //! backend back (`BatchDone.failed`).
 //!
+//! A backend never waits forever for inputs, nor queues without bound. A
+//! batch whose inputs have not all come `FETCH_PATIENCE` after it could
+//! have started (lost between roles, or their frontend gone:
+//! `frontend_lost`) runs with those that came; the requests it had to leave
+//! out are answered `Lost` to their frontends. A plan beyond `max_jobs`
+//! queued is refused: its requests answered `QueueFull`, and the scheduler
+//! gets its backend back (`BatchDone.failed`). A plan delivered twice is
+//! run once.
+//!
 //! A backend may fail for good at a set time (a scenario's `[[faults]]`,
 //! as the simulator fails its backends): it forgets what it held and tells
 //! the scheduler (`BackendStatus`, unhealthy), which drops the requests of
@@ -75,8 +84,16 @@ struct Job {
     /// Inputs received so far, by request id.
     inputs: Vec<(u64, Vec<u8>)>,
     /// Frontends yet to send their part of the inputs.
-    awaiting: usize,
+    awaiting: Vec<u32>,
+    /// When to stop waiting for them.
+    fetch_by: Nanos,
 }
+
+/// How long a batch waits for inputs past the later of its `exec_at` and
+/// its plan's arrival, unless set (`with_limits`).
+pub const FETCH_PATIENCE: Nanos = 100_000_000;
+/// How many plans a backend queues, unless set (`with_limits`).
+pub const MAX_JOBS: usize = 4_096;
 
 /// How often, at most, a batch in flight on a device is polled (the shard
 /// owning the device polls every round while one is in flight).
@@ -124,6 +141,8 @@ pub struct BackendRole {
     /// When the backend fails for good, if it does; and whether it has.
     fails_at: Option<Nanos>,
     failed: bool,
+    patience: Nanos,
+    max_jobs: usize,
     pub stats: BackendStats,
 }
 
@@ -159,7 +178,46 @@ impl BackendRole {
             wakes: false,
             fails_at: None,
             failed: false,
+            patience: FETCH_PATIENCE,
+            max_jobs: MAX_JOBS,
             stats: BackendStats::default(),
+        }
+    }
+
+    /// Waits at most `patience` for a batch's inputs; queues at most
+    /// `max_jobs` plans.
+    pub fn with_limits(mut self, patience: Nanos, max_jobs: usize) -> Self {
+        (self.patience, self.max_jobs) = (patience, max_jobs.max(1));
+        self
+    }
+
+    /// Plans queued, waiting for inputs or their time.
+    pub fn queued(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Frontend `fe` became unreachable: no batch waits for its inputs (its
+    /// requests run without them: they are left out).
+    pub fn frontend_lost(&mut self, now: Nanos, fe: u32, out: &mut Vec<Envelope>) {
+        for j in &mut self.jobs {
+            j.awaiting.retain(|&f| f != fe);
+        }
+        self.poll(now, out);
+    }
+
+    /// Answers `reason` for `plan`'s requests (those `pick` keeps) to their
+    /// frontends.
+    fn drop_plan(
+        plan: &fb::BatchPlan,
+        reason: fb::DropReason,
+        why: Option<&str>,
+        pick: impl Fn(u32) -> bool,
+        out: &mut Vec<Envelope>,
+    ) {
+        for fe in frontends(plan).into_iter().filter(|&fe| pick(fe)) {
+            let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
+            let dropped = fb::Dropped { requests: Some(ids), reason, message: why.map(str::to_owned) };
+            out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
         }
     }
 
@@ -190,11 +248,12 @@ impl BackendRole {
     /// A plan for a failed backend: its requests answered `BackendFailed`.
     fn lose(&mut self, plan: &fb::BatchPlan, out: &mut Vec<Envelope>) {
         self.stats.failed_batches += 1;
-        for fe in frontends(plan) {
-            let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
-            let dropped = fb::Dropped { requests: Some(ids), reason: fb::DropReason::BackendFailed, message: None };
-            out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
-        }
+        Self::drop_plan(plan, fb::DropReason::BackendFailed, None, |_| true, out);
+    }
+
+    /// Whether a plan for batch `id` is queued or running here already.
+    fn holds(&self, id: u64) -> bool {
+        self.jobs.iter().any(|j| j.plan.batch_id == id) || self.running.iter().any(|r| r.plan.batch_id == id)
     }
 
     /// Gives the executor `wake` to call when a batch is done; if it takes
@@ -228,6 +287,22 @@ impl BackendRole {
     pub fn on_message(&mut self, now: Nanos, msg: Message, out: &mut Vec<Envelope>) {
         match msg {
             Message::BatchPlan(p) if self.down(now, out) && p.backend == self.id => self.lose(&p, out),
+            Message::BatchPlan(p) if p.backend == self.id && self.holds(p.batch_id) => self.stats.rejected += 1,
+            Message::BatchPlan(p) if p.backend == self.id && self.jobs.len() >= self.max_jobs => {
+                self.stats.refused_batches += 1;
+                let why = format!("backend {} has {} batches queued, its limit", self.id, self.max_jobs);
+                Self::drop_plan(&p, fb::DropReason::QueueFull, Some(&why), |_| true, out);
+                let done = fb::BatchDone {
+                    batch_id: p.batch_id,
+                    backend: self.id,
+                    model: p.model,
+                    started_ns: now,
+                    finished_ns: now,
+                    failed: true,
+                    ..Default::default()
+                };
+                out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
+            }
             Message::BatchPlan(p) if p.backend == self.id && !p.requests.as_deref().unwrap_or(&[]).is_empty() => {
                 let fes = frontends(&p);
                 for &fe in &fes {
@@ -236,12 +311,14 @@ impl BackendRole {
                     let fetch = fb::FetchInputs { batch_id: p.batch_id, requests: Some(ids), backend: self.id };
                     out.push(Envelope { to: Addr::Frontend(fe), msg: Message::FetchInputs(fetch) });
                 }
-                self.jobs.push_back(Job { plan: p, inputs: Vec::new(), awaiting: fes.len() });
+                let fetch_by = now.max(p.exec_at_ns).saturating_add(self.patience);
+                self.jobs.push_back(Job { plan: p, inputs: Vec::new(), awaiting: fes, fetch_by });
             }
             Message::Inputs(i) => {
-                match self.jobs.iter_mut().find(|j| j.plan.batch_id == i.batch_id && j.awaiting > 0) {
+                let fe = i.frontend;
+                match self.jobs.iter_mut().find(|j| j.plan.batch_id == i.batch_id && j.awaiting.contains(&fe)) {
                     Some(job) => {
-                        job.awaiting -= 1;
+                        job.awaiting.retain(|&f| f != fe);
                         let tensors = i.tensors.unwrap_or_default().into_iter().map(|t| t.data.unwrap_or_default());
                         job.inputs.extend(i.requests.unwrap_or_default().into_iter().zip(tensors));
                     }
@@ -272,7 +349,10 @@ impl BackendRole {
         if self.failed {
             return None;
         }
-        let next_job = self.jobs.front().filter(|j| j.awaiting == 0 && self.room()).map(|j| j.plan.exec_at_ns);
+        let next_job = self.jobs.front().filter(|_| self.room()).map(|j| match j.awaiting.is_empty() {
+            true => j.plan.exec_at_ns,
+            false => j.fetch_by,
+        });
         self.running.front().map(|r| r.finish).into_iter().chain(next_job).chain(self.fails_at).min()
     }
 
@@ -306,7 +386,8 @@ impl BackendRole {
                     self.running.push_front(r);
                 }
             }
-            let ready = matches!(self.jobs.front(), Some(j) if j.awaiting == 0 && j.plan.exec_at_ns <= now);
+            self.give_up_waiting(now, out);
+            let ready = matches!(self.jobs.front(), Some(j) if j.awaiting.is_empty() && j.plan.exec_at_ns <= now);
             if ready && self.room() {
                 let job = self.jobs.pop_front().expect("checked");
                 self.start(now, job);
@@ -316,6 +397,16 @@ impl BackendRole {
                 return;
             }
         }
+    }
+
+    /// The next batch has waited its patience for inputs: it runs with
+    /// those that came, and the frontends that sent none are told their
+    /// requests were lost.
+    fn give_up_waiting(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
+        let Some(job) = self.jobs.front_mut().filter(|j| !j.awaiting.is_empty() && j.fetch_by <= now) else { return };
+        let missing = std::mem::take(&mut job.awaiting);
+        let why = format!("its input did not reach backend {} in time", self.id);
+        Self::drop_plan(&job.plan, fb::DropReason::Lost, Some(&why), |fe| missing.contains(&fe), out);
     }
 
     fn start(&mut self, now: Nanos, job: Job) {
@@ -495,7 +586,13 @@ mod tests {
 
     fn inputs(batch_id: u64, requests: Vec<u64>, value: f32) -> Message {
         let tensors = requests.iter().map(|_| f32_tensor(le_bytes(&[value, value]))).collect();
-        Message::Inputs(fb::Inputs { batch_id, requests: Some(requests), tensors: Some(tensors), backend: 0 })
+        Message::Inputs(fb::Inputs {
+            batch_id,
+            requests: Some(requests),
+            tensors: Some(tensors),
+            backend: 0,
+            frontend: 0,
+        })
     }
 
     #[test]

@@ -105,6 +105,10 @@ impl Decisions {
     /// What a request of a plan takes alone when its backend does not say
     /// (a model whose time does not depend on its input): l(1) of what the
     /// plan runs.
+    pub fn table(&self) -> &ModelTable {
+        &self.table
+    }
+
     pub fn solo(&self, plan: &BatchPlan) -> Nanos {
         self.table.models[plan.model.index()].latency_of(plan.subnet)[0]
     }

@@ -8,7 +8,17 @@
 //! answer: an error at once, or later ok (from a backend's `Results`) or
 //! dropped (from the scheduler's or a backend's `Dropped`). Answers for a
 //! client that has gone are counted and discarded; the request is still
-//! finished, so nothing leaks. A multi-model query (a request naming a
+//! finished, so nothing leaks.
+//!
+//! Nothing is held forever, whatever the rest of the cluster does: a
+//! request still held `grace` after its deadline (its metadata, plan,
+//! inputs, results or drop lost between roles) is answered `Lost`; when
+//! the scheduler becomes unreachable every request whose input no backend
+//! has taken yet is answered `Lost` at once (the rest are in a backend's
+//! hands), and when a backend does, every request whose input it took.
+//! A frontend restarted under the same index starts its ids where the old
+//! run's cannot be (`starting_at`), so a late message for an old request
+//! never answers a new one. A multi-model query (a request naming a
 //! query) is one client request whose stages the frontend runs as
 //! requests of its own (`queries.rs`): the client gets one answer for the
 //! whole query.
@@ -63,7 +73,19 @@ struct Held {
     /// Answered already (its model was unloaded): its results or drop, when
     /// they come, end it without a second answer.
     answered: bool,
+    /// The backend that took its input, once one has.
+    fetched_by: Option<u32>,
 }
+
+/// How long after its deadline a request is held waiting for an answer
+/// from the cluster before it is answered `Lost`, unless set
+/// (`with_grace`). Generous: a late result is more use to a client than a
+/// drop, and a sound cluster answers every request by its deadline or
+/// soon after.
+pub const EXPIRY_GRACE: Nanos = 1_000_000_000;
+
+/// Request ids below the frontend's bits.
+const SEQ_MASK: u64 = (1 << FRONTEND_SHIFT) - 1;
 
 pub struct Frontend {
     index: u32,
@@ -73,6 +95,10 @@ pub struct Frontend {
     reserve: Reserve,
     next_seq: u64,
     capacity: usize,
+    /// How long past its deadline a request is held (`EXPIRY_GRACE`).
+    grace: Nanos,
+    /// When held requests are next looked over for ones past their grace.
+    next_sweep: Nanos,
     held: HashMap<u64, Held>,
     /// Query instances running (`queries.rs`), by number.
     queries: HashMap<u64, Instance>,
@@ -105,6 +131,8 @@ impl Frontend {
             reserve: Reserve::new(reserve_floor),
             next_seq: 0,
             capacity,
+            grace: EXPIRY_GRACE,
+            next_sweep: 0,
             held: HashMap::new(),
             queries: HashMap::new(),
             next_instance: 0,
@@ -112,6 +140,20 @@ impl Frontend {
             stats: FrontendStats::default(),
             outcomes: Tally::default(),
         }
+    }
+
+    /// Gives ids from `seq` on (below the frontend's bits, wrapping): a
+    /// run restarted under the same index starts where its last run's ids
+    /// are not, e.g. from the clock.
+    pub fn starting_at(mut self, seq: u64) -> Self {
+        self.next_seq = seq & SEQ_MASK;
+        self
+    }
+
+    /// Holds a request at most `grace` past its deadline.
+    pub fn with_grace(mut self, grace: Nanos) -> Self {
+        self.grace = grace;
+        self
     }
 
     pub fn index(&self) -> u32 {
@@ -162,8 +204,18 @@ impl Frontend {
         let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns);
-        let held =
-            Held { conn, client_id: req.id, model, app, arrival: now, deadline, input, stage: None, answered: false };
+        let held = Held {
+            conn,
+            client_id: req.id,
+            model,
+            app,
+            arrival: now,
+            deadline,
+            input,
+            stage: None,
+            answered: false,
+            fetched_by: None,
+        };
         if req.query.is_none() {
             return Ok(self.hold(held, deadline - reserved));
         }
@@ -191,7 +243,7 @@ impl Frontend {
     /// Holds a request under a new cluster id; its metadata for the scheduler.
     fn hold(&mut self, held: Held, planned: Nanos) -> fb::RequestMeta {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
-        self.next_seq = (self.next_seq + 1) & ((1 << FRONTEND_SHIFT) - 1);
+        self.next_seq = (self.next_seq + 1) & SEQ_MASK;
         let (model, app, arrival) = (held.model, held.app, held.arrival);
         self.held.insert(id, held);
         fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: arrival, deadline_ns: planned }
@@ -268,14 +320,16 @@ impl Frontend {
     }
 
     /// A backend asks for the inputs of its batch: those still held, in
-    /// order (a request no longer held is left out), addressed back to it.
-    /// A request's input is fetched once (its plan runs once), so its bytes
-    /// move out of the store rather than being copied.
+    /// order, addressed back to it. A request's input is fetched once (its
+    /// plan runs once), so its bytes move out of the store rather than
+    /// being copied; a request no longer held, or whose input a backend
+    /// has taken already (a plan or fetch delivered twice), is left out.
     pub fn inputs(&mut self, fetch: &fb::FetchInputs) -> Envelope {
         let ids = fetch.requests.as_deref().unwrap_or(&[]);
         let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &id in ids {
-            if let Some(h) = self.held.get_mut(&id) {
+            if let Some(h) = self.held.get_mut(&id).filter(|h| h.fetched_by.is_none()) {
+                h.fetched_by = Some(fetch.backend);
                 requests.push(id);
                 tensors.push(f32_tensor(std::mem::take(&mut h.input)));
             }
@@ -285,6 +339,7 @@ impl Frontend {
             requests: Some(requests),
             tensors: Some(tensors),
             backend: fetch.backend,
+            frontend: self.index,
         };
         Envelope { to: Addr::Backend(fetch.backend), msg: Message::Inputs(inputs) }
     }
@@ -400,6 +455,7 @@ impl Frontend {
                 input,
                 stage: Some(of),
                 answered: false,
+                fetched_by: None,
             };
             let meta = self.hold(held, planned);
             self.spawned.push(meta);
@@ -439,9 +495,61 @@ impl Frontend {
         }
     }
 
+    /// When `on_timeout` next has work: the next look for requests held
+    /// past their grace, while any are held.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        (!self.held.is_empty()).then_some(self.next_sweep)
+    }
+
+    /// Answers `Lost` every request held `grace` past its deadline. Looks
+    /// every quarter grace (at least every millisecond): a request is
+    /// answered at most a quarter grace later than its grace allows.
+    pub fn on_timeout(&mut self, now: Nanos, table: &ModelTable, out: &mut Vec<Answer>) {
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep = now + (self.grace / 4).max(1_000_000);
+        let grace = self.grace;
+        let lost = self.held_where(|h| h.deadline.saturating_add(grace) <= now);
+        let why = format!("no answer from the cluster within {} ms after its deadline", grace / 1_000_000);
+        self.lose(now, lost, why, table, out);
+    }
+
+    /// A peer role became unreachable at `now`. The scheduler: every
+    /// request whose input no backend has taken is answered `Lost` (its
+    /// metadata or plan may be gone with it; the rest are in backends'
+    /// hands). A backend: every request whose input it took. A frontend:
+    /// nothing here depends on it.
+    pub fn peer_lost(&mut self, now: Nanos, peer: Addr, table: &ModelTable, out: &mut Vec<Answer>) {
+        let (lost, why) = match peer {
+            Addr::Scheduler => (self.held_where(|h| h.fetched_by.is_none()), "the scheduler became unreachable".into()),
+            Addr::Backend(b) => {
+                (self.held_where(|h| h.fetched_by == Some(b)), format!("backend {b} became unreachable holding it"))
+            }
+            Addr::Frontend(_) => return,
+        };
+        self.lose(now, lost, why, table, out);
+    }
+
+    /// The ids of held requests `pick` chooses, in id order (so a run
+    /// replays: the store's order is the hasher's).
+    fn held_where(&self, pick: impl Fn(&Held) -> bool) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.held.iter().filter(|(_, h)| pick(h)).map(|(&id, _)| id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn lose(&mut self, now: Nanos, ids: Vec<u64>, why: String, table: &ModelTable, out: &mut Vec<Answer>) {
+        if ids.is_empty() {
+            return;
+        }
+        let d = fb::Dropped { requests: Some(ids), reason: fb::DropReason::Lost, message: Some(why) };
+        self.on_dropped(now, d, table, out);
+    }
+
     /// Answers every request still held as dropped (the engine is stopping).
     pub fn drop_all(&mut self, now: Nanos, table: &ModelTable, out: &mut Vec<Answer>) {
-        let ids: Vec<u64> = self.held.keys().copied().collect();
+        let ids = self.held_where(|_| true);
         self.on_dropped(
             now,
             fb::Dropped { requests: Some(ids), reason: fb::DropReason::Shed, message: None },

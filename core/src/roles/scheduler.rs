@@ -10,6 +10,13 @@
 //! whose time depends on its input (Orloj learns its distributions from
 //! these), l(1) of what the batch ran otherwise, as in the simulator.
 //!
+//! A backend that goes silent — a batch sent to it not done `silence`
+//! after its `exec_at` (a stalled device, or a plan or completion lost
+//! between roles) — is failed as if it had said so, and comes back when it
+//! next speaks. A scheduler restarted gives batch ids from where the last
+//! run's cannot be (`starting_at`), so a late completion or input for an
+//! old batch never matches a new one.
+//!
 //! Reduced: the whole policy runs on one shard (Symphony's model shards and
 //! rank shard inside it exchange messages in process). A dispatch the
 //! engine cannot carry out as decided (a prefix batch outside the table's
@@ -56,8 +63,17 @@ pub struct SchedulerRole {
     /// Batches sent and not yet done, by batch id, with their members' apps.
     inflight: HashMap<u64, (BatchPlan, Vec<AppId>)>,
     completed: Vec<Completed>,
+    silence: Nanos,
+    /// When batches in flight are next looked over for silent backends.
+    next_sweep: Nanos,
+    /// Per backend: failed for silence (it rejoins when it next speaks).
+    silent: Vec<bool>,
     pub stats: SchedulerStats,
 }
+
+/// How long past its `exec_at` a batch may stay not done before its
+/// backend counts as failed, unless set (`with_silence`).
+pub const SILENCE: Nanos = 5_000_000_000;
 
 impl SchedulerRole {
     pub fn new(policy: Box<dyn Scheduler>, table: ModelTable, backends: u32) -> Self {
@@ -67,12 +83,31 @@ impl SchedulerRole {
             decisions: Decisions::new(table, 0),
             inflight: HashMap::new(),
             completed: Vec::new(),
+            silence: SILENCE,
+            next_sweep: 0,
+            silent: vec![false; backends as usize],
             stats: SchedulerStats::default(),
         }
     }
 
+    /// Gives batch ids from `first` on: a restarted scheduler starts where
+    /// its last run's ids are not, e.g. from the clock.
+    pub fn starting_at(mut self, first: u64) -> Self {
+        self.decisions = Decisions::new(self.decisions.table().clone(), first);
+        self
+    }
+
+    /// Fails a backend whose batch is not done `silence` after its `exec_at`.
+    pub fn with_silence(mut self, silence: Nanos) -> Self {
+        self.silence = silence;
+        self
+    }
+
     /// Handles one message at `now`; what the policy decides goes to `out`.
     pub fn on_message(&mut self, now: Nanos, msg: Message, out: &mut Vec<Envelope>) {
+        if let Message::BatchDone(d) = &msg {
+            self.heard_from(now, d.backend);
+        }
         match msg {
             Message::RequestMeta(m) if self.decisions.knows(&m) => {
                 self.stats.requests += 1;
@@ -93,6 +128,7 @@ impl SchedulerRole {
             // A backend (re)starting says it is healthy: one that had failed
             // is used again; for any other, nothing changes.
             Message::BackendStatus(s) if s.backend < self.backends => {
+                self.silent[s.backend as usize] = false;
                 self.policy.on_backend_joined(now, BackendId(s.backend));
             }
             _ => self.stats.rejected += 1,
@@ -135,8 +171,9 @@ impl SchedulerRole {
     /// refuses the second answer).
     fn backend_failed(&mut self, now: Nanos, backend: BackendId, out: &mut Vec<Envelope>) {
         self.policy.on_backend_failed(now, backend);
-        let lost: Vec<u64> =
+        let mut lost: Vec<u64> =
             self.inflight.iter().filter(|(_, (p, _))| p.backend == backend).map(|(&id, _)| id).collect();
+        lost.sort_unstable();
         for id in lost {
             for r in self.inflight.remove(&id).expect("listed").0.requests {
                 self.decisions.drop(r.0, fb::DropReason::BackendFailed);
@@ -145,14 +182,42 @@ impl SchedulerRole {
         self.decisions.flush(out);
     }
 
-    /// Fires the policy's timers due at `now`.
+    /// A backend failed for silence speaks again: it is back.
+    fn heard_from(&mut self, now: Nanos, backend: u32) {
+        if self.silent.get(backend as usize).copied().unwrap_or(false) {
+            self.silent[backend as usize] = false;
+            self.policy.on_backend_joined(now, BackendId(backend));
+        }
+    }
+
+    /// Fires the policy's timers due at `now`, and fails the backends of
+    /// batches not done by their time.
+    /// Looks every quarter `silence` (at least every 10 ms), so a silent
+    /// backend is failed at most a quarter `silence` late.
     pub fn on_timeout(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
-        self.policy.on_timeout(now);
+        if !self.inflight.is_empty() && self.next_sweep <= now {
+            self.next_sweep = now + (self.silence / 4).max(10_000_000);
+            let silence = self.silence;
+            let mut silent: Vec<BackendId> = (self.inflight.values())
+                .filter(|(p, _)| p.exec_at.saturating_add(silence) <= now)
+                .map(|(p, _)| p.backend)
+                .collect();
+            silent.sort_unstable();
+            silent.dedup();
+            for b in silent {
+                self.silent[b.index()] = true;
+                self.backend_failed(now, b, out);
+            }
+        }
+        if self.policy.next_timeout().is_some_and(|t| t <= now) {
+            self.policy.on_timeout(now);
+        }
         self.drain(now, out);
     }
 
     pub fn next_timeout(&self) -> Option<Nanos> {
-        self.policy.next_timeout()
+        let sweep = (!self.inflight.is_empty()).then_some(self.next_sweep);
+        self.policy.next_timeout().into_iter().chain(sweep).min()
     }
 
     pub fn inflight(&self) -> usize {

@@ -204,6 +204,20 @@ impl Shard {
     }
 
     /// Takes what the gateway asked since the last round.
+    /// Answers `Lost` what has been held past its grace, when it is time to look.
+    fn expire(&mut self, answers: &mut Vec<Answer>) {
+        let now = self.clock.now();
+        if self.fe.next_timeout().is_some_and(|t| t <= now) {
+            let fe = &mut self.fe;
+            self.table.read(|t| fe.on_timeout(now, t, answers));
+        }
+    }
+
+    /// How long until `expire` has work, if it will.
+    fn until_sweep(&self) -> Option<Duration> {
+        self.fe.next_timeout().map(|t| Duration::from_nanos(t.saturating_sub(self.clock.now())))
+    }
+
     fn on_asks(&mut self, answers: &mut Vec<Answer>) -> bool {
         let asks: Vec<Ask> = match &self.gateway {
             Some(g) => g.rx.try_iter().take(ASKS_PER_ROUND).collect(),
@@ -351,6 +365,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 }
             }
             busy |= s.on_asks(&mut answers);
+            s.expire(&mut answers);
             s.answer(&mut answers);
             s.publish();
             if !s.outbound.is_empty() {
@@ -359,7 +374,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             }
         }
         let has_work = || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked();
-        rhythm.end_round(busy, None, has_work).await;
+        let sweep = shard.borrow().until_sweep();
+        rhythm.end_round(busy, sweep, has_work).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
     let (report, conns) = {

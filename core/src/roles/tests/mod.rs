@@ -277,6 +277,9 @@ impl baton_sched::types::Scheduler for PrefixPolicy {
     fn on_backend_failed(&mut self, _: Nanos, b: baton_sched::types::BackendId) {
         panic!("no faults here, yet backend {} failed", b.0);
     }
+    fn on_backend_joined(&mut self, _: Nanos, b: baton_sched::types::BackendId) {
+        panic!("no faults here, yet backend {} came back", b.0);
+    }
     fn on_timeout(&mut self, _: Nanos) {}
     fn next_timeout(&self) -> Option<Nanos> {
         None
