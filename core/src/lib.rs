@@ -14,6 +14,7 @@
 //! `baton-sched`; this crate only feeds it time and events and carries its
 //! decisions out. There is no second copy of any policy here.
 
+pub mod chaos;
 pub mod clock;
 pub mod metrics;
 pub mod models;

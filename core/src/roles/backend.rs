@@ -156,6 +156,22 @@ struct FrontendPart {
     outputs: Vec<fb::Tensor>,
 }
 
+/// Answers `reason` for `plan`'s requests held by the frontends `pick`
+/// keeps, one `Dropped` to each.
+pub fn drop_plan(
+    plan: &fb::BatchPlan,
+    reason: fb::DropReason,
+    why: Option<&str>,
+    pick: impl Fn(u32) -> bool,
+    out: &mut Vec<Envelope>,
+) {
+    for fe in frontends(plan).into_iter().filter(|&fe| pick(fe)) {
+        let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
+        let dropped = fb::Dropped { requests: Some(ids), reason, message: why.map(str::to_owned) };
+        out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
+    }
+}
+
 /// The distinct frontends of a plan's requests, in first-seen order.
 fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
     let mut fes: Vec<u32> = Vec::new();
@@ -205,22 +221,6 @@ impl BackendRole {
         self.poll(now, out);
     }
 
-    /// Answers `reason` for `plan`'s requests (those `pick` keeps) to their
-    /// frontends.
-    fn drop_plan(
-        plan: &fb::BatchPlan,
-        reason: fb::DropReason,
-        why: Option<&str>,
-        pick: impl Fn(u32) -> bool,
-        out: &mut Vec<Envelope>,
-    ) {
-        for fe in frontends(plan).into_iter().filter(|&fe| pick(fe)) {
-            let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
-            let dropped = fb::Dropped { requests: Some(ids), reason, message: why.map(str::to_owned) };
-            out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
-        }
-    }
-
     /// The backend will fail for good at `at`.
     pub fn fail_at(&mut self, at: Nanos) {
         self.fails_at = Some(at);
@@ -248,7 +248,7 @@ impl BackendRole {
     /// A plan for a failed backend: its requests answered `BackendFailed`.
     fn lose(&mut self, plan: &fb::BatchPlan, out: &mut Vec<Envelope>) {
         self.stats.failed_batches += 1;
-        Self::drop_plan(plan, fb::DropReason::BackendFailed, None, |_| true, out);
+        drop_plan(plan, fb::DropReason::BackendFailed, None, |_| true, out);
     }
 
     /// Whether a plan for batch `id` is queued or running here already.
@@ -291,7 +291,7 @@ impl BackendRole {
             Message::BatchPlan(p) if p.backend == self.id && self.jobs.len() >= self.max_jobs => {
                 self.stats.refused_batches += 1;
                 let why = format!("backend {} has {} batches queued, its limit", self.id, self.max_jobs);
-                Self::drop_plan(&p, fb::DropReason::QueueFull, Some(&why), |_| true, out);
+                drop_plan(&p, fb::DropReason::QueueFull, Some(&why), |_| true, out);
                 let done = fb::BatchDone {
                     batch_id: p.batch_id,
                     backend: self.id,
@@ -406,7 +406,7 @@ impl BackendRole {
         let Some(job) = self.jobs.front_mut().filter(|j| !j.awaiting.is_empty() && j.fetch_by <= now) else { return };
         let missing = std::mem::take(&mut job.awaiting);
         let why = format!("its input did not reach backend {} in time", self.id);
-        Self::drop_plan(&job.plan, fb::DropReason::Lost, Some(&why), |fe| missing.contains(&fe), out);
+        drop_plan(&job.plan, fb::DropReason::Lost, Some(&why), |fe| missing.contains(&fe), out);
     }
 
     fn start(&mut self, now: Nanos, job: Job) {

@@ -15,7 +15,8 @@
 //! inputs, results or drop lost between roles) is answered `Lost`; when
 //! the scheduler becomes unreachable every request whose input no backend
 //! has taken yet is answered `Lost` at once (the rest are in a backend's
-//! hands), and when a backend does, every request whose input it took.
+//! hands), and when a backend does, every request whose input it took;
+//! until the scheduler is back, new requests are refused `Unavailable`.
 //! A frontend restarted under the same index starts its ids where the old
 //! run's cannot be (`starting_at`), so a late message for an old request
 //! never answers a new one. A multi-model query (a request naming a
@@ -99,6 +100,9 @@ pub struct Frontend {
     grace: Nanos,
     /// When held requests are next looked over for ones past their grace.
     next_sweep: Nanos,
+    /// Whether the scheduler is reachable; while it is not, requests are
+    /// refused `Unavailable`.
+    scheduler_up: bool,
     held: HashMap<u64, Held>,
     /// Query instances running (`queries.rs`), by number.
     queries: HashMap<u64, Instance>,
@@ -133,6 +137,7 @@ impl Frontend {
             capacity,
             grace: EXPIRY_GRACE,
             next_sweep: 0,
+            scheduler_up: true,
             held: HashMap::new(),
             queries: HashMap::new(),
             next_instance: 0,
@@ -312,6 +317,9 @@ impl Frontend {
             // The work is the first float; the rest is not looked at here.
             let first = data.first_chunk::<4>().map(|b| f32::from_le_bytes(*b));
             d.work.check(first.as_slice()).map_err(|why| (BadTensor, format!("`{name}`: {why}")))?;
+        }
+        if !self.scheduler_up {
+            return Err((Unavailable, "the scheduler is unreachable; the frontend is reconnecting".into()));
         }
         if self.held.len() >= self.capacity {
             return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
@@ -522,13 +530,24 @@ impl Frontend {
     /// nothing here depends on it.
     pub fn peer_lost(&mut self, now: Nanos, peer: Addr, table: &ModelTable, out: &mut Vec<Answer>) {
         let (lost, why) = match peer {
-            Addr::Scheduler => (self.held_where(|h| h.fetched_by.is_none()), "the scheduler became unreachable".into()),
+            Addr::Scheduler => {
+                self.scheduler_up = false;
+                (self.held_where(|h| h.fetched_by.is_none()), "the scheduler became unreachable".into())
+            }
             Addr::Backend(b) => {
                 (self.held_where(|h| h.fetched_by == Some(b)), format!("backend {b} became unreachable holding it"))
             }
             Addr::Frontend(_) => return,
         };
         self.lose(now, lost, why, table, out);
+    }
+
+    /// A peer role is reachable (again): the scheduler takes
+    /// requests again.
+    pub fn peer_joined(&mut self, peer: Addr) {
+        if peer == Addr::Scheduler {
+            self.scheduler_up = true;
+        }
     }
 
     /// The ids of held requests `pick` chooses, in id order (so a run

@@ -28,6 +28,7 @@ use glommio::net::TcpStream;
 
 use super::conn::{self, Conn};
 use super::park::Bell;
+use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
 
 #[derive(Default)]
@@ -95,14 +96,10 @@ impl Router {
             }
             (None, Message::BatchPlan(p)) => {
                 // The batch cannot run: its requests end here, dropped.
-                let ids = p.requests.unwrap_or_default();
-                let mut fes: Vec<u32> = ids.iter().map(|&r| frontend_of(r)).collect();
-                fes.sort_unstable();
-                fes.dedup();
-                for fe in fes {
-                    let mine = ids.iter().copied().filter(|&r| frontend_of(r) == fe).collect();
-                    let d = fb::Dropped { requests: Some(mine), reason: fb::DropReason::BackendFailed, message: None };
-                    self.send(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(d) });
+                let mut out = Vec::new();
+                drop_plan(&p, fb::DropReason::BackendFailed, None, |_| true, &mut out);
+                for e in out {
+                    self.send(e);
                 }
             }
             (None, _) => self.undeliverable.set(self.undeliverable.get() + 1),

@@ -199,7 +199,7 @@ fn answer(info: &ModelInfo, call: Call, resp: fb::InferResponse) -> Result<Answe
             let kind = match resp.error_code {
                 UnknownModel | UnknownQuery | Unloaded => ProblemKind::NotFound,
                 BadTensor | DeadlineInPast | Malformed | UnexpectedKind | UnknownApp => ProblemKind::Invalid,
-                Overloaded => ProblemKind::Unavailable,
+                Overloaded | Unavailable => ProblemKind::Unavailable,
                 Internal => ProblemKind::Internal,
             };
             return Err(Problem::new(kind, format!("{:?}: {message}", resp.error_code)));
