@@ -67,6 +67,9 @@ impl Scheduler for Lockstep {
     fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
         panic!("no faults in this scenario, yet backend {} failed", backend.0);
     }
+    fn on_backend_joined(&mut self, _now: Nanos, backend: BackendId) {
+        panic!("no faults in this scenario, yet backend {} came back", backend.0);
+    }
     fn on_timeout(&mut self, now: Nanos) {
         self.next = now + PERIOD;
         for m in 0..2 {
