@@ -440,6 +440,7 @@ fn a_supernet_runs_the_subnet_the_policy_chose_and_answers_say_which() {
     assert!(used.len() >= 2, "SlackFit moves between subnets with the load: {used:?}");
 }
 
+mod lost;
 mod prefix;
 mod queries;
 

@@ -1,0 +1,148 @@
+//! What each role does when messages or peers are lost: nothing is held
+//! forever (the rules `chaos` checks at scale).
+
+use baton_sched::PolicyKind;
+use baton_wire::{fb, Message};
+
+use super::super::backend::BackendRole;
+use super::super::frontend::{f32_tensor, le_bytes, Frontend};
+use super::super::scheduler::SchedulerRole;
+use super::super::{Addr, Envelope};
+use super::{request, Cluster, FLOATS};
+
+fn answers_of(out: &[(u64, fb::InferResponse)]) -> Vec<(u64, fb::Status, fb::DropReason, fb::ErrorCode)> {
+    out.iter().map(|(_, a)| (a.id, a.status, a.drop_reason, a.error_code)).collect()
+}
+
+#[test]
+fn a_request_whose_answer_never_comes_is_answered_lost_after_its_grace() {
+    let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut fe = Frontend::new(1, 16, 0, 0).with_grace(10_000_000);
+    // Its metadata is lost on the way to the scheduler: nothing else comes.
+    fe.admit(0, 7, request(3, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    let mut out = Vec::new();
+    let mut now = 0;
+    while out.is_empty() {
+        now = fe.next_timeout().expect("a held request is looked at again");
+        fe.on_timeout(now, &table, &mut out);
+        assert!(now < 100_000_000, "held forever");
+    }
+    // Deadline 25 ms + grace 10 ms, looked at every 2.5 ms.
+    assert!((35_000_000..=37_500_000).contains(&now), "answered at {now}");
+    assert_eq!(answers_of(&out), vec![(3, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
+    assert_eq!((fe.held(), fe.next_timeout()), (0, None));
+}
+
+#[test]
+fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_back() {
+    let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut fe = Frontend::new(1, 16, 0, 0);
+    let a = fe.admit(0, 7, request(1, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    fe.admit(0, 7, request(2, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    // A backend takes request 1's input; request 2 waits at the scheduler.
+    fe.inputs(&fb::FetchInputs { batch_id: 5, requests: Some(vec![a.id]), backend: 0 });
+    let mut out = Vec::new();
+    fe.peer_lost(1, Addr::Scheduler, &table, &mut out);
+    assert_eq!(answers_of(&out), vec![(2, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
+    let refused = fe.admit(2, 7, request(3, "m", 25.0, &[0.0; FLOATS]), &table).expect_err("no scheduler");
+    assert_eq!(refused.error_code, fb::ErrorCode::Unavailable);
+    // Then the backend holding request 1 goes too.
+    out.clear();
+    fe.peer_lost(3, Addr::Backend(0), &table, &mut out);
+    assert_eq!(answers_of(&out), vec![(1, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
+    fe.peer_joined(Addr::Scheduler);
+    fe.admit(4, 7, request(4, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted again");
+}
+
+#[test]
+fn a_batch_whose_inputs_never_come_runs_without_them_and_their_frontend_hears() {
+    let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut be = BackendRole::new(0, Box::new(table.emulated_executor(0.0, 1))).with_limits(5_000_000, 2);
+    // Requests of frontends 1 and 2; frontend 2's inputs are lost.
+    let (r1, r2) = (1 << 48 | 7, 2 << 48 | 9);
+    let plan =
+        |id| fb::BatchPlan { batch_id: id, requests: Some(vec![r1, r2]), exec_at_ns: 1_000_000, ..Default::default() };
+    let mut out = Vec::new();
+    be.on_message(0, Message::BatchPlan(plan(1)), &mut out);
+    be.on_message(0, Message::BatchPlan(plan(1)), &mut out);
+    assert_eq!(be.queued(), 1, "a plan delivered twice is queued once");
+    let data = f32_tensor(le_bytes(&[1.0; FLOATS]));
+    let inputs =
+        fb::Inputs { batch_id: 1, requests: Some(vec![r1]), tensors: Some(vec![data]), backend: 0, frontend: 1 };
+    be.on_message(0, Message::Inputs(inputs), &mut out);
+    out.clear();
+    // Two more plans fill the queue: the third is refused.
+    be.on_message(0, Message::BatchPlan(plan(2)), &mut out);
+    be.on_message(0, Message::BatchPlan(plan(3)), &mut out);
+    let full = out.iter().any(|e| matches!(&e.msg, Message::Dropped(d) if d.reason == fb::DropReason::QueueFull));
+    let freed = out.iter().any(|e| matches!(&e.msg, Message::BatchDone(d) if d.batch_id == 3 && d.failed));
+    assert!(full && freed, "{out:?}");
+    out.clear();
+    let at = be.next_wake().expect("the batch waits for its patience");
+    assert_eq!(at, 6_000_000, "exec_at + patience");
+    while let Some(t) = be.next_wake().filter(|&t| t <= 20_000_000) {
+        be.poll(t, &mut out);
+    }
+    let lost: Vec<&Envelope> =
+        out.iter().filter(|e| matches!(&e.msg, Message::Dropped(d) if d.reason == fb::DropReason::Lost)).collect();
+    // Batch 1 lacks frontend 2's part; batch 2 got no inputs at all.
+    let to: Vec<Addr> = lost.iter().map(|e| e.to).collect();
+    assert_eq!(to, vec![Addr::Frontend(2), Addr::Frontend(1), Addr::Frontend(2)]);
+    let ran: Vec<Vec<u64>> = out
+        .iter()
+        .filter_map(|e| match &e.msg {
+            Message::Results(r) => r.requests.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ran[0], vec![r1], "batch 1 ran with the input that came");
+}
+
+#[test]
+fn a_backend_silent_past_its_batch_is_failed_and_comes_back_when_it_speaks() {
+    let mut c = Cluster::new(PolicyKind::Clockwork, 16);
+    let scenario = baton_sched::Scenario::parse(super::SCENARIO).unwrap();
+    let policy = baton_sched::build::scheduler(PolicyKind::Clockwork, &scenario, 0.0);
+    c.sched = SchedulerRole::new(policy, c.table.clone(), 2).with_silence(50_000_000);
+    let meta = c.fe.admit(0, 7, request(1, "m", 25.0, &[0.0; FLOATS]), &c.table).expect("admitted");
+    let mut out = Vec::new();
+    c.sched.on_message(0, Message::RequestMeta(meta), &mut out);
+    let Some(Message::BatchPlan(plan)) = out.iter().map(|e| e.msg.clone()).find(|m| matches!(m, Message::BatchPlan(_)))
+    else {
+        panic!("dispatched: {out:?}")
+    };
+    // The plan is lost: the backend never answers.
+    out.clear();
+    let mut now = 0;
+    while c.sched.inflight() > 0 {
+        now = c.sched.next_timeout().expect("a batch in flight is watched");
+        c.sched.on_timeout(now, &mut out);
+        assert!(now < 200_000_000, "watched forever");
+    }
+    let dropped =
+        out.iter().any(|e| matches!(&e.msg, Message::Dropped(d) if d.reason == fb::DropReason::BackendFailed));
+    assert!(dropped && now >= 50_000_000, "failed at {now}: {out:?}");
+    // It speaks again (a completion the scheduler no longer expects): it is
+    // back, and the next request may go to it.
+    let done = fb::BatchDone { batch_id: plan.batch_id, backend: plan.backend, ..Default::default() };
+    c.sched.on_message(now, Message::BatchDone(done), &mut out);
+    assert_eq!(c.sched.stats.rejected, 1);
+    out.clear();
+    let mut backends = std::collections::BTreeSet::new();
+    for i in 0..4 {
+        let meta = c.fe.admit(now, 7, request(10 + i, "m", 25.0, &[0.0; FLOATS]), &c.table).expect("admitted");
+        c.sched.on_message(now, Message::RequestMeta(meta), &mut out);
+        for e in out.drain(..) {
+            if let Message::BatchPlan(p) = e.msg {
+                backends.insert(p.backend);
+                let done = fb::BatchDone { batch_id: p.batch_id, backend: p.backend, ..Default::default() };
+                c.sched.on_message(now + 1, Message::BatchDone(done), &mut Vec::new());
+            }
+        }
+        now += 1_000_000;
+        if let Some(t) = c.sched.next_timeout().filter(|&t| t <= now) {
+            c.sched.on_timeout(t, &mut out);
+        }
+    }
+    assert!(backends.contains(&plan.backend), "the silent backend is used again: {backends:?}");
+}
