@@ -42,7 +42,8 @@ pub struct Clock {
     origin_unix_ns: u64,
 }
 
-fn unix_ns() -> u64 {
+/// Nanoseconds since the Unix epoch, now (0 before it).
+pub fn unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 

@@ -333,6 +333,54 @@ fn a_backend_process_that_dies_loses_no_request() {
     serve_and_kill_half(&scenario(), 600.0, 2);
 }
 
+/// Every backend's process dies under load, and a new one starts in its
+/// place: the scheduler takes the backends back when they connect (their
+/// connection is their word that they are healthy) and serves on them;
+/// every request is answered exactly once throughout.
+#[test]
+fn a_backend_process_restarted_after_dying_serves_again() {
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { input_floats: FLOATS, ..Default::default() };
+    let role = |spec| start_role(&s, PolicyKind::Clockwork, &cfg, spec).expect("role starts");
+    let sched = role(RoleSpec::Scheduler { listen: any });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched.addr.unwrap() });
+    let all = || RoleSpec::Backends {
+        first: 0,
+        count: s.cluster.backends,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.addr.unwrap()],
+    };
+    let first = role(all());
+    let (target, s2) = (fe.addr.unwrap(), s.clone());
+    let load = std::thread::spawn(move || {
+        let cfg = LoadConfig {
+            connections: 2,
+            input_floats: vec![FLOATS],
+            drain: PATIENCE,
+            ..LoadConfig::new(target, 400.0, Duration::from_secs(3))
+        };
+        load::run(&s2, &cfg).expect("load runs")
+    });
+    wait_for("the first backend process to run a batch", || first.progress().batches() > 0);
+    let died = first.shutdown();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = role(all());
+    wait_for("the restarted backend process to run a batch", || {
+        assert!(!load.is_finished(), "the load ended before the restarted backends served");
+        second.progress().batches() > 0
+    });
+    let l = load.join().unwrap();
+    let (f, _, again) = (fe.shutdown(), sched.shutdown(), second.shutdown());
+    assert!(died.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
+    assert!(again.backends.iter().map(|x| x.batches).sum::<u64>() > 0, "the scheduler uses the backends again");
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert_eq!(l.ok + l.late + l.dropped, l.sent);
+    assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
+    assert!(l.dropped > 0, "requests while no backend was up are dropped: {l:?}");
+}
+
 #[test]
 fn slackfit_keeps_serving_at_lower_accuracy_when_half_the_gpus_die() {
     // SuperServe's fault experiment run for real: 8 emulated GPUs, 4 of

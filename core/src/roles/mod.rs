@@ -25,7 +25,7 @@ pub mod symphony;
 use baton_wire::Message;
 
 /// Where a message goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Addr {
     Frontend(u32),
     Scheduler,

@@ -204,6 +204,16 @@ impl Shard {
     }
 
     /// Takes what the gateway asked since the last round.
+    /// A peer role's connection opened or closed (`Frontend::peer_lost`).
+    fn on_peer(&mut self, peer: Addr, up: bool, answers: &mut Vec<Answer>) {
+        if up {
+            return self.fe.peer_joined(peer);
+        }
+        let now = self.clock.now();
+        let fe = &mut self.fe;
+        self.table.read(|t| fe.peer_lost(now, peer, t, answers));
+    }
+
     /// Answers `Lost` what has been held past its grace, when it is time to look.
     fn expire(&mut self, answers: &mut Vec<Answer>) {
         let now = self.clock.now();
@@ -334,7 +344,9 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
-        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor),
+        // Ids from the Unix clock: a restarted frontend's never match a
+        // request its last run left in the cluster.
+        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor).starting_at(crate::clock::unix_ns()),
         table,
         clock,
         conns: HashMap::new(),
@@ -360,6 +372,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             for m in incoming.drain(..) {
                 match m {
                     ShardMsg::Env(e) => s.on_envelope(e, &mut answers),
+                    ShardMsg::Peer { peer, up } => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.
                     ShardMsg::Rank(_) | ShardMsg::Model(_) => s.bad_frames += 1,
                 }

@@ -24,6 +24,12 @@ pub enum ShardMsg {
     Env(Envelope),
     Rank(ToRank),
     Model(ToModel),
+    /// The connection to a role in another process opened or closed (from
+    /// the `Router`; never on a ring).
+    Peer {
+        peer: Addr,
+        up: bool,
+    },
 }
 
 /// Which shard of a `baton serve` process runs what: 0 the frontend, 1 the
@@ -55,7 +61,7 @@ impl Layout {
                 (Addr::Scheduler, Message::RequestMeta(r)) if self.model_shards > 0 => self.model_shard(r.model),
                 _ => SCHED_SHARD,
             },
-            ShardMsg::Rank(_) => SCHED_SHARD,
+            ShardMsg::Rank(_) | ShardMsg::Peer { .. } => SCHED_SHARD,
             ShardMsg::Model(m) => self.model_shard(model_of(m).0),
         }
     }
@@ -79,7 +85,7 @@ impl Link {
     pub fn pending(&self) -> bool {
         match self {
             Link::Ring(r) => r.links.pending(),
-            Link::Tcp(r) => !r.inbox.borrow().is_empty(),
+            Link::Tcp(r) => !r.inbox.borrow().is_empty() || !r.notices.borrow().is_empty(),
         }
     }
 
@@ -89,7 +95,11 @@ impl Link {
             Link::Ring(r) => {
                 r.links.poll(4096, |_, m| out.push(m));
             }
-            Link::Tcp(r) => out.extend(r.inbox.borrow_mut().drain(..).map(ShardMsg::Env)),
+            Link::Tcp(r) => {
+                // A peer's last messages before its connection closed come first.
+                out.extend(r.inbox.borrow_mut().drain(..).map(ShardMsg::Env));
+                out.extend(r.notices.borrow_mut().drain(..).map(|(peer, up)| ShardMsg::Peer { peer, up }));
+            }
         }
     }
 

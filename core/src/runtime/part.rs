@@ -40,7 +40,9 @@ impl SchedulerPart {
             SchedulerPart::None => Box::new(Nothing),
             SchedulerPart::Whole(p) => {
                 let policy = build::scheduler(p, scenario, cfg.plan_rate_rps);
-                Box::new(SchedulerRole::new(policy, table.clone(), backends))
+                // Batch ids from the Unix clock: a restarted scheduler's
+                // never match a batch its last run left in flight.
+                Box::new(SchedulerRole::new(policy, table.clone(), backends).starting_at(crate::clock::unix_ns()))
             }
             SchedulerPart::Rank => Box::new(RankRole::new(spec)),
             SchedulerPart::Models { index, of, rule } => {

@@ -261,9 +261,12 @@ async fn frontend(
                 return EngineReport::default();
             }
         };
-    let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
+    let origin = reply.expect("awaited").origin_unix_ns;
+    let clock = Clock::with_origin(origin);
     let router = Rc::new(Router::default());
     attach(&router, Addr::Scheduler, (reader, conn, buf));
+    let hello = hello(fb::Role::Frontend, index, 0);
+    glommio::spawn_local(reconnect(Rc::clone(&router), sched_addr, hello, origin, Arc::clone(&stop))).detach();
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
@@ -305,6 +308,35 @@ async fn frontend(
         bad_frames: r.bad_frames,
         held_at_stop: r.held_at_stop,
         ..Default::default()
+    }
+}
+
+/// How often a frontend that lost its scheduler tries to reach it again.
+const RECONNECT: Duration = Duration::from_millis(50);
+
+/// Keeps a frontend connected to its scheduler: while the connection is
+/// down (the frontend refuses requests `Unavailable` meanwhile), it tries
+/// again every `RECONNECT`. Reduced: only the same scheduler run (its
+/// clock's origin) is taken back; a restarted scheduler has a clock of its
+/// own, which this frontend's held times do not share, so it is refused
+/// and the frontend stays unavailable until restarted itself.
+async fn reconnect(router: Rc<Router>, addr: SocketAddr, hello: fb::Hello, origin: u64, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Acquire) {
+        glommio::timer::sleep(RECONNECT).await;
+        if router.reaches(Addr::Scheduler) {
+            continue;
+        }
+        match connect(addr, std::slice::from_ref(&hello), true, RECONNECT).await {
+            Ok((reader, conn, buf, Some(h))) if h.origin_unix_ns == origin => {
+                attach(&router, Addr::Scheduler, (reader, conn, buf));
+            }
+            Ok((_, conn, ..)) => {
+                conn.close();
+                eprintln!("baton frontend: the scheduler at {addr} restarted (another clock); restart this frontend");
+                return;
+            }
+            Err(_) => {}
+        }
     }
 }
 

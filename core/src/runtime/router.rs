@@ -36,6 +36,9 @@ pub struct Router {
     peers: RefCell<HashMap<Addr, Rc<Conn>>>,
     pub inbox: RefCell<Vec<Envelope>>,
     pub undeliverable: Cell<u64>,
+    /// Peer connections opened (true) and closed (false) since the pump
+    /// last looked, for the local roles (`ShardMsg::Peer`).
+    pub notices: RefCell<Vec<(Addr, bool)>>,
     /// Frames from peers that did not decode, or came before a greeting.
     pub bad_frames: Cell<u64>,
     /// Whether this process hosts the scheduler, which must hear of a
@@ -74,16 +77,35 @@ impl Router {
         Self { hosts_scheduler: true, ..Default::default() }
     }
 
+    /// Whether a connection to `addr` is open.
+    pub fn reaches(&self, addr: Addr) -> bool {
+        self.peers.borrow().get(&addr).is_some_and(|c| !c.closed.get())
+    }
+
     /// Puts `e` in the inbox and wakes the pump if it has parked.
     fn deliver(&self, e: Envelope) {
         self.inbox.borrow_mut().push(e);
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Some(bell) = &*self.bell.borrow() {
             bell.ring();
         }
     }
 
+    /// A peer role is reachable through `conn`. The local roles hear of
+    /// it; a local scheduler hears a backend's connection as the backend
+    /// saying it is healthy (one that had failed — a restarted process —
+    /// is used again).
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
         self.peers.borrow_mut().insert(addr, conn);
+        self.notices.borrow_mut().push((addr, true));
+        if let (Addr::Backend(backend), true) = (addr, self.hosts_scheduler) {
+            let status = fb::BackendStatus { backend, healthy: true, ..Default::default() };
+            self.deliver(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+        }
+        self.wake();
     }
 
     pub fn send(&self, e: Envelope) {
@@ -151,13 +173,17 @@ impl Router {
         conn::close_all(&conns).await;
     }
 
-    /// A peer connection closed: forget its roles, and tell a local
-    /// scheduler that the backends behind it failed.
+    /// A peer connection closed: forget its roles, tell the local roles
+    /// (`ShardMsg::Peer`), and a local scheduler that the backends behind
+    /// it failed.
     fn gone(&self, conn: &Rc<Conn>) {
         let mut peers = self.peers.borrow_mut();
-        let addrs: Vec<Addr> = peers.iter().filter(|(_, c)| Rc::ptr_eq(c, conn)).map(|(&a, _)| a).collect();
+        let mut addrs: Vec<Addr> = peers.iter().filter(|(_, c)| Rc::ptr_eq(c, conn)).map(|(&a, _)| a).collect();
+        addrs.sort_unstable();
         for a in addrs {
             peers.remove(&a);
+            self.notices.borrow_mut().push((a, false));
+            self.wake();
             if let (Addr::Backend(backend), true) = (a, self.hosts_scheduler) {
                 let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
                 self.deliver(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });

@@ -103,6 +103,18 @@ impl State {
         let mut queue = vec![msg];
         let mut caused = Caused::default();
         while let Some(m) = queue.pop() {
+            if let ShardMsg::Peer { peer, up } = m {
+                // A frontend gone: no local backend waits for its inputs. (A
+                // backend gone reaches the scheduler as its BackendStatus.)
+                if let (Addr::Frontend(f), false) = (peer, up) {
+                    for (i, b) in self.backends.iter_mut().enumerate() {
+                        b.frontend_lost(now, f, &mut caused.env);
+                        self.touched[i + 1] = true;
+                    }
+                }
+                queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
+                continue;
+            }
             let backend = match &m {
                 ShardMsg::Env(Envelope { to: Addr::Backend(b), .. }) => self.local(*b),
                 _ => None,
