@@ -474,6 +474,48 @@ fn connections_beyond_the_limit_are_refused_typed() {
     assert_eq!(r.refused_connections, 1);
 }
 
+/// A client that sends and never reads: the frontend buffers at most
+/// `max_unread` bytes of its answers (beyond what the sockets hold), then
+/// aborts its connection — the client's writes fail — while another
+/// client is served; every request it sent is still accounted for (its
+/// answers orphaned). Before the bound, the answers piled up in memory.
+#[test]
+fn a_client_that_never_reads_is_cut_off_and_others_are_served() {
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let cfg = EngineConfig { listen, input_floats: FLOATS, max_unread: 64 << 10, ..Default::default() };
+    let e = start(&scenario(), scenario().policy, &cfg).expect("engine starts");
+    let mut hog = Client::connect(&e);
+    let frame = encode(&Message::InferRequest(request(1, "ResNet50", 200, FLOATS))).unwrap();
+    // Cut off: a write fails with a reset. Not cut off: every write goes
+    // through, or one stalls (the server stopped reading) past the timeout.
+    hog.s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let sender = std::thread::spawn(move || {
+        let many = frame.repeat(1_000);
+        for sent in 0..2_000 {
+            match hog.s.write_all(&many) {
+                Ok(()) => {}
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return None
+                }
+                Err(_) => return Some(sent),
+            }
+        }
+        None
+    });
+    // Meanwhile another client is answered (the flood may crowd its model).
+    let mut other = Client::connect(&e);
+    other.send(&Message::InferRequest(request(42, "BERT-base", 200, FLOATS)));
+    assert_eq!(other.answer().map(|a| a.id), Some(42));
+    let cut_after = sender.join().unwrap();
+    assert!(cut_after.is_some(), "2 M requests written and never cut off");
+    still_serves(&e);
+    let r = e.shutdown();
+    assert_eq!(r.unread_closed, 1, "{r:?}");
+    let f = r.frontend;
+    assert_eq!((f.received, f.duplicates), (f.answered(), 0), "{f:?}");
+    assert!(f.orphaned > 0, "the cut-off client's answers are orphaned: {f:?}");
+}
+
 #[test]
 fn the_client_library_gets_each_request_its_own_answer() {
     let s = scenario();

@@ -69,6 +69,10 @@ pub struct EngineArgs {
     /// roles); more are answered `Overloaded` and closed.
     #[arg(long, default_value_t = EngineConfig::default().max_connections)]
     max_connections: u64,
+    /// Bytes of answers a client may leave unread before the frontend
+    /// aborts its connection (it is not reading; others are unaffected).
+    #[arg(long, default_value_t = EngineConfig::default().max_unread)]
+    max_unread_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -336,6 +340,7 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         poll: Duration::from_micros(a.poll_us),
         reserve_floor: a.reserve_us * 1_000,
         max_connections: a.max_connections,
+        max_unread: a.max_unread_bytes,
         ..Default::default()
     }
 }

@@ -3,6 +3,7 @@
 //! Reading is the owner's business (clients and peers read differently).
 
 use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ pub struct Conn {
     /// Wakes the writer; holding one pending wake-up is enough.
     wake: LocalSender<()>,
     pub closed: Cell<bool>,
+    /// The socket, for `abort`; set by an owner that keeps it open for as
+    /// long as the connection is registered anywhere.
+    socket: Cell<Option<RawFd>>,
 }
 
 impl Conn {
@@ -26,7 +30,12 @@ impl Conn {
     /// the connection closes (after flushing) or a write fails.
     pub fn spawn(mut writer: WriteHalf<TcpStream>) -> (Rc<Conn>, JoinHandle<()>) {
         let (wake, woken) = local_channel::new_bounded(1);
-        let conn = Rc::new(Conn { out: RefCell::new(Outbox::default()), wake, closed: Cell::new(false) });
+        let conn = Rc::new(Conn {
+            out: RefCell::new(Outbox::default()),
+            wake,
+            closed: Cell::new(false),
+            socket: Cell::new(None),
+        });
         let c = Rc::clone(&conn);
         let task = glommio::spawn_local(async move {
             let mut spare = Vec::new();
@@ -57,6 +66,31 @@ impl Conn {
         self.out.borrow_mut().push(m)?;
         let _ = self.wake.try_send(());
         Ok(())
+    }
+
+    /// `fd` is the connection's socket, open while the owner keeps the
+    /// connection registered (so `abort` may shut it down).
+    pub fn watch_socket(&self, fd: RawFd) {
+        self.socket.set(Some(fd));
+    }
+
+    /// Closes at once, dropping what is pending: the peer does not read, so
+    /// flushing would wait for ever. The socket is shut down both ways, which
+    /// ends a write the peer is not reading and the owner's read.
+    pub fn abort(&self) {
+        self.closed.set(true);
+        self.out.borrow_mut().take();
+        if let Some(fd) = self.socket.take() {
+            // SAFETY: `fd` was set by `watch_socket`, whose caller keeps the
+            // stream (and so the descriptor) open while this connection is
+            // registered, and `abort` is only called on a registered
+            // connection; `take` makes it the only call. shutdown(2) does not
+            // close the descriptor, so it cannot be reused under a reader.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
+        }
+        let _ = self.wake.try_send(());
     }
 
     /// Flushes what is pending, then closes.

@@ -12,7 +12,10 @@
 //! Answers are appended to the connection's `Outbox`, and the writer sends
 //! everything pending in one write. While a client leaves more than
 //! `MAX_UNSENT` bytes of answers unread, its reader stops reading
-//! (backpressure). When a client goes, its requests still finish; their
+//! (backpressure); beyond `max_unread` (answers to requests it sent before
+//! that), it is not reading at all: the connection is aborted — what it
+//! holds dropped, the socket shut down — so one client cannot make the
+//! frontend buffer without bound, and its answers are orphaned. When a client goes, its requests still finish; their
 //! answers are counted as orphaned. In a frontend process, a connection
 //! that opens with a backend's `Hello` is a peer, not a client: the router
 //! takes it over (`router.rs`).
@@ -51,11 +54,14 @@ const MAX_UNSENT: usize = 8 << 20;
 const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
+#[derive(Default)]
 pub struct Report {
     pub stats: FrontendStats,
     pub connections: u64,
     /// Connections answered `Overloaded` and closed: `max_connections` were open.
     pub refused_connections: u64,
+    /// Connections aborted for leaving more than `max_unread` bytes unread.
+    pub unread_closed: u64,
     pub bad_frames: u64,
     pub held_at_stop: u64,
 }
@@ -70,6 +76,8 @@ struct Shard {
     router: Option<Rc<Router>>,
     connections: u64,
     refused_connections: u64,
+    max_unread: usize,
+    unread_closed: u64,
     bad_frames: u64,
     /// Wakes the pump when a connection task leaves it work.
     bell: Bell,
@@ -99,6 +107,12 @@ impl Shard {
                 continue;
             }
             match self.conns.get(&conn) {
+                Some(c) if c.out.borrow().len_bytes() > self.max_unread => {
+                    c.abort();
+                    self.conns.remove(&conn);
+                    self.unread_closed += 1;
+                    self.fe.orphan();
+                }
                 Some(c) if !c.closed.get() => {
                     let id = a.id;
                     if let Err(e) = c.send(&Message::InferResponse(a)) {
@@ -301,6 +315,8 @@ pub struct Setup {
     pub capacity: usize,
     /// Connections open at most (clients and peers); more are refused.
     pub max_connections: u64,
+    /// Answer bytes a client may leave unread before it is cut off.
+    pub max_unread: usize,
     pub reserve_floor: Nanos,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
@@ -320,6 +336,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         table,
         capacity,
         max_connections,
+        max_unread,
         reserve_floor,
         clock,
         stop,
@@ -340,7 +357,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         Err(e) => {
             let _ = addr_tx.send(Err(std::io::Error::other(e.to_string())));
             let stats = FrontendStats::default();
-            return Report { stats, connections: 0, refused_connections: 0, bad_frames: 0, held_at_stop: 0 };
+            return Report { stats, ..Report::default() };
         }
     };
     let shard = Rc::new(RefCell::new(Shard {
@@ -354,6 +371,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         router,
         connections: 0,
         refused_connections: 0,
+        max_unread,
+        unread_closed: 0,
         bad_frames: 0,
         bell: rhythm.bell(),
         open: 0,
@@ -403,6 +422,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             stats: s.fe.stats,
             connections: s.connections,
             refused_connections: s.refused_connections,
+            unread_closed: s.unread_closed,
             bad_frames: s.bad_frames,
             held_at_stop: held,
         };
@@ -464,13 +484,20 @@ async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
 }
 
 async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, flusher) = Conn::spawn(writer);
+    // The reader half keeps the socket open until this function returns,
+    // after the connection leaves `conns`: only a registered one is aborted.
+    conn.watch_socket(fd);
     shard.borrow_mut().conns.insert(id, Rc::clone(&conn));
     let mut buf = FrameBuf::default();
     'read: loop {
-        while conn.out.borrow().len_bytes() > MAX_UNSENT {
+        while conn.out.borrow().len_bytes() > MAX_UNSENT && !conn.closed.get() {
             glommio::timer::sleep(IDLE).await;
+        }
+        if conn.closed.get() {
+            break;
         }
         let n = match reader.read(buf.spare()).await {
             Ok(0) | Err(_) => break,

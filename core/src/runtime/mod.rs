@@ -99,6 +99,9 @@ pub struct EngineConfig {
     /// Connections the frontend keeps open at most; more are answered
     /// `Overloaded` and closed.
     pub max_connections: u64,
+    /// Answer bytes a client may leave unread before its connection is
+    /// aborted (it is not reading; the frontend buffers no more for it).
+    pub max_unread: usize,
     /// Relative jitter of the emulated GPUs' batch times.
     pub jitter: f64,
     /// Slots of each ring between the shards.
@@ -131,6 +134,7 @@ impl Default for EngineConfig {
             input_floats: crate::models::DEFAULT_INPUT_FLOATS,
             frontend_capacity: 1 << 20,
             max_connections: 16_384,
+            max_unread: 64 << 20,
             jitter: 0.0,
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
@@ -181,6 +185,9 @@ pub struct EngineReport {
     pub bad_frames: u64,
     /// Connections refused: `max_connections` were open.
     pub refused_connections: u64,
+    /// Client connections aborted for leaving more than `max_unread`
+    /// bytes of answers unread.
+    pub unread_closed: u64,
     /// Requests still held by the frontend at shutdown (they were
     /// answered `dropped` then; 0 after a drained run).
     pub held_at_stop: u64,
@@ -446,6 +453,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             table,
             capacity: cfg.frontend_capacity,
             max_connections: cfg.max_connections,
+            max_unread: cfg.max_unread,
             reserve_floor: cfg.reserve_floor,
             clock,
             stop: Arc::clone(&stop),
@@ -509,6 +517,7 @@ impl Engine {
             frontend: fe.stats,
             connections: fe.connections,
             refused_connections: fe.refused_connections,
+            unread_closed: fe.unread_closed,
             bad_frames: fe.bad_frames,
             held_at_stop: fe.held_at_stop,
             ..Default::default()

@@ -275,6 +275,7 @@ async fn frontend(
         table,
         capacity: cfg.frontend_capacity,
         max_connections: cfg.max_connections,
+        max_unread: cfg.max_unread,
         reserve_floor: cfg.reserve_floor,
         clock,
         stop,
@@ -305,6 +306,7 @@ async fn frontend(
         frontend: r.stats,
         connections: r.connections,
         refused_connections: r.refused_connections,
+        unread_closed: r.unread_closed,
         bad_frames: r.bad_frames,
         held_at_stop: r.held_at_stop,
         ..Default::default()
