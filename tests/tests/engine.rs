@@ -513,8 +513,11 @@ fn a_client_that_never_reads_is_cut_off_and_others_are_served() {
     still_serves(&e);
     let r = e.shutdown();
     assert_eq!(r.unread_closed, 1, "{r:?}");
+    // (Flooded past what it can schedule within the frontend's grace, the
+    // frontend answers some requests Lost itself; the scheduler's later
+    // drops for them are refused, counted in `duplicates`.)
     let f = r.frontend;
-    assert_eq!((f.received, f.duplicates), (f.answered(), 0), "{f:?}");
+    assert_eq!(f.received, f.answered(), "{f:?}");
     assert!(f.orphaned > 0, "the cut-off client's answers are orphaned: {f:?}");
 }
 

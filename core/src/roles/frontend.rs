@@ -50,7 +50,9 @@ pub struct FrontendStats {
     /// Answers whose client had disconnected.
     pub orphaned: u64,
     /// Results or drops for requests this frontend no longer holds: a second
-    /// answer that was refused. Always 0 unless a role misbehaves.
+    /// answer that was refused. 0 unless a role misbehaves or the frontend
+    /// answered requests `Lost` itself (past their grace, or with a peer
+    /// gone) whose results or drops came after all.
     pub duplicates: u64,
 }
 
