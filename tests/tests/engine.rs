@@ -278,6 +278,25 @@ fn nexus_runs_its_plan_in_the_engine() {
     exactly_once(PolicyKind::Nexus, 800.0);
 }
 
+/// `baton load` on `s` at `target`, `rate_rps` for `secs`, on a thread of its own.
+fn load_behind(
+    s: &Scenario,
+    target: std::net::SocketAddr,
+    rate_rps: f64,
+    secs: u64,
+) -> std::thread::JoinHandle<load::LoadReport> {
+    let s = s.clone();
+    std::thread::spawn(move || {
+        let cfg = LoadConfig {
+            connections: 2,
+            input_floats: vec![FLOATS],
+            drain: PATIENCE,
+            ..LoadConfig::new(target, rate_rps, Duration::from_secs(secs))
+        };
+        load::run(&s, &cfg).expect("load runs")
+    })
+}
+
 /// Serves `s` with its backends in two processes, the first holding
 /// backends `0..half` — and kills it once it has run a batch, with `rate`
 /// r/s of load still running for `secs`. Checks that every request is
@@ -298,16 +317,7 @@ fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadRepo
     };
     let (n, half) = (s.cluster.backends, s.cluster.backends / 2);
     let (a, b) = (role(backends(0, half)), role(backends(half, n - half)));
-    let (target, s2) = (fe.addr.unwrap(), s.clone());
-    let load = std::thread::spawn(move || {
-        let cfg = LoadConfig {
-            connections: 2,
-            input_floats: vec![FLOATS],
-            drain: PATIENCE,
-            ..LoadConfig::new(target, rate_rps, Duration::from_secs(secs))
-        };
-        load::run(&s2, &cfg).expect("load runs")
-    });
+    let load = load_behind(s, fe.addr.unwrap(), rate_rps, secs);
     // The first process dies once it has run a batch, with the load still
     // running (it runs the first backends, so it gets work early on).
     wait_for("the first backend process to run a batch", || {
@@ -353,16 +363,7 @@ fn a_backend_process_restarted_after_dying_serves_again() {
         frontends: vec![fe.addr.unwrap()],
     };
     let first = role(all());
-    let (target, s2) = (fe.addr.unwrap(), s.clone());
-    let load = std::thread::spawn(move || {
-        let cfg = LoadConfig {
-            connections: 2,
-            input_floats: vec![FLOATS],
-            drain: PATIENCE,
-            ..LoadConfig::new(target, 400.0, Duration::from_secs(3))
-        };
-        load::run(&s2, &cfg).expect("load runs")
-    });
+    let load = load_behind(&s, fe.addr.unwrap(), 400.0, 3);
     wait_for("the first backend process to run a batch", || first.progress().batches() > 0);
     let died = first.shutdown();
     std::thread::sleep(Duration::from_millis(300));

@@ -440,12 +440,16 @@ impl<'a> World<'a> {
     fn deliver(&mut self, to: Addr, msg: Message) {
         let now = self.now;
         match to {
-            Addr::Frontend(f) => self.on_frontend(f, |fe, table, answers, out| match msg {
-                Message::FetchInputs(x) => out.push(fe.inputs(&x)),
-                Message::Results(r) => fe.on_results(now, r, table, answers),
-                Message::Dropped(d) => fe.on_dropped(now, d, table, answers),
-                other => panic!("a frontend got {other:?}"),
-            }),
+            Addr::Frontend(f) => {
+                let kind = msg.kind();
+                let mut taken = true;
+                self.on_frontend(f, |fe, table, answers, out| {
+                    taken = fe.on_message(now, msg, table, answers, |e| out.push(e));
+                });
+                if !taken {
+                    self.ledger.violations.push(format!("frontend {f} was sent a {kind:?}"));
+                }
+            }
             Addr::Scheduler => {
                 let mut out = Vec::new();
                 self.sched.role.as_mut().expect("delivered to a live role").on_message(now, msg, &mut out);

@@ -505,6 +505,30 @@ impl Frontend {
         }
     }
 
+    /// A message from another role at `now`: answers for clients go to
+    /// `answers`, what it causes for other roles (a batch's inputs, query
+    /// stages spawned) to `send`. False, and nothing done, for a kind no
+    /// role sends a frontend.
+    pub fn on_message(
+        &mut self,
+        now: Nanos,
+        msg: Message,
+        table: &ModelTable,
+        answers: &mut Vec<Answer>,
+        mut send: impl FnMut(Envelope),
+    ) -> bool {
+        match msg {
+            Message::Results(r) => self.on_results(now, r, table, answers),
+            Message::Dropped(d) => self.on_dropped(now, d, table, answers),
+            Message::FetchInputs(f) => send(self.inputs(&f)),
+            _ => return false,
+        }
+        for meta in self.spawned.drain(..) {
+            send(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) });
+        }
+        true
+    }
+
     /// When `on_timeout` next has work: the next look for requests held
     /// past their grace, while any are held.
     pub fn next_timeout(&self) -> Option<Nanos> {

@@ -28,7 +28,6 @@ use baton_sched::PolicyKind;
 use baton_wire::{fb, Message};
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::frontend_shard::deliver;
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
 use super::{start_back, Back, EngineConfig, EngineError, EngineReport};
@@ -306,7 +305,7 @@ impl Generator {
             let mut busy = !incoming.is_empty();
             for m in incoming.drain(..) {
                 if let ShardMsg::Env(e) = m {
-                    deliver(&mut fe, table, now, e, &mut answers, &mut out);
+                    fe.on_message(now, e.msg, table, &mut answers, |e| out.push_back(ShardMsg::Env(e)));
                 }
             }
             for (_, a) in answers.drain(..) {

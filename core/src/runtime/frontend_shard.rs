@@ -261,35 +261,12 @@ impl Shard {
     fn on_envelope(&mut self, e: Envelope, answers: &mut Vec<Answer>) {
         let now = self.clock.now();
         let s = &mut *self;
-        if !s.table.read(|t| deliver(&mut s.fe, t, now, e, answers, &mut s.outbound)) {
+        let out = &mut s.outbound;
+        let send = |e| out.push_back(ShardMsg::Env(e));
+        if !s.table.read(|t| s.fe.on_message(now, e.msg, t, answers, send)) {
             s.bad_frames += 1;
         }
     }
-}
-
-/// One envelope for the frontend role at `now`: answers for clients go to
-/// `answers`, what it causes for other roles (a batch's inputs, query
-/// stages spawned) to `outbound`. False, and nothing done, for a kind no
-/// role sends a frontend (the router only hands it these three).
-pub fn deliver(
-    fe: &mut Frontend,
-    table: &ModelTable,
-    now: Nanos,
-    e: Envelope,
-    answers: &mut Vec<Answer>,
-    outbound: &mut VecDeque<ShardMsg>,
-) -> bool {
-    match e.msg {
-        Message::Results(r) => fe.on_results(now, r, table, answers),
-        Message::Dropped(d) => fe.on_dropped(now, d, table, answers),
-        Message::FetchInputs(f) => outbound.push_back(ShardMsg::Env(fe.inputs(&f))),
-        _ => return false,
-    }
-    // Query stages the results spawned.
-    for meta in fe.spawned() {
-        outbound.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }));
-    }
-    true
 }
 
 /// Sends an answer without outputs: a few dozen bytes always fit a frame.
