@@ -20,6 +20,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
 use baton_sched::sim::{find_goodput, run as simulate, BAD_RATE_LIMIT};
 use baton_sched::Scenario;
@@ -60,17 +61,19 @@ pub fn serve_sharded_and_load(s: &Scenario, rate: f64, secs: f64, model_shards: 
 /// code `baton frontend | scheduler | backend` runs), one load run.
 pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
     let any: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let cfg = EngineConfig { plan_rate_rps: rate, ..Default::default() };
+    // A fresh secret each run: the roles are this process's own.
+    let key = ClusterKey::new(format!("bench {:?}", std::time::SystemTime::now()).as_bytes()).expect("long enough");
+    let cfg = EngineConfig { plan_rate_rps: rate, cluster_key: Some(key), ..Default::default() };
     let start = |spec| start_role(s, s.policy, &cfg, spec).unwrap_or_else(|e| panic!("{e}"));
     let sched = start(RoleSpec::Scheduler { listen: any });
     let sched_addr = sched.addr.expect("listens");
-    let fe = start(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched_addr });
+    let fe = start(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched_addr });
     let fe_addr = fe.addr.expect("listens");
     let be = start(RoleSpec::Backends {
         first: 0,
         count: s.cluster.backends,
         scheduler: sched_addr,
-        frontends: vec![fe_addr],
+        frontends: vec![fe.peer_addr.expect("listens for backends")],
     });
     let r = drive(s, fe_addr, rate, secs, cfg.input_floats);
     for p in [fe, be, sched] {

@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
+use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start, Engine, EngineConfig};
 use baton_net::framing::{FrameBuf, Outbox};
 use baton_perf::SERVE_SCENARIO;
@@ -72,9 +73,27 @@ struct Client {
 
 impl Client {
     fn connect(e: &Engine) -> Self {
-        let s = TcpStream::connect(e.addr).unwrap();
+        Self::at(e.addr)
+    }
+
+    fn at(addr: std::net::SocketAddr) -> Self {
+        let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         Self { s, buf: FrameBuf::default() }
+    }
+
+    /// The next message of any kind; None when the server closed.
+    fn message(&mut self) -> Option<Message> {
+        loop {
+            if let Some(f) = self.buf.next_frame().expect("the server sends valid frames") {
+                return Some(f.expect("the server's frames decode"));
+            }
+            match self.s.read(self.buf.spare()) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.filled(n),
+                Err(e) => panic!("nothing read: {e}"),
+            }
+        }
     }
 
     fn send(&mut self, m: &Message) {
@@ -87,18 +106,9 @@ impl Client {
 
     /// The next answer; None when the server closed the connection.
     fn answer(&mut self) -> Option<fb::InferResponse> {
-        loop {
-            if let Some(f) = self.buf.next_frame().expect("the server sends valid frames") {
-                match f.expect("the server's frames decode") {
-                    Message::InferResponse(r) => return Some(r),
-                    other => panic!("server sent {:?}", other.kind()),
-                }
-            }
-            match self.s.read(self.buf.spare()) {
-                Ok(0) => return None,
-                Ok(n) => self.buf.filled(n),
-                Err(e) => panic!("no answer: {e}"),
-            }
+        match self.message()? {
+            Message::InferResponse(r) => Some(r),
+            other => panic!("server sent {:?}", other.kind()),
         }
     }
 
@@ -297,6 +307,76 @@ fn load_behind(
     })
 }
 
+/// The configuration of role processes: the cluster secret they share.
+fn role_config() -> EngineConfig {
+    let key = ClusterKey::new(b"the tests' cluster secret").unwrap();
+    EngineConfig { input_floats: FLOATS, cluster_key: Some(key), ..Default::default() }
+}
+
+/// Roles prove they hold the cluster secret before they are trusted. A
+/// client that greets a frontend as a backend stays a client (before, it
+/// became a peer whose results and drops the frontend took); a connection
+/// to a role listener without the secret is closed with nothing it sent
+/// taken; a backend process with another secret cannot join, and a role
+/// process without one does not start. The cluster serves on throughout.
+#[test]
+fn only_roles_holding_the_cluster_secret_are_peers() {
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let cfg = role_config();
+    let role = |cfg: &EngineConfig, spec| start_role(&s, s.policy, cfg, spec);
+    let sched = role(&cfg, RoleSpec::Scheduler { listen: any }).unwrap();
+    let fe =
+        role(&cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() }).unwrap();
+    let all = || RoleSpec::Backends {
+        first: 0,
+        count: s.cluster.backends,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.peer_addr.unwrap()],
+    };
+    let backends = role(&cfg, all()).unwrap();
+    let forged = Message::Results(fb::Results { batch_id: 1, requests: Some(vec![1]), ..Default::default() });
+    let posing = fb::Hello { role: fb::Role::Backend, index: 0, ..Default::default() };
+
+    // The client port: a greeting is a kind clients do not send.
+    let mut c = Client::at(fe.addr.unwrap());
+    c.send(&Message::Hello(posing.clone()));
+    assert_eq!(c.error(), fb::ErrorCode::UnexpectedKind);
+    c.send(&forged);
+    assert_eq!(c.error(), fb::ErrorCode::UnexpectedKind);
+    c.send(&Message::InferRequest(request(7, "BERT-base", 200, FLOATS)));
+    assert_eq!(c.answer().unwrap().status, fb::Status::Ok, "still served as a client");
+
+    // The role listeners: challenged; a made-up proof, or none, closes.
+    for (addr, proof) in [(fe.peer_addr, Some(vec![0; 32])), (sched.addr, None)] {
+        let mut p = Client::at(addr.unwrap());
+        let Some(Message::Hello(challenge)) = p.message() else { panic!("a role listener speaks first") };
+        assert_eq!(challenge.nonce.as_ref().map(Vec::len), Some(32));
+        p.send(&Message::Hello(fb::Hello { nonce: Some(vec![1; 32]), proof, ..posing.clone() }));
+        p.send(&forged);
+        assert!(p.message().is_none(), "closed without an answer");
+    }
+
+    // Another secret, or none.
+    let other = EngineConfig { cluster_key: Some(ClusterKey::new(b"some other secret").unwrap()), ..cfg.clone() };
+    let err = role(&other, all()).err().expect("refused").to_string();
+    assert!(err.contains("cluster secret"), "{err}");
+    let none = EngineConfig { cluster_key: None, ..cfg.clone() };
+    let err = role(&none, RoleSpec::Scheduler { listen: any }).err().expect("refused").to_string();
+    assert!(err.contains("cluster secret"), "{err}");
+
+    let l = load_behind(&s, fe.addr.unwrap(), 300.0, 1).join().unwrap();
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert!(l.ok > 0);
+    let (b, f, sc) = (backends.shutdown(), fe.shutdown(), sched.shutdown());
+    assert!(b.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
+    assert_eq!((f.frontend.duplicates, f.frontend.received), (0, l.sent + 1), "no forged result was taken: {f:?}");
+    assert_eq!(f.refused_peers, 1, "the made-up proof");
+    // The greeting without a proof, and the backend with another secret.
+    assert_eq!(sc.refused_peers, 2);
+}
+
 /// Serves `s` with its backends in two processes, the first holding
 /// backends `0..half` — and kills it once it has run a batch, with `rate`
 /// r/s of load still running for `secs`. Checks that every request is
@@ -305,15 +385,15 @@ fn load_behind(
 fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadReport {
     use baton_core::runtime::{start_role, RoleSpec};
     let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = EngineConfig { input_floats: FLOATS, ..Default::default() };
+    let cfg = role_config();
     let role = |spec| start_role(s, s.policy, &cfg, spec).expect("role starts");
     let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched.addr.unwrap() });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
     let backends = |first, count| RoleSpec::Backends {
         first,
         count,
         scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.addr.unwrap()],
+        frontends: vec![fe.peer_addr.unwrap()],
     };
     let (n, half) = (s.cluster.backends, s.cluster.backends / 2);
     let (a, b) = (role(backends(0, half)), role(backends(half, n - half)));
@@ -352,15 +432,15 @@ fn a_backend_process_restarted_after_dying_serves_again() {
     use baton_core::runtime::{start_role, RoleSpec};
     let s = scenario();
     let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = EngineConfig { input_floats: FLOATS, ..Default::default() };
+    let cfg = role_config();
     let role = |spec| start_role(&s, PolicyKind::Clockwork, &cfg, spec).expect("role starts");
     let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, scheduler: sched.addr.unwrap() });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
     let all = || RoleSpec::Backends {
         first: 0,
         count: s.cluster.backends,
         scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.addr.unwrap()],
+        frontends: vec![fe.peer_addr.unwrap()],
     };
     let first = role(all());
     let load = load_behind(&s, fe.addr.unwrap(), 400.0, 3);

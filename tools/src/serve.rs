@@ -12,8 +12,9 @@
 //! Servers and role processes say when they are ready, on one stderr line
 //! printed after the signal handlers are installed: `baton serve: ... on
 //! ADDR`, `baton scheduler: ... on ADDR`, `baton frontend: ... on ADDR` —
-//! ADDR being the bound address, so `--listen 127.0.0.1:0` works — and
-//! `baton backend: ... connected`, once the scheduler has registered the
+//! ADDR being the bound address, so `--listen 127.0.0.1:0` works (a
+//! frontend's line ends `... on ADDR, backends on PEER_ADDR`, where its
+//! backends connect) — and `baton backend: ... connected`, once the scheduler has registered the
 //! backends (it answers their `Hello` after registering them) and every
 //! frontend's connection is open. Whoever drives them (tests, scripts)
 //! waits for that line, and stops them with SIGINT or SIGTERM; the final
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
+use baton_core::runtime::auth::{ClusterKey, KeyError};
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
@@ -165,6 +167,10 @@ pub struct ServeArgs {
 pub struct RoleArgs {
     #[command(flatten)]
     engine: EngineArgs,
+    /// The file holding the secret every role of the cluster proves it
+    /// holds (default: the BATON_CLUSTER_SECRET variable; 16 bytes or more).
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
     /// Stop after this many seconds (default: at SIGINT or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -190,6 +196,9 @@ pub struct FrontendArgs {
     role: RoleArgs,
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
+    /// Where backends connect (apart from clients).
+    #[arg(long, default_value = "127.0.0.1:7702")]
+    peer_listen: SocketAddr,
     #[arg(long, default_value = "127.0.0.1:7701")]
     scheduler: SocketAddr,
     #[command(flatten)]
@@ -205,8 +214,9 @@ pub struct BackendArgs {
     role: RoleArgs,
     #[arg(long, default_value = "127.0.0.1:7701")]
     scheduler: SocketAddr,
-    /// Every frontend's address, in index order, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7700")]
+    /// Every frontend's address for backends (its --peer-listen), in
+    /// index order, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7702")]
     frontends: Vec<SocketAddr>,
     /// The first of the GPUs this process emulates.
     #[arg(long, default_value_t = 0)]
@@ -356,9 +366,10 @@ fn print_engine(r: &EngineReport) {
     let lag: u64 = r.backends.iter().map(|b| b.start_lag_ns).sum();
     let max_lag = r.backends.iter().map(|b| b.max_start_lag_ns).max().unwrap_or(0);
     println!(
-        "        connections {} (refused {})  bad frames {}  batches {}  mean batch {:.2}  start lag mean {:.1} µs max {:.1} µs",
+        "        connections {} (refused {})  peers refused {}  bad frames {}  batches {}  mean batch {:.2}  start lag mean {:.1} µs max {:.1} µs",
         r.connections,
         r.refused_connections,
+        r.refused_peers,
         r.bad_frames,
         batches,
         if batches == 0 { 0.0 } else { reqs as f64 / batches as f64 },
@@ -373,6 +384,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
         "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
         "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
         "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
+        "unread_closed": r.unread_closed, "refused_peers": r.refused_peers,
         "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
     })
 }
@@ -423,14 +435,25 @@ fn role(
 ) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
-    let cfg = EngineConfig { gateway, ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate) };
+    // A missing secret is `start_role`'s to report, after what it checks first.
+    let key = match ClusterKey::from_file_or_env(a.cluster_secret_file.as_deref()) {
+        Ok(k) => Some(k),
+        Err(KeyError::Missing) => None,
+        Err(e) => return Err(e.to_string()),
+    };
+    let cfg = EngineConfig {
+        gateway,
+        cluster_key: key,
+        ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)
+    };
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(p.http, p.grpc);
     // The readiness line (see the top of this file).
-    match p.addr {
-        Some(addr) => eprintln!("baton {name}: {} on {addr}", s.name),
-        None => eprintln!("baton {name}: {} connected", s.name),
+    match (p.addr, p.peer_addr) {
+        (Some(addr), Some(peers)) => eprintln!("baton {name}: {} on {addr}, backends on {peers}", s.name),
+        (Some(addr), None) => eprintln!("baton {name}: {} on {addr}", s.name),
+        (None, _) => eprintln!("baton {name}: {} connected", s.name),
     }
     run_until_stopped(a.duration);
     let report = p.shutdown();
@@ -449,7 +472,7 @@ pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
 }
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
-    let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, scheduler: a.scheduler };
+    let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, peers: a.peer_listen, scheduler: a.scheduler };
     role(&a.role, "frontend", spec, None, a.gateway.config(a.role.engine.max_connections))
 }
 

@@ -112,6 +112,10 @@ fn trace_writes_an_azure_schema_file_that_scenarios_read() {
 /// rather than hanging it.
 const PATIENCE: Duration = Duration::from_secs(120);
 
+/// Role processes share this secret through the environment.
+const SECRET_ENV: &str = "BATON_CLUSTER_SECRET";
+const SECRET: &str = "the tests' cluster secret";
+
 /// A server or role process under test. It is started without a usable
 /// lifetime (`--duration` is only a backstop, so that a process whose test
 /// was killed does not live forever): the test waits for its readiness line
@@ -133,6 +137,7 @@ impl Proc {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
             .args(args)
+            .env(SECRET_ENV, SECRET)
             .args(["--duration", "600", "--json"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -186,10 +191,17 @@ impl Proc {
 
     /// Waits for the readiness line and returns the address it reports.
     fn listening(&mut self) -> String {
+        self.addresses().remove(0)
+    }
+
+    /// Waits for the readiness line and returns every address it reports
+    /// (`... on ADDR[, backends on ADDR]`), in order.
+    fn addresses(&mut self) -> Vec<String> {
         let line = self.ready();
-        let addr = line.rsplit_once(" on ").map(|(_, a)| a.trim()).unwrap_or_else(|| panic!("no address: {line}"));
-        addr.parse::<SocketAddr>().unwrap_or_else(|e| panic!("`{addr}` in `{line}`: {e}"));
-        addr.to_string()
+        let addrs: Vec<String> =
+            line.split([' ', ',']).filter(|w| w.parse::<SocketAddr>().is_ok()).map(String::from).collect();
+        assert!(!addrs.is_empty(), "no address: {line}");
+        addrs
     }
 
     /// Stops it with SIGTERM and returns its final JSON report.
@@ -269,9 +281,18 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     // a connection to the frontend.
     let mut s = Proc::start(&["scheduler", "--listen", "127.0.0.1:0"]);
     let sched = s.listening();
-    let mut f = Proc::start(&["frontend", "--listen", "127.0.0.1:0", "--scheduler", &sched]);
-    let fe = f.listening();
-    let mut b = Proc::start(&["backend", "--scheduler", &sched, "--frontends", &fe]);
+    let any = "127.0.0.1:0";
+    let mut f = Proc::start(&["frontend", "--listen", any, "--peer-listen", any, "--scheduler", &sched]);
+    let [fe, peers] = <[String; 2]>::try_from(f.addresses()).expect("clients' and backends' addresses");
+    // A backend with another secret is refused, saying why.
+    let wrong = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["backend", "--scheduler", &sched, "--frontends", &peers, "--duration", "1"])
+        .env(SECRET_ENV, "not the cluster's secret")
+        .output()
+        .expect("baton runs");
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("cluster secret"), "{wrong:?}");
+    let mut b = Proc::start(&["backend", "--scheduler", &sched, "--frontends", &peers]);
     b.ready();
     let v = load_json(&fe, "500");
     // Stopped in the order they depend on each other: backend, frontend, scheduler.
@@ -281,6 +302,7 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
         (f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()),
         (Some(0), Some(0), Some(0))
     );
+    assert_eq!(s["refused_peers"], 1, "the backend with another secret: {s}");
     // Every batch the scheduler planned ran on the backend process.
     assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
 }

@@ -12,7 +12,7 @@ use baton_wire::{FrameError, Message};
 use futures_lite::io::WriteHalf;
 use futures_lite::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalSender};
-use glommio::net::TcpStream;
+use glommio::net::{TcpListener, TcpStream};
 use glommio::task::JoinHandle;
 
 pub struct Conn {
@@ -97,6 +97,29 @@ impl Conn {
     pub fn close(&self) {
         self.closed.set(true);
         let _ = self.wake.try_send(());
+    }
+}
+
+/// The pauses between failed accepts: doubling from the first to the last.
+const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The next connection on `listener`. An accept that fails (out of file
+/// descriptors, of memory for sockets) is retried after a pause that
+/// doubles up to `MAX_ACCEPT_PAUSE` (`pause` carries it from call to call),
+/// instead of at once in a spin.
+pub async fn accept_backing_off(listener: &TcpListener, pause: &mut Duration) -> TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok(s) => {
+                *pause = Duration::ZERO;
+                return s;
+            }
+            Err(_) => {
+                *pause = (*pause * 2).clamp(MIN_ACCEPT_PAUSE, MAX_ACCEPT_PAUSE);
+                glommio::timer::sleep(*pause).await;
+            }
+        }
     }
 }
 

@@ -16,9 +16,9 @@
 //! that), it is not reading at all: the connection is aborted — what it
 //! holds dropped, the socket shut down — so one client cannot make the
 //! frontend buffer without bound, and its answers are orphaned. When a client goes, its requests still finish; their
-//! answers are counted as orphaned. In a frontend process, a connection
-//! that opens with a backend's `Hello` is a peer, not a client: the router
-//! takes it over (`router.rs`).
+//! answers are counted as orphaned. Roles never come in here: a
+//! frontend process takes its backends on a listener of their own, and
+//! only once they prove they hold the cluster secret (`router.rs`).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -38,7 +38,7 @@ use super::conn::{self, Conn};
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::link::{Link, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
-use super::router::{role_addr, Router};
+use super::router::Router;
 use super::{Progress, IDLE};
 use crate::clock::Clock;
 use crate::metrics::Snapshot;
@@ -49,10 +49,6 @@ use crate::roles::{Addr, Envelope};
 
 /// Answer bytes a client may leave unread before its requests stop being read.
 const MAX_UNSENT: usize = 8 << 20;
-
-/// The pauses between failed accepts: doubling from the first to the last.
-const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
-const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 pub struct Report {
@@ -72,8 +68,6 @@ struct Shard {
     clock: Clock,
     conns: HashMap<ConnId, Rc<Conn>>,
     outbound: VecDeque<ShardMsg>,
-    /// Roles in other processes (None in `baton serve`).
-    router: Option<Rc<Router>>,
     connections: u64,
     refused_connections: u64,
     max_unread: usize,
@@ -345,7 +339,6 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         clock,
         conns: HashMap::new(),
         outbound: VecDeque::new(),
-        router,
         connections: 0,
         refused_connections: 0,
         max_unread,
@@ -410,23 +403,14 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     report
 }
 
-/// Accepts connections until the shard stops. An accept that fails (out of
-/// file descriptors, of memory for sockets) is retried after a pause that
-/// doubles up to `MAX_ACCEPT_PAUSE`, instead of at once in a spin; a
-/// connection beyond `max_connections` is answered `Overloaded` and closed.
+/// Accepts connections until the shard stops, backing off on errors
+/// (`accept_backing_off`); a connection beyond `max_connections` is
+/// answered `Overloaded` and closed.
 async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connections: u64) {
     let mut next: ConnId = 0;
     let mut pause = Duration::ZERO;
     loop {
-        let stream = match listener.accept().await {
-            Ok(s) => s,
-            Err(_) => {
-                pause = (pause * 2).clamp(MIN_ACCEPT_PAUSE, MAX_ACCEPT_PAUSE);
-                glommio::timer::sleep(pause).await;
-                continue;
-            }
-        };
-        pause = Duration::ZERO;
+        let stream = conn::accept_backing_off(&listener, &mut pause).await;
         if shard.borrow().open >= max_connections {
             shard.borrow_mut().refused_connections += 1;
             let why = format!("{max_connections} connections are open, the most this frontend takes");
@@ -484,20 +468,6 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
         loop {
             match buf.next_frame() {
                 Ok(None) => break,
-                Ok(Some(Ok(Message::Hello(h)))) if h.role == fb::Role::Backend => {
-                    // A backend of another process: from now on a peer.
-                    shard.borrow_mut().conns.remove(&id);
-                    let router = shard.borrow().router.clone();
-                    let Some(router) = router else {
-                        send_small(&conn, &error_answer(fb::ErrorCode::UnexpectedKind, "no peers here".into()));
-                        break 'read;
-                    };
-                    router.register(role_addr(&h), Rc::clone(&conn));
-                    shard.borrow().bell.ring();
-                    let greet = |r: &Router, h: &fb::Hello, c: &Rc<Conn>| r.register(role_addr(h), Rc::clone(c));
-                    router.read_peer(reader, buf, conn, true, greet).await;
-                    return;
-                }
                 Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;

@@ -41,6 +41,7 @@
 //! Reduced, and said so: one frontend shard.
 
 mod alarms;
+pub mod auth;
 pub mod clients;
 mod conn;
 mod frontend_shard;
@@ -125,6 +126,9 @@ pub struct EngineConfig {
     pub poll: Duration,
     /// The KServe v2 gateway's listeners (none: no gateway).
     pub gateway: GatewayConfig,
+    /// The secret role processes prove to each other (`auth.rs`); role
+    /// processes refuse to start without one. Unused by `baton serve`.
+    pub cluster_key: Option<auth::ClusterKey>,
 }
 
 impl Default for EngineConfig {
@@ -144,6 +148,7 @@ impl Default for EngineConfig {
             reserve_floor: DEFAULT_RESERVE_FLOOR,
             poll: Duration::ZERO,
             gateway: GatewayConfig::default(),
+            cluster_key: None,
         }
     }
 }
@@ -154,6 +159,8 @@ pub enum EngineError {
     /// A shard could not start (executor, pinning, locked memory).
     Shard(String),
     Listen(std::io::Error),
+    /// A role process without a usable cluster secret.
+    Key(auth::KeyError),
 }
 
 impl std::fmt::Display for EngineError {
@@ -162,6 +169,7 @@ impl std::fmt::Display for EngineError {
             Self::Unsupported(u) => write!(f, "{u}"),
             Self::Shard(why) => write!(f, "cannot start a shard: {why}"),
             Self::Listen(e) => write!(f, "cannot listen: {e}"),
+            Self::Key(e) => write!(f, "{e}"),
         }
     }
 }
@@ -188,6 +196,9 @@ pub struct EngineReport {
     /// Client connections aborted for leaving more than `max_unread`
     /// bytes of answers unread.
     pub unread_closed: u64,
+    /// Connections on a role listener closed for not proving they hold
+    /// the cluster secret (`auth.rs`).
+    pub refused_peers: u64,
     /// Requests still held by the frontend at shutdown (they were
     /// answered `dropped` then; 0 after a drained run).
     pub held_at_stop: u64,
@@ -201,8 +212,7 @@ pub struct EngineReport {
 pub struct Progress {
     /// Requests the frontend has admitted and not answered yet.
     held: AtomicU64,
-    /// Connections open on the frontend (clients, and backends of other
-    /// processes).
+    /// Client connections open on the frontend.
     open: AtomicU64,
     /// Batches this process's backends have run.
     batches: AtomicU64,

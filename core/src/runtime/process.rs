@@ -4,9 +4,11 @@
 //!
 //! Start the scheduler first; backends and frontends connect to it (and
 //! wait for it up to `PATIENCE`), learn the cluster clock's origin from its
-//! `Hello`, and backends connect to every frontend to fetch inputs and
-//! return results. Frontend `i` must be the i-th address in the backends'
-//! `--frontends` list: request ids carry their frontend's index.
+//! `Hello`, and backends connect to every frontend's peer listener (apart
+//! from its clients') to fetch inputs and return results. Frontend `i`'s
+//! peer address must be the i-th in the backends' `--frontends` list:
+//! request ids carry their frontend's index. Every connection between
+//! roles is authenticated with the cluster secret (`auth.rs`).
 //!
 //! Processes are not pinned (several share one host in tests; `serve` is
 //! the pinned, thread-per-core deployment).
@@ -20,16 +22,17 @@ use std::time::Duration;
 use baton_net::framing::FrameBuf;
 use baton_sched::scenario::Scenario;
 use baton_sched::PolicyKind;
-use baton_wire::{fb, Message};
+use baton_wire::fb;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
+use super::auth::{ClusterKey, KeyError};
 use super::conn::Conn;
 use super::gateway::Inbox;
 use super::link::Link;
 use super::park::{doorbell, Doorbell, Rhythm};
 use super::part::SchedulerPart;
-use super::router::{connect, role_addr, Router};
+use super::router::{connect, Router};
 use super::{
     frontend_shard, gateway_parts, raise_memlock, sched_shard, servable, start_gateway, EngineConfig, EngineError,
     EngineReport, Progress,
@@ -50,7 +53,10 @@ pub enum RoleSpec {
     },
     Frontend {
         index: u32,
+        /// Where clients connect.
         listen: SocketAddr,
+        /// Where backends connect.
+        peers: SocketAddr,
         scheduler: SocketAddr,
     },
     /// Backends `first .. first + count` of the scenario's cluster.
@@ -65,6 +71,8 @@ pub enum RoleSpec {
 pub struct RoleProcess {
     /// Where it listens (scheduler and frontend).
     pub addr: Option<SocketAddr>,
+    /// Where a frontend listens for backends.
+    pub peer_addr: Option<SocketAddr>,
     /// A frontend's KServe gateway, when asked for.
     pub http: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
@@ -90,10 +98,14 @@ impl RoleProcess {
     }
 }
 
-type Ready = mpsc::Sender<Result<Option<SocketAddr>, String>>;
+/// Where a role listens: for clients (or roles, the scheduler), and for
+/// roles (a frontend).
+type Bound = (Option<SocketAddr>, Option<SocketAddr>);
+type Ready = mpsc::Sender<Result<Bound, String>>;
 
-/// The role's stop flag, and where it publishes its `Progress`.
-type Control = (Arc<AtomicBool>, Arc<Progress>);
+/// The role's stop flag, where it publishes its `Progress`, and the
+/// cluster secret.
+type Control = (Arc<AtomicBool>, Arc<Progress>, ClusterKey);
 
 /// Starts one role of `scenario`'s cluster in this process.
 pub fn start_role(
@@ -120,6 +132,7 @@ pub fn start_role(
             return Err(EngineError::Shard(format!("backends {first}..{first}+{count} of a cluster of {n}")));
         }
     }
+    let key = cfg.cluster_key.clone().ok_or(EngineError::Key(KeyError::Missing))?;
     raise_memlock();
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Progress::default());
@@ -138,22 +151,24 @@ pub fn start_role(
             match spec {
                 RoleSpec::Scheduler { listen } => {
                     let table = table.read(ModelTable::clone);
-                    scheduler(listen, scenario, policy, table, cfg2, (stop2, progress2), ready).await
+                    scheduler(listen, scenario, policy, table, cfg2, (stop2, progress2, key), ready).await
                 }
-                RoleSpec::Frontend { index, listen, scheduler } => {
+                RoleSpec::Frontend { index, listen, peers, scheduler } => {
                     let shard = (table, doorbell, inbox);
-                    frontend(index, listen, scheduler, shard, cfg2, (stop2, progress2), ready).await
+                    let at = (listen, peers, scheduler);
+                    frontend(index, at, shard, cfg2, (stop2, progress2, key), ready).await
                 }
                 RoleSpec::Backends { first, count, scheduler, frontends } => {
                     let (local, table) = (first..first + count, table.read(ModelTable::clone));
-                    backends(local, scheduler, frontends, scenario, table, cfg2, (stop2, progress2), ready).await
+                    let control = (stop2, progress2, key);
+                    backends(local, scheduler, frontends, scenario, table, cfg2, control, ready).await
                 }
             }
         })
         .map_err(|e| EngineError::Shard(e.to_string()))?;
     match ready_rx.recv() {
-        Ok(Ok(addr)) => {
-            let role = RoleProcess { addr, http: None, grpc: None, gateway: None, progress, stop, handle };
+        Ok(Ok((addr, peer_addr))) => {
+            let role = RoleProcess { addr, peer_addr, http: None, grpc: None, gateway: None, progress, stop, handle };
             match start_gateway(bridge, cfg) {
                 Ok(gateway) => {
                     let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
@@ -174,7 +189,7 @@ pub fn start_role(
 }
 
 fn hello(role: fb::Role, index: u32, origin_unix_ns: u64) -> fb::Hello {
-    fb::Hello { role, index, origin_unix_ns }
+    fb::Hello { role, index, origin_unix_ns, nonce: None, proof: None }
 }
 
 /// Registers a connection to a peer and reads it in the background.
@@ -185,8 +200,7 @@ fn attach(
 ) {
     let (reader, conn, buf) = parts;
     router.register(to, Rc::clone(&conn));
-    let r = Rc::clone(router);
-    glommio::spawn_local(r.read_peer(reader, buf, conn, true, |_, _, _| {})).detach();
+    glommio::spawn_local(Rc::clone(router).read_peer(reader, buf, conn, None)).detach();
 }
 
 async fn scheduler(
@@ -195,7 +209,7 @@ async fn scheduler(
     policy: PolicyKind,
     table: ModelTable,
     cfg: EngineConfig,
-    (stop, progress): Control,
+    (stop, progress, key): Control,
     ready: Ready,
 ) -> EngineReport {
     let clock = Clock::new();
@@ -222,51 +236,48 @@ async fn scheduler(
             return EngineReport::default();
         }
     };
-    let _ = ready.send(Ok(listener.local_addr().ok()));
+    let _ = ready.send(Ok((listener.local_addr().ok(), None)));
     let router = Rc::new(Router::for_scheduler());
-    let r = Rc::clone(&router);
-    glommio::spawn_local(async move {
-        while let Ok(stream) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            let (reader, writer) = futures_lite::io::split(stream);
-            let (conn, _) = Conn::spawn(writer);
-            let greet = move |r: &Router, h: &fb::Hello, c: &Rc<Conn>| {
-                r.register(role_addr(h), Rc::clone(c));
-                c.send(&Message::Hello(hello(fb::Role::Scheduler, 0, origin))).expect("a Hello fits a frame");
-            };
-            glommio::spawn_local(Rc::clone(&r).read_peer(reader, FrameBuf::default(), conn, false, greet)).detach();
-        }
-    })
-    .detach();
+    let me = hello(fb::Role::Scheduler, 0, origin);
+    glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me)).detach();
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
-    EngineReport { scheduler: report.scheduler, bad_frames: router.bad_frames.get(), ..Default::default() }
+    EngineReport { scheduler: report.scheduler, ..router.report() }
 }
 
 async fn frontend(
     index: u32,
-    listen: SocketAddr,
-    sched_addr: SocketAddr,
+    (listen, peers, sched_addr): (SocketAddr, SocketAddr, SocketAddr),
     (table, doorbell, gateway): (Arc<Published<ModelTable>>, Doorbell, Option<Inbox>),
     cfg: EngineConfig,
-    (stop, progress): Control,
+    (stop, progress, key): Control,
     ready: Ready,
 ) -> EngineReport {
-    let (reader, conn, buf, reply) =
-        match connect(sched_addr, &[hello(fb::Role::Frontend, index, 0)], true, PATIENCE).await {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = ready.send(Err(format!("cannot reach the scheduler at {sched_addr}: {e}")));
-                return EngineReport::default();
-            }
-        };
-    let origin = reply.expect("awaited").origin_unix_ns;
+    let me = hello(fb::Role::Frontend, index, 0);
+    let (reader, conn, buf, reply) = match connect(sched_addr, &key, std::slice::from_ref(&me), PATIENCE).await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot reach the scheduler at {sched_addr}: {e}")));
+            return EngineReport::default();
+        }
+    };
+    let peer_listener = match TcpListener::bind(peers) {
+        Ok(l) => l,
+        Err(e) => {
+            conn.close();
+            let _ = ready.send(Err(format!("cannot listen for backends on {peers}: {e}")));
+            return EngineReport::default();
+        }
+    };
+    let peer_addr = peer_listener.local_addr().ok();
+    let origin = reply.origin_unix_ns;
     let clock = Clock::with_origin(origin);
     let router = Rc::new(Router::default());
     attach(&router, Addr::Scheduler, (reader, conn, buf));
-    let hello = hello(fb::Role::Frontend, index, 0);
-    glommio::spawn_local(reconnect(Rc::clone(&router), sched_addr, hello, origin, Arc::clone(&stop))).detach();
+    glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone())).detach();
+    let again = reconnect(Rc::clone(&router), (sched_addr, key), me, origin, Arc::clone(&stop));
+    glommio::spawn_local(again).detach();
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
@@ -296,7 +307,7 @@ async fn frontend(
         }
     }
     let _ = ready.send(match bound {
-        Some(Ok(addr)) => Ok(Some(addr)),
+        Some(Ok(addr)) => Ok((Some(addr), peer_addr)),
         Some(Err(e)) => Err(format!("cannot listen on {listen}: {e}")),
         None => Err("the frontend shard stopped while starting".into()),
     });
@@ -307,9 +318,9 @@ async fn frontend(
         connections: r.connections,
         refused_connections: r.refused_connections,
         unread_closed: r.unread_closed,
-        bad_frames: r.bad_frames,
+        bad_frames: r.bad_frames + router.bad_frames.get(),
         held_at_stop: r.held_at_stop,
-        ..Default::default()
+        ..router.report()
     }
 }
 
@@ -322,14 +333,20 @@ const RECONNECT: Duration = Duration::from_millis(50);
 /// clock's origin) is taken back; a restarted scheduler has a clock of its
 /// own, which this frontend's held times do not share, so it is refused
 /// and the frontend stays unavailable until restarted itself.
-async fn reconnect(router: Rc<Router>, addr: SocketAddr, hello: fb::Hello, origin: u64, stop: Arc<AtomicBool>) {
+async fn reconnect(
+    router: Rc<Router>,
+    (addr, key): (SocketAddr, ClusterKey),
+    hello: fb::Hello,
+    origin: u64,
+    stop: Arc<AtomicBool>,
+) {
     while !stop.load(Ordering::Acquire) {
         glommio::timer::sleep(RECONNECT).await;
         if router.reaches(Addr::Scheduler) {
             continue;
         }
-        match connect(addr, std::slice::from_ref(&hello), true, RECONNECT).await {
-            Ok((reader, conn, buf, Some(h))) if h.origin_unix_ns == origin => {
+        match connect(addr, &key, std::slice::from_ref(&hello), RECONNECT).await {
+            Ok((reader, conn, buf, h)) if h.origin_unix_ns == origin => {
                 attach(&router, Addr::Scheduler, (reader, conn, buf));
             }
             Ok((_, conn, ..)) => {
@@ -350,7 +367,7 @@ async fn backends(
     scenario: Scenario,
     table: ModelTable,
     cfg: EngineConfig,
-    (stop, progress): Control,
+    (stop, progress, key): Control,
     ready: Ready,
 ) -> EngineReport {
     let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
@@ -358,15 +375,15 @@ async fn backends(
         let _ = ready.send(Err(why));
         EngineReport::default()
     };
-    let (reader, conn, buf, reply) = match connect(sched_addr, &hellos, true, PATIENCE).await {
+    let (reader, conn, buf, reply) = match connect(sched_addr, &key, &hellos, PATIENCE).await {
         Ok(x) => x,
         Err(e) => return fail(format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
-    let clock = Clock::with_origin(reply.expect("awaited").origin_unix_ns);
+    let clock = Clock::with_origin(reply.origin_unix_ns);
     let router = Rc::new(Router::default());
     attach(&router, Addr::Scheduler, (reader, conn, buf));
     for (i, &fe) in frontends.iter().enumerate() {
-        match connect(fe, &hellos, false, PATIENCE).await {
+        match connect(fe, &key, &hellos, PATIENCE).await {
             Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),
             Err(e) => return fail(format!("cannot reach frontend {i} at {fe}: {e}")),
         }
@@ -379,9 +396,9 @@ async fn backends(
         Ok(d) => d,
         Err(e) => return fail(format!("cannot make a doorbell: {e}")),
     };
-    let _ = ready.send(Ok(None));
+    let _ = ready.send(Ok((None, None)));
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
-    EngineReport { backends: report.backends, bad_frames: router.bad_frames.get(), ..Default::default() }
+    EngineReport { backends: report.backends, ..router.report() }
 }

@@ -2,12 +2,14 @@
 //! role (`Addr`) to the TCP connection that reaches it, and collects what
 //! peers send into one inbox for the pump.
 //!
-//! Every connection between roles starts with `Hello` frames naming the
-//! speaker (one per backend when a process hosts several). The scheduler
-//! answers each peer with its own `Hello`, carrying the cluster clock's
-//! origin. Frames after the greeting are routed by content: requests and
-//! completions to the scheduler, plans and inputs to the backend they
-//! name, fetches, results and drops to the frontend holding the requests.
+//! Every connection between roles starts with a greeting of `Hello` frames
+//! that names the speakers (one per backend when a process hosts several)
+//! and authenticates both ends with the cluster secret (`auth.rs`); the
+//! scheduler's carries the cluster clock's origin. Roles accept each other
+//! on listeners apart from clients' (`accept_peers`). Frames after the
+//! greeting are routed by content: requests and completions to the
+//! scheduler, plans and inputs to the backend they name, fetches, results
+//! and drops to the frontend holding the requests.
 //!
 //! Nothing is lost when a peer is missing: a batch plan for a backend that
 //! is not connected is answered to its frontends as dropped
@@ -24,9 +26,10 @@ use baton_net::framing::FrameBuf;
 use baton_wire::{fb, Message};
 use futures_lite::io::ReadHalf;
 use futures_lite::AsyncReadExt;
-use glommio::net::TcpStream;
+use glommio::net::{TcpListener, TcpStream};
 
-use super::conn::{self, Conn};
+use super::auth::{Answer, AuthError, Challenge, ClusterKey};
+use super::conn::{self, accept_backing_off, Conn};
 use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
@@ -39,8 +42,12 @@ pub struct Router {
     /// Peer connections opened (true) and closed (false) since the pump
     /// last looked, for the local roles (`ShardMsg::Peer`).
     pub notices: RefCell<Vec<(Addr, bool)>>,
-    /// Frames from peers that did not decode, or came before a greeting.
+    /// Frames from authenticated peers that did not decode, or that no
+    /// role here takes.
     pub bad_frames: Cell<u64>,
+    /// Connections closed because they did not greet with a good proof of
+    /// the cluster secret within `GREETING`.
+    pub refused_peers: Cell<u64>,
     /// Whether this process hosts the scheduler, which must hear of a
     /// backend whose connection closed.
     pub hosts_scheduler: bool,
@@ -94,6 +101,12 @@ impl Router {
         }
     }
 
+    /// What this process's peer connections saw, for its report.
+    pub fn report(&self) -> super::EngineReport {
+        let (bad_frames, refused_peers) = (self.bad_frames.get(), self.refused_peers.get());
+        super::EngineReport { bad_frames, refused_peers, ..Default::default() }
+    }
+
     /// A peer role is reachable through `conn`. The local roles hear of
     /// it; a local scheduler hears a backend's connection as the backend
     /// saying it is healthy (one that had failed — a restarted process —
@@ -128,25 +141,62 @@ impl Router {
         }
     }
 
-    /// Reads a peer's frames until it closes: greetings go to `on_hello`
-    /// (which registers the speaker), everything else to the inbox.
+    /// Accepts roles on `listener` until the process stops: each
+    /// connection is challenged at once as the role `me`, and read
+    /// (`read_peer`) once it has greeted with a good proof.
+    pub async fn accept_peers(self: Rc<Self>, listener: TcpListener, key: ClusterKey, me: fb::Hello) {
+        let mut pause = Duration::ZERO;
+        loop {
+            let stream = accept_backing_off(&listener, &mut pause).await;
+            let _ = stream.set_nodelay(true);
+            let (reader, writer) = futures_lite::io::split(stream);
+            let (conn, _) = Conn::spawn(writer);
+            let challenge = Challenge::new(&key, me.clone());
+            conn.send(&Message::Hello(challenge.greeting())).expect("a Hello fits a frame");
+            let peer = Rc::clone(&self).read_peer(reader, FrameBuf::default(), conn, Some(challenge));
+            glommio::spawn_local(peer).detach();
+        }
+    }
+
+    /// Reads a peer's frames until it closes, everything but greetings to
+    /// the inbox. On an accepted connection (`challenge`), each greeting
+    /// is checked and registers the role it names, the first answered with
+    /// this role's proof; anything else before a good greeting, a bad
+    /// greeting, or none within `GREETING`, closes the connection. On a
+    /// connection this process opened (greeted in `connect`), a greeting
+    /// is a bad frame.
     pub async fn read_peer(
         self: Rc<Self>,
         mut reader: ReadHalf<TcpStream>,
         mut buf: FrameBuf,
         conn: Rc<Conn>,
-        mut greeted: bool,
-        on_hello: impl Fn(&Router, &fb::Hello, &Rc<Conn>),
+        mut challenge: Option<Challenge>,
     ) {
+        let greeting_ends = std::time::Instant::now() + GREETING;
         'read: loop {
             loop {
+                let trusted = challenge.as_ref().is_none_or(Challenge::passed);
                 match buf.next_frame() {
                     Ok(None) => break,
-                    Ok(Some(Ok(Message::Hello(h)))) => {
-                        greeted = true;
-                        on_hello(&self, &h, &conn);
+                    Ok(Some(Ok(Message::Hello(h)))) if challenge.is_some() => {
+                        match challenge.as_mut().expect("checked").check(&h) {
+                            Ok(reply) => {
+                                if let Some(reply) = reply {
+                                    conn.send(&Message::Hello(reply)).expect("a Hello fits a frame");
+                                }
+                                self.register(role_addr(&h), Rc::clone(&conn));
+                            }
+                            Err(_) => {
+                                self.refused_peers.set(self.refused_peers.get() + 1);
+                                break 'read;
+                            }
+                        }
                     }
-                    Ok(Some(Ok(msg))) => match addressee(&msg).filter(|_| greeted) {
+                    Ok(_) if !trusted => {
+                        self.refused_peers.set(self.refused_peers.get() + 1);
+                        break 'read;
+                    }
+                    Ok(Some(Ok(msg))) => match addressee(&msg) {
                         Some(to) => self.deliver(Envelope { to, msg }),
                         None => self.bad_frames.set(self.bad_frames.get() + 1),
                     },
@@ -157,7 +207,18 @@ impl Router {
                     }
                 }
             }
-            match reader.read(buf.spare()).await {
+            let read = reader.read(buf.spare());
+            let read = match challenge.as_ref().is_some_and(|c| !c.passed()) {
+                true => match within(greeting_ends, read).await {
+                    Some(r) => r,
+                    None => {
+                        self.refused_peers.set(self.refused_peers.get() + 1);
+                        break;
+                    }
+                },
+                false => read.await,
+            };
+            match read {
                 Ok(0) | Err(_) => break,
                 Ok(n) => buf.filled(n),
             }
@@ -192,15 +253,32 @@ impl Router {
     }
 }
 
+/// How long an accepted role has to greet with a good proof.
+pub const GREETING: Duration = Duration::from_secs(5);
+
+/// `f`'s output, or `None` once `deadline` passes.
+async fn within<T>(deadline: std::time::Instant, f: impl std::future::Future<Output = T>) -> Option<T> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    futures_lite::future::or(async { Some(f.await) }, async {
+        glommio::timer::sleep(left).await;
+        None
+    })
+    .await
+}
+
+/// A connection to a peer role, greeted: its halves, what was read past
+/// the greeting, and the peer's own greeting.
+pub type Greeted = (ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, fb::Hello);
+
 /// Connects to a peer role at `addr`, retrying for `patience` while it is
-/// not up yet, greets it with `hellos`, and returns the connection's
-/// halves and the first frame it answers with if `await_reply`.
+/// not up yet, and greets it (`auth.rs`) as the roles `hellos` name. The
+/// greeting itself must end within `GREETING`.
 pub async fn connect(
     addr: SocketAddr,
+    key: &ClusterKey,
     hellos: &[fb::Hello],
-    await_reply: bool,
     patience: Duration,
-) -> std::io::Result<(ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, Option<fb::Hello>)> {
+) -> std::io::Result<Greeted> {
     let start = std::time::Instant::now();
     let stream = loop {
         match TcpStream::connect(addr).await {
@@ -212,20 +290,43 @@ pub async fn connect(
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, _) = Conn::spawn(writer);
-    for h in hellos {
-        conn.send(&Message::Hello(h.clone())).expect("a Hello fits a frame");
-    }
     let mut buf = FrameBuf::default();
-    let mut reply = None;
-    while await_reply && reply.is_none() {
+    let greeting = async {
+        let challenge = next_hello(&mut reader, &mut buf).await?;
+        let (answer, proven) = Answer::new(key, &challenge, hellos).map_err(std::io::Error::other)?;
+        for h in proven {
+            conn.send(&Message::Hello(h)).expect("a Hello fits a frame");
+        }
+        let reply = next_hello(&mut reader, &mut buf).await?;
+        answer.check(&reply).map_err(std::io::Error::other)?;
+        Ok::<_, std::io::Error>(reply)
+    };
+    match within(std::time::Instant::now() + GREETING, greeting).await {
+        Some(Ok(reply)) => Ok((reader, conn, buf, reply)),
+        Some(Err(e)) => {
+            conn.close();
+            Err(e)
+        }
+        None => {
+            conn.close();
+            Err(std::io::Error::other(format!("the peer did not greet within {GREETING:?}")))
+        }
+    }
+}
+
+/// The next frame, which must be a greeting.
+async fn next_hello(reader: &mut ReadHalf<TcpStream>, buf: &mut FrameBuf) -> std::io::Result<fb::Hello> {
+    loop {
         match buf.next_frame() {
-            Ok(Some(Ok(Message::Hello(h)))) => reply = Some(h),
-            Ok(Some(_)) | Err(_) => return Err(std::io::Error::other("the peer did not answer with a Hello")),
+            Ok(Some(Ok(Message::Hello(h)))) => return Ok(h),
+            Ok(Some(_)) | Err(_) => return Err(std::io::Error::other(AuthError::Unproven)),
             Ok(None) => match reader.read(buf.spare()).await? {
-                0 => return Err(std::io::Error::other("the peer closed before answering")),
+                0 => {
+                    let why = "the peer closed during the greeting (does it hold the same cluster secret?)";
+                    return Err(std::io::Error::other(why));
+                }
                 n => buf.filled(n),
             },
         }
     }
-    Ok((reader, conn, buf, reply))
 }
