@@ -638,3 +638,95 @@ fn a_binary_client_unloads_and_loads_a_model() {
     let f = e.shutdown().frontend;
     assert_eq!((f.received, f.answered(), f.duplicates), (2, 2, 0), "{f:?}");
 }
+
+/// A scheduler that greets one frontend as the real one does, then never
+/// reads from it; its thread returns the connection (kept open) when asked.
+fn deaf_scheduler(key: &ClusterKey) -> (std::net::SocketAddr, std::thread::JoinHandle<Client>) {
+    use baton_core::runtime::auth::Challenge;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let key = key.clone();
+    let t = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut c = Client { s, buf: FrameBuf::default() };
+        let origin = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        let me = fb::Hello { role: fb::Role::Scheduler, origin_unix_ns: origin, ..Default::default() };
+        let mut challenge = Challenge::new(&key, me);
+        c.send(&Message::Hello(challenge.greeting()));
+        let Some(Message::Hello(h)) = c.message() else { panic!("the frontend greets") };
+        let reply = challenge.check(&h).expect("the frontend holds the secret").expect("its first greeting");
+        c.send(&Message::Hello(reply));
+        c
+    });
+    (addr, t)
+}
+
+/// What a flood of requests to a frontend behind a deaf scheduler got:
+/// requests sent, and the first answer that was not `Ok`.
+fn flood_behind_deaf_scheduler(cfg: &EngineConfig) -> (u64, fb::InferResponse, baton_core::runtime::EngineReport) {
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let (sched, deaf) = deaf_scheduler(cfg.cluster_key.as_ref().unwrap());
+    let fe = start_role(&s, s.policy, cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched })
+        .expect("the frontend starts");
+    let _deaf = deaf.join().unwrap();
+    let mut c = Client::at(fe.addr.unwrap());
+    let mut writer = c.s.try_clone().unwrap();
+    // Long SLOs: what the frontend holds stays held while the flood runs.
+    let frame = encode(&Message::InferRequest(request(1, "ResNet50", 60_000, FLOATS))).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = std::sync::Arc::clone(&stop);
+    let sender = std::thread::spawn(move || {
+        let many = frame.repeat(1_000);
+        let mut sent = 0;
+        // 2 M requests at most: a frontend without the bound holds them all.
+        while sent < 2_000_000 && !stopped.load(std::sync::atomic::Ordering::Acquire) {
+            writer.write_all(&many).unwrap();
+            sent += 1_000;
+        }
+        sent
+    });
+    let first = c.answer().expect("an answer comes while the scheduler does not read");
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let sent = sender.join().unwrap();
+    // The client is done sending: the frontend reads the rest, answers
+    // what it can and closes. Every request it read is answered once, to
+    // the client or, held still (it has left), orphaned.
+    c.s.shutdown(Shutdown::Write).unwrap();
+    let mut answered = 1;
+    while c.answer().is_some() {
+        answered += 1;
+    }
+    let r = fe.shutdown();
+    let f = r.frontend;
+    assert_eq!((answered + f.orphaned, f.answered()), (f.received, f.received), "{r:?}");
+    (sent, first, r)
+}
+
+/// A scheduler that does not keep up (here: does not read at all) makes
+/// the frontend shed new requests `Overloaded` at once, with the reason,
+/// once `max_waiting` messages wait for it; before, they queued without
+/// bound in the connection's outbox (2 M requests, no answer).
+#[test]
+fn a_frontend_whose_scheduler_does_not_read_sheds_new_requests() {
+    let cfg = EngineConfig { max_waiting: 1_000, ..role_config() };
+    let (sent, first, r) = flood_behind_deaf_scheduler(&cfg);
+    assert_eq!(first.error_code, fb::ErrorCode::Overloaded, "{first:?}");
+    assert!(first.message.as_deref().unwrap().contains("wait to reach the scheduler"), "{first:?}");
+    assert!(sent < 2_000_000 && r.cut_peers == 0, "{r:?}");
+}
+
+/// With no bound on what waits, a scheduler that leaves `max_peer_unread`
+/// bytes unread is cut off as gone: the frontend answers what it held and
+/// refuses new requests `Unavailable`, instead of buffering for it
+/// without bound.
+#[test]
+fn a_frontend_cuts_off_a_scheduler_that_does_not_read() {
+    let cfg = EngineConfig { max_waiting: usize::MAX, max_peer_unread: 1 << 20, ..role_config() };
+    let (sent, first, r) = flood_behind_deaf_scheduler(&cfg);
+    assert!(sent < 2_000_000 && r.cut_peers == 1, "{r:?}");
+    let lost = (first.status, first.drop_reason) == (fb::Status::Dropped, fb::DropReason::Lost);
+    let refused = (first.status, first.error_code) == (fb::Status::Error, fb::ErrorCode::Unavailable);
+    assert!(lost || refused, "{first:?}");
+}

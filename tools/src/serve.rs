@@ -75,6 +75,14 @@ pub struct EngineArgs {
     /// aborts its connection (it is not reading; others are unaffected).
     #[arg(long, default_value_t = EngineConfig::default().max_unread)]
     max_unread_bytes: usize,
+    /// Messages a frontend lets wait to reach its scheduler before it
+    /// sheds new requests `Overloaded`.
+    #[arg(long, default_value_t = EngineConfig::default().max_waiting)]
+    max_waiting: usize,
+    /// Bytes a role process lets a peer role leave unread before it cuts
+    /// that connection (the peer is treated as gone).
+    #[arg(long, default_value_t = EngineConfig::default().max_peer_unread)]
+    max_peer_unread_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -351,6 +359,8 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         reserve_floor: a.reserve_us * 1_000,
         max_connections: a.max_connections,
         max_unread: a.max_unread_bytes,
+        max_waiting: a.max_waiting,
+        max_peer_unread: a.max_peer_unread_bytes,
         ..Default::default()
     }
 }
@@ -384,7 +394,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
         "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
         "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
         "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
-        "unread_closed": r.unread_closed, "refused_peers": r.refused_peers,
+        "unread_closed": r.unread_closed, "refused_peers": r.refused_peers, "cut_peers": r.cut_peers,
         "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
     })
 }

@@ -98,6 +98,11 @@ pub struct Frontend {
     reserve: Reserve,
     next_seq: u64,
     capacity: usize,
+    /// Messages waiting to leave for the scheduler (as the shard last
+    /// counted them, plus requests admitted since), and how many may wait
+    /// before new requests are shed `Overloaded` (`with_max_waiting`).
+    waiting: usize,
+    max_waiting: usize,
     /// How long past its deadline a request is held (`EXPIRY_GRACE`).
     grace: Nanos,
     /// When held requests are next looked over for ones past their grace.
@@ -137,6 +142,8 @@ impl Frontend {
             reserve: Reserve::new(reserve_floor),
             next_seq: 0,
             capacity,
+            waiting: 0,
+            max_waiting: usize::MAX,
             grace: EXPIRY_GRACE,
             next_sweep: 0,
             scheduler_up: true,
@@ -158,6 +165,21 @@ impl Frontend {
     }
 
     /// Holds a request at most `grace` past its deadline.
+    /// Sheds new requests `Overloaded` while `max` messages wait to reach
+    /// the scheduler: when the scheduler (or the link to it) falls behind,
+    /// clients learn at once instead of their requests queueing unbounded
+    /// on the way, to miss their deadlines there.
+    pub fn with_max_waiting(mut self, max: usize) -> Self {
+        self.max_waiting = max;
+        self
+    }
+
+    /// The messages waiting to reach the scheduler, as the shard counts
+    /// them after sending what it could.
+    pub fn set_waiting(&mut self, n: usize) {
+        self.waiting = n;
+    }
+
     pub fn with_grace(mut self, grace: Nanos) -> Self {
         self.grace = grace;
         self
@@ -251,6 +273,7 @@ impl Frontend {
     fn hold(&mut self, held: Held, planned: Nanos) -> fb::RequestMeta {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & SEQ_MASK;
+        self.waiting += 1;
         let (model, app, arrival) = (held.model, held.app, held.arrival);
         self.held.insert(id, held);
         fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: arrival, deadline_ns: planned }
@@ -325,6 +348,10 @@ impl Frontend {
         }
         if self.held.len() >= self.capacity {
             return Err((Overloaded, format!("frontend holds {} requests, its limit", self.capacity)));
+        }
+        if self.waiting >= self.max_waiting {
+            let why = format!("{} messages wait to reach the scheduler, the most this frontend queues", self.waiting);
+            return Err((Overloaded, why));
         }
         Ok(())
     }

@@ -68,10 +68,15 @@ impl Conn {
         Ok(())
     }
 
-    /// `fd` is the connection's socket, open while the owner keeps the
-    /// connection registered (so `abort` may shut it down).
+    /// `fd` is the connection's socket, which the owner keeps open until
+    /// it calls `unwatch_socket` (so `abort` may shut it down meanwhile).
     pub fn watch_socket(&self, fd: RawFd) {
         self.socket.set(Some(fd));
+    }
+
+    /// The owner is about to close the socket: `abort` no longer touches it.
+    pub fn unwatch_socket(&self) {
+        self.socket.set(None);
     }
 
     /// Closes at once, dropping what is pending: the peer does not read, so
@@ -82,10 +87,11 @@ impl Conn {
         self.out.borrow_mut().take();
         if let Some(fd) = self.socket.take() {
             // SAFETY: `fd` was set by `watch_socket`, whose caller keeps the
-            // stream (and so the descriptor) open while this connection is
-            // registered, and `abort` is only called on a registered
-            // connection; `take` makes it the only call. shutdown(2) does not
-            // close the descriptor, so it cannot be reused under a reader.
+            // stream (and so the descriptor) open until it calls
+            // `unwatch_socket`, which clears it; so it is still this
+            // connection's socket, and `take` makes this the only call.
+            // shutdown(2) does not close the descriptor, so it cannot be
+            // reused under a reader.
             unsafe {
                 libc::shutdown(fd, libc::SHUT_RDWR);
             }
@@ -124,7 +130,9 @@ pub async fn accept_backing_off(listener: &TcpListener, pause: &mut Duration) ->
 }
 
 /// Closes `conns`, each after flushing what it holds, and waits (at most
-/// about 100 ms) for their writers to send it and shut their sockets.
+/// about 100 ms) for their writers to send it and shut their sockets; then
+/// shuts down what is left (a peer still reading slowly loses the rest),
+/// so that no task is left holding a socket open when the shard stops.
 pub async fn close_all(conns: &[Rc<Conn>]) {
     for c in conns {
         c.close();
@@ -136,5 +144,10 @@ pub async fn close_all(conns: &[Rc<Conn>]) {
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     // One more turn for the writers to shut their sockets.
+    glommio::timer::sleep(Duration::from_millis(2)).await;
+    for c in conns {
+        c.abort();
+    }
+    // And one for the readers and writers to see it and end.
     glommio::timer::sleep(Duration::from_millis(2)).await;
 }

@@ -284,6 +284,9 @@ pub struct Setup {
     pub addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
     pub table: Arc<Published<ModelTable>>,
     pub capacity: usize,
+    /// Messages that may wait to reach the scheduler before new requests
+    /// are shed (`Frontend::with_max_waiting`).
+    pub max_waiting: usize,
     /// Connections open at most (clients and peers); more are refused.
     pub max_connections: u64,
     /// Answer bytes a client may leave unread before it is cut off.
@@ -306,6 +309,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         addr_tx,
         table,
         capacity,
+        max_waiting,
         max_connections,
         max_unread,
         reserve_floor,
@@ -334,7 +338,9 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     let shard = Rc::new(RefCell::new(Shard {
         // Ids from the Unix clock: a restarted frontend's never match a
         // request its last run left in the cluster.
-        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor).starting_at(crate::clock::unix_ns()),
+        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor)
+            .starting_at(crate::clock::unix_ns())
+            .with_max_waiting(max_waiting),
         table,
         clock,
         conns: HashMap::new(),
@@ -374,6 +380,8 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 link.flush(&mut s.outbound);
                 busy = true;
             }
+            let waiting = s.outbound.len() + link.unsent(Addr::Scheduler);
+            s.fe.set_waiting(waiting);
         }
         let has_work = || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked();
         let sweep = shard.borrow().until_sweep();
@@ -449,7 +457,7 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, flusher) = Conn::spawn(writer);
     // The reader half keeps the socket open until this function returns,
-    // after the connection leaves `conns`: only a registered one is aborted.
+    // after it stops watching it.
     conn.watch_socket(fd);
     shard.borrow_mut().conns.insert(id, Rc::clone(&conn));
     let mut buf = FrameBuf::default();
@@ -487,6 +495,7 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
     // The client is gone or sent a bad header: flush what is pending, close.
     shard.borrow_mut().conns.remove(&id);
     conn.close();
+    conn.unwatch_socket();
     drop(conn);
     flusher.await;
 }

@@ -89,6 +89,16 @@ impl Link {
         }
     }
 
+    /// Messages sent to `to` that have not left this process yet (beyond
+    /// the caller's own queue): those in the outbox of a connection whose
+    /// peer is not reading; none on rings, whose slots are their bound.
+    pub fn unsent(&self, to: Addr) -> usize {
+        match self {
+            Link::Ring(_) => 0,
+            Link::Tcp(r) => r.unsent(to),
+        }
+    }
+
     /// Messages that arrived since the last call.
     pub fn poll(&mut self, out: &mut Vec<ShardMsg>) {
         match self {

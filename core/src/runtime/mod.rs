@@ -97,12 +97,18 @@ pub struct EngineConfig {
     pub input_floats: usize,
     /// Requests the frontend holds at most; more are refused as overloaded.
     pub frontend_capacity: usize,
+    /// Messages a frontend lets wait to reach its scheduler (the ring or
+    /// connection to it is full) before it sheds new requests `Overloaded`.
+    pub max_waiting: usize,
     /// Connections the frontend keeps open at most; more are answered
     /// `Overloaded` and closed.
     pub max_connections: u64,
     /// Answer bytes a client may leave unread before its connection is
     /// aborted (it is not reading; the frontend buffers no more for it).
     pub max_unread: usize,
+    /// Bytes a role process lets a peer role leave unread before it cuts
+    /// the connection (the peer is treated as gone).
+    pub max_peer_unread: usize,
     /// Relative jitter of the emulated GPUs' batch times.
     pub jitter: f64,
     /// Slots of each ring between the shards.
@@ -137,8 +143,10 @@ impl Default for EngineConfig {
             listen: "127.0.0.1:7700".parse().expect("valid address"),
             input_floats: crate::models::DEFAULT_INPUT_FLOATS,
             frontend_capacity: 1 << 20,
+            max_waiting: 1 << 16,
             max_connections: 16_384,
             max_unread: 64 << 20,
+            max_peer_unread: 256 << 20,
             jitter: 0.0,
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
@@ -199,6 +207,9 @@ pub struct EngineReport {
     /// Connections on a role listener closed for not proving they hold
     /// the cluster secret (`auth.rs`).
     pub refused_peers: u64,
+    /// Peer connections cut for leaving more than `max_peer_unread` bytes
+    /// unread.
+    pub cut_peers: u64,
     /// Requests still held by the frontend at shutdown (they were
     /// answered `dropped` then; 0 after a drained run).
     pub held_at_stop: u64,
@@ -462,6 +473,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             addr_tx,
             table,
             capacity: cfg.frontend_capacity,
+            max_waiting: cfg.max_waiting,
             max_connections: cfg.max_connections,
             max_unread: cfg.max_unread,
             reserve_floor: cfg.reserve_floor,

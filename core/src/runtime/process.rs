@@ -237,7 +237,7 @@ async fn scheduler(
         }
     };
     let _ = ready.send(Ok((listener.local_addr().ok(), None)));
-    let router = Rc::new(Router::for_scheduler());
+    let router = Rc::new(Router::new(true, cfg.max_peer_unread));
     let me = hello(fb::Role::Scheduler, 0, origin);
     glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me)).detach();
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
@@ -273,7 +273,7 @@ async fn frontend(
     let peer_addr = peer_listener.local_addr().ok();
     let origin = reply.origin_unix_ns;
     let clock = Clock::with_origin(origin);
-    let router = Rc::new(Router::default());
+    let router = Rc::new(Router::new(false, cfg.max_peer_unread));
     attach(&router, Addr::Scheduler, (reader, conn, buf));
     glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone())).detach();
     let again = reconnect(Rc::clone(&router), (sched_addr, key), me, origin, Arc::clone(&stop));
@@ -285,6 +285,7 @@ async fn frontend(
         addr_tx,
         table,
         capacity: cfg.frontend_capacity,
+        max_waiting: cfg.max_waiting,
         max_connections: cfg.max_connections,
         max_unread: cfg.max_unread,
         reserve_floor: cfg.reserve_floor,
@@ -380,7 +381,7 @@ async fn backends(
         Err(e) => return fail(format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
     let clock = Clock::with_origin(reply.origin_unix_ns);
-    let router = Rc::new(Router::default());
+    let router = Rc::new(Router::new(false, cfg.max_peer_unread));
     attach(&router, Addr::Scheduler, (reader, conn, buf));
     for (i, &fe) in frontends.iter().enumerate() {
         match connect(fe, &key, &hellos, PATIENCE).await {

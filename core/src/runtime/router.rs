@@ -34,7 +34,6 @@ use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
 
-#[derive(Default)]
 pub struct Router {
     peers: RefCell<HashMap<Addr, Rc<Conn>>>,
     pub inbox: RefCell<Vec<Envelope>>,
@@ -53,6 +52,10 @@ pub struct Router {
     pub hosts_scheduler: bool,
     /// Wakes the pump when the inbox gets something (`park.rs`).
     pub bell: RefCell<Option<Bell>>,
+    /// Bytes a peer may leave unread before its connection is cut.
+    max_unread: usize,
+    /// Peer connections cut for leaving more than `max_unread` unread.
+    pub cut_peers: Cell<u64>,
 }
 
 /// The role a message between roles is for, by its content.
@@ -79,14 +82,33 @@ pub fn role_addr(h: &fb::Hello) -> Addr {
 }
 
 impl Router {
-    /// The router of the scheduler's process.
-    pub fn for_scheduler() -> Self {
-        Self { hosts_scheduler: true, ..Default::default() }
+    /// The router of a process, which hosts the scheduler or not, cutting
+    /// a peer that leaves more than `max_unread` bytes unread: it is not
+    /// reading, so it is as good as gone, and what this process sends it
+    /// is not buffered without bound.
+    pub fn new(hosts_scheduler: bool, max_unread: usize) -> Self {
+        Self {
+            peers: RefCell::default(),
+            inbox: RefCell::default(),
+            undeliverable: Cell::default(),
+            notices: RefCell::default(),
+            bad_frames: Cell::default(),
+            refused_peers: Cell::default(),
+            hosts_scheduler,
+            bell: RefCell::default(),
+            max_unread,
+            cut_peers: Cell::default(),
+        }
     }
 
     /// Whether a connection to `addr` is open.
     pub fn reaches(&self, addr: Addr) -> bool {
         self.peers.borrow().get(&addr).is_some_and(|c| !c.closed.get())
+    }
+
+    /// Messages for `addr` waiting in its connection's outbox.
+    pub fn unsent(&self, addr: Addr) -> usize {
+        self.peers.borrow().get(&addr).map_or(0, |c| c.out.borrow().frames())
     }
 
     /// Puts `e` in the inbox and wakes the pump if it has parked.
@@ -103,8 +125,9 @@ impl Router {
 
     /// What this process's peer connections saw, for its report.
     pub fn report(&self) -> super::EngineReport {
-        let (bad_frames, refused_peers) = (self.bad_frames.get(), self.refused_peers.get());
-        super::EngineReport { bad_frames, refused_peers, ..Default::default() }
+        let (bad_frames, refused_peers, cut_peers) =
+            (self.bad_frames.get(), self.refused_peers.get(), self.cut_peers.get());
+        super::EngineReport { bad_frames, refused_peers, cut_peers, ..Default::default() }
     }
 
     /// A peer role is reachable through `conn`. The local roles hear of
@@ -124,6 +147,15 @@ impl Router {
     pub fn send(&self, e: Envelope) {
         let peer = self.peers.borrow().get(&e.to).filter(|c| !c.closed.get()).cloned();
         match (peer, e.msg) {
+            (Some(c), msg) if c.out.borrow().len_bytes() > self.max_unread => {
+                // The peer has not read for a long while: gone, as if its
+                // connection had closed; the message is sent as to a
+                // missing peer.
+                c.abort();
+                self.cut_peers.set(self.cut_peers.get() + 1);
+                self.gone(&c);
+                self.send(Envelope { to: e.to, msg });
+            }
             (Some(c), msg) => {
                 if c.send(&msg).is_err() {
                     self.undeliverable.set(self.undeliverable.get() + 1);
@@ -149,8 +181,12 @@ impl Router {
         loop {
             let stream = accept_backing_off(&listener, &mut pause).await;
             let _ = stream.set_nodelay(true);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
             let (reader, writer) = futures_lite::io::split(stream);
             let (conn, _) = Conn::spawn(writer);
+            // `read_peer` holds the reader half, so the socket stays open,
+            // until after it unregisters the connection (`gone`).
+            conn.watch_socket(fd);
             let challenge = Challenge::new(&key, me.clone());
             conn.send(&Message::Hello(challenge.greeting())).expect("a Hello fits a frame");
             let peer = Rc::clone(&self).read_peer(reader, FrameBuf::default(), conn, Some(challenge));
@@ -224,6 +260,7 @@ impl Router {
             }
         }
         conn.close();
+        conn.unwatch_socket();
         self.gone(&conn);
     }
 
@@ -288,8 +325,12 @@ pub async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, writer) = futures_lite::io::split(stream);
     let (conn, _) = Conn::spawn(writer);
+    // The reader half goes to `read_peer` with the connection, which holds
+    // it (and so the socket) until after it unregisters the connection.
+    conn.watch_socket(fd);
     let mut buf = FrameBuf::default();
     let greeting = async {
         let challenge = next_hello(&mut reader, &mut buf).await?;

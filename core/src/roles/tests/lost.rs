@@ -55,6 +55,24 @@ fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_bac
 }
 
 #[test]
+fn a_frontend_sheds_while_too_much_waits_to_reach_the_scheduler() {
+    let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut fe = Frontend::new(1, 16, 0, 0).with_max_waiting(2);
+    let mut admit = |fe: &mut Frontend, id| fe.admit(0, 7, request(id, "m", 25.0, &[0.0; FLOATS]), &table);
+    admit(&mut fe, 1).expect("admitted");
+    admit(&mut fe, 2).expect("admitted");
+    // Neither has left (the link to the scheduler is full): shed at once.
+    let shed = admit(&mut fe, 3).expect_err("two wait already");
+    assert_eq!((shed.id, shed.error_code), (3, fb::ErrorCode::Overloaded));
+    assert!(shed.message.as_deref().unwrap().contains("wait to reach the scheduler"), "{shed:?}");
+    // The shard sent one: room for one more.
+    fe.set_waiting(1);
+    admit(&mut fe, 4).expect("admitted");
+    assert_eq!(admit(&mut fe, 5).expect_err("full again").error_code, fb::ErrorCode::Overloaded);
+    assert_eq!((fe.held(), fe.stats.received, fe.stats.errors), (3, 5, 2));
+}
+
+#[test]
 fn a_batch_whose_inputs_never_come_runs_without_them_and_their_frontend_hears() {
     let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
     let mut be = BackendRole::new(0, Box::new(table.emulated_executor(0.0, 1))).with_limits(5_000_000, 2);
