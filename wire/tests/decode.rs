@@ -113,7 +113,13 @@ fn samples() -> Vec<Message> {
         Message::ModelLoad(fb::ModelLoad { model: 1, name: Some("vgg16".into()), backend: 2, max_batch: 32, id: 3 }),
         Message::ModelUnload(fb::ModelUnload { model: 1, backend: 2, name: Some("vgg16".into()), id: 4 }),
         Message::Stats(fb::Stats { accepted: 10, ok: 7, dropped: 2, errors: 1, batches: 3 }),
-        Message::Hello(fb::Hello { role: fb::Role::Backend, index: 3, origin_unix_ns: 1 << 60 }),
+        Message::Hello(fb::Hello {
+            role: fb::Role::Backend,
+            index: 3,
+            origin_unix_ns: 1 << 60,
+            nonce: Some(vec![7; 32]),
+            proof: Some(vec![9; 32]),
+        }),
     ]
 }
 

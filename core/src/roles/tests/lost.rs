@@ -58,7 +58,7 @@ fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_bac
 fn a_frontend_sheds_while_too_much_waits_to_reach_the_scheduler() {
     let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
     let mut fe = Frontend::new(1, 16, 0, 0).with_max_waiting(2);
-    let mut admit = |fe: &mut Frontend, id| fe.admit(0, 7, request(id, "m", 25.0, &[0.0; FLOATS]), &table);
+    let admit = |fe: &mut Frontend, id| fe.admit(0, 7, request(id, "m", 25.0, &[0.0; FLOATS]), &table);
     admit(&mut fe, 1).expect("admitted");
     admit(&mut fe, 2).expect("admitted");
     // Neither has left (the link to the scheduler is full): shed at once.
