@@ -15,6 +15,7 @@ pub mod engine_bench;
 pub mod flat_top;
 pub mod glet_bench;
 pub mod glet_sim;
+pub mod hostile;
 pub mod hull_bench;
 pub mod nexus_bench;
 pub mod orloj_grid;

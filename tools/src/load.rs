@@ -85,6 +85,10 @@ pub struct LoadReport {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub p999_ms: f64,
+    /// Latency of the answers that were not ok (dropped or refused): how
+    /// fast a client hears that its request will not be served.
+    pub not_ok_p50_ms: f64,
+    pub not_ok_p99_ms: f64,
     pub mean_batch: f64,
     /// Requests answered ok, by the size of the batch that served them.
     pub batch_sizes: std::collections::BTreeMap<u32, u64>,
@@ -170,6 +174,8 @@ struct Tally {
     errors: u64,
     duplicates: u64,
     latency_us: Vec<u32>,
+    /// Latencies of answers that were not ok (dropped or refused).
+    refused_us: Vec<u32>,
     /// Accuracy served to in-SLO answers that name a subnet, and their number.
     accuracy_sum: f64,
     accuracy_ok: u64,
@@ -241,6 +247,9 @@ fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
             }
             shared.answers.fetch_add(1, Ordering::Relaxed);
             let latency = now.saturating_sub(at);
+            if r.status != fb::Status::Ok {
+                t.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
+            }
             match r.status {
                 fb::Status::Ok => {
                     if latency <= slo {
@@ -393,6 +402,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         t.errors += x.errors;
         t.duplicates += x.duplicates;
         t.latency_us.extend(x.latency_us);
+        t.refused_us.extend(x.refused_us);
         t.accuracy_sum += x.accuracy_sum;
         t.accuracy_ok += x.accuracy_ok;
         t.overhead.merge(&x.overhead);
@@ -429,6 +439,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         p50_ms: percentile_ms(&mut t.latency_us, 0.5),
         p99_ms: percentile_ms(&mut t.latency_us, 0.99),
         p999_ms: percentile_ms(&mut t.latency_us, 0.999),
+        not_ok_p50_ms: percentile_ms(&mut t.refused_us, 0.5),
+        not_ok_p99_ms: percentile_ms(&mut t.refused_us, 0.99),
         mean_batch: if answered_ok == 0 { 0.0 } else { t.batch_sum as f64 / answered_ok as f64 },
         batch_sizes: t.batch_sizes,
         mean_accuracy: (t.accuracy_ok > 0).then(|| t.accuracy_sum / t.accuracy_ok as f64),
@@ -454,6 +466,9 @@ pub fn print(r: &LoadReport) {
     );
     println!("in SLO {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
     println!("latency p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms", r.p50_ms, r.p99_ms, r.p999_ms);
+    if r.dropped + r.errors > 0 {
+        println!("answers not ok: latency p50 {:.3} ms  p99 {:.3} ms", r.not_ok_p50_ms, r.not_ok_p99_ms);
+    }
     println!("mean batch {:.2}  max send lag {:.3} ms", r.mean_batch, r.max_send_lag_ms);
     if let Some(a) = r.mean_accuracy {
         println!("mean accuracy of in-SLO answers {a:.2}%");
