@@ -7,6 +7,7 @@
 //! scenarios (`scenarios`), and the policies' goodput side by side
 //! (`policies`). The product depends on no harness.
 
+pub mod faultproxy;
 pub mod load;
 pub mod overhead;
 pub mod policies;

@@ -276,8 +276,8 @@ async fn frontend(
     let router = Rc::new(Router::new(false, cfg.max_peer_unread));
     attach(&router, Addr::Scheduler, (reader, conn, buf));
     glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone())).detach();
-    let again = reconnect(Rc::clone(&router), (sched_addr, key), me, origin, Arc::clone(&stop));
-    glommio::spawn_local(again).detach();
+    let to = Peer { addr: sched_addr, role: Addr::Scheduler, origin: Some(origin) };
+    glommio::spawn_local(reconnect(Rc::clone(&router), to, key, vec![me], Arc::clone(&stop))).detach();
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
@@ -325,34 +325,37 @@ async fn frontend(
     }
 }
 
-/// How often a frontend that lost its scheduler tries to reach it again.
+/// How often a role that lost a peer it connects to tries to reach it again.
 const RECONNECT: Duration = Duration::from_millis(50);
 
-/// Keeps a frontend connected to its scheduler: while the connection is
-/// down (the frontend refuses requests `Unavailable` meanwhile), it tries
-/// again every `RECONNECT`. Reduced: only the same scheduler run (its
-/// clock's origin) is taken back; a restarted scheduler has a clock of its
-/// own, which this frontend's held times do not share, so it is refused
-/// and the frontend stays unavailable until restarted itself.
-async fn reconnect(
-    router: Rc<Router>,
-    (addr, key): (SocketAddr, ClusterKey),
-    hello: fb::Hello,
-    origin: u64,
-    stop: Arc<AtomicBool>,
-) {
+/// A peer a role connects to (rather than accepts).
+struct Peer {
+    addr: SocketAddr,
+    role: Addr,
+    /// The clock origin its greeting must carry (the scheduler's).
+    origin: Option<u64>,
+}
+
+/// Keeps a role connected to `to`, greeting it as `hellos`: while the
+/// connection is down (a frontend refuses requests `Unavailable`
+/// meanwhile; a backend's batches for a frontend it cannot reach drop),
+/// it tries again every `RECONNECT`. Reduced: only the same scheduler run
+/// (its clock's origin) is taken back; a restarted scheduler has a clock
+/// of its own, which this role's held times do not share, so it is
+/// refused and the role stays cut off until restarted itself.
+async fn reconnect(router: Rc<Router>, to: Peer, key: ClusterKey, hellos: Vec<fb::Hello>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
         glommio::timer::sleep(RECONNECT).await;
-        if router.reaches(Addr::Scheduler) {
+        if router.reaches(to.role) {
             continue;
         }
-        match connect(addr, &key, std::slice::from_ref(&hello), RECONNECT).await {
-            Ok((reader, conn, buf, h)) if h.origin_unix_ns == origin => {
-                attach(&router, Addr::Scheduler, (reader, conn, buf));
+        match connect(to.addr, &key, &hellos, RECONNECT).await {
+            Ok((reader, conn, buf, h)) if to.origin.is_none_or(|o| o == h.origin_unix_ns) => {
+                attach(&router, to.role, (reader, conn, buf));
             }
             Ok((_, conn, ..)) => {
                 conn.close();
-                eprintln!("baton frontend: the scheduler at {addr} restarted (another clock); restart this frontend");
+                eprintln!("baton: the scheduler at {} restarted (another clock); restart this process", to.addr);
                 return;
             }
             Err(_) => {}
@@ -380,14 +383,21 @@ async fn backends(
         Ok(x) => x,
         Err(e) => return fail(format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
-    let clock = Clock::with_origin(reply.origin_unix_ns);
+    let origin = reply.origin_unix_ns;
+    let clock = Clock::with_origin(origin);
     let router = Rc::new(Router::new(false, cfg.max_peer_unread));
     attach(&router, Addr::Scheduler, (reader, conn, buf));
+    let mut peers = vec![Peer { addr: sched_addr, role: Addr::Scheduler, origin: Some(origin) }];
     for (i, &fe) in frontends.iter().enumerate() {
         match connect(fe, &key, &hellos, PATIENCE).await {
             Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),
             Err(e) => return fail(format!("cannot reach frontend {i} at {fe}: {e}")),
         }
+        peers.push(Peer { addr: fe, role: Addr::Frontend(i as u32), origin: None });
+    }
+    for to in peers {
+        let again = reconnect(Rc::clone(&router), to, key.clone(), hellos.clone(), Arc::clone(&stop));
+        glommio::spawn_local(again).detach();
     }
     let state = match sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now()) {
         Ok(s) => s,

@@ -1,0 +1,237 @@
+//! Real processes on a real network, with faults: the scheduler, a
+//! frontend and two backend processes each in a network namespace of its
+//! own, joined to this one by veth links, every connection between roles
+//! through a fault-injecting proxy here (`baton_tools::faultproxy`: delay,
+//! jitter, stalls, cuts with a partition after). While `baton load` runs
+//! against the frontend, at seeded moments a link is cut or a backend
+//! process is killed with SIGKILL and started again. Every request the
+//! load sent must be answered exactly once (ok, dropped with a reason, or
+//! a typed error): none unanswered, none twice.
+//!
+//! Needs root (namespaces and links are made and removed by the test) and
+//! iproute2; elsewhere it says why and passes without running. The seed,
+//! the load's length and the number of faults come from BATON_NETCHAOS_SEED,
+//! BATON_NETCHAOS_SECS (default 6) and BATON_NETCHAOS_FAULTS (default 6);
+//! `perf/scripts/netchaos.sh` runs it longer over several seeds.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use baton_sched::rng::Rng;
+use baton_tools::faultproxy::{FaultProxy, Faults};
+
+const SECRET: &str = "the netchaos test's cluster secret";
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())),
+    }
+}
+
+/// Namespace `i` (`bnc-<pid>-i`), linked to this one: here 10.78.i.1,
+/// there 10.78.i.2. Removed on drop.
+struct Netns {
+    name: String,
+    host_link: String,
+}
+
+impl Netns {
+    fn new(i: u8) -> Result<Self, String> {
+        let name = format!("bnc{}-{i}", std::process::id());
+        let (host_link, ns_link) = (format!("bnc{}h{i}", std::process::id() % 10_000), format!("bnc{i}n"));
+        ip(&["netns", "add", &name])?;
+        let ns = Self { name, host_link };
+        ip(&["link", "add", &ns.host_link, "type", "veth", "peer", "name", &ns_link])?;
+        ip(&["link", "set", &ns_link, "netns", &ns.name])?;
+        ip(&["addr", "add", &format!("10.78.{i}.1/24"), "dev", &ns.host_link])?;
+        ip(&["link", "set", &ns.host_link, "up"])?;
+        let inside = |args: &[&str]| ip(&[&["netns", "exec", &ns.name, "ip"], args].concat());
+        inside(&["addr", "add", &format!("10.78.{i}.2/24"), "dev", &ns_link])?;
+        inside(&["link", "set", &ns_link, "up"])?;
+        inside(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    fn here(i: u8) -> String {
+        format!("10.78.{i}.1")
+    }
+
+    fn there(i: u8) -> String {
+        format!("10.78.{i}.2")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["link", "del", &self.host_link]);
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// A role process in a namespace; killed on drop.
+struct Role {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Role {
+    fn start(ns: &Netns, args: &[String]) -> Self {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, env!("CARGO_BIN_EXE_baton")])
+            .args(args)
+            .args(["--duration", "600", "--json"])
+            .env("BATON_CLUSTER_SECRET", SECRET)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ip netns exec runs");
+        let (tx, lines) = mpsc::channel();
+        let err = BufReader::new(child.stderr.take().expect("piped"));
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Waits for its readiness line (`baton ROLE: ...`).
+    fn ready(&self, role: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        let mut seen = Vec::new();
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.starts_with(&format!("baton {role}:")) => return,
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("baton {role} was not ready in {PATIENCE:?}: {seen:?}"),
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: namespaces and veth links need root");
+        return;
+    }
+    let nss: Result<Vec<Netns>, String> = (1..=4).map(Netns::new).collect();
+    let nss = match nss {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!("skipped: cannot make network namespaces here ({why})");
+            return;
+        }
+    };
+    let seed = env("BATON_NETCHAOS_SEED", 1);
+    let (secs, faults) = (env("BATON_NETCHAOS_SECS", 6), env("BATON_NETCHAOS_FAULTS", 6));
+    eprintln!("netchaos seed {seed}: {secs} s of load, {faults} faults (replay: BATON_NETCHAOS_SEED={seed})");
+    let (s, f, b) = (1u8, 2u8, [3u8, 4u8]);
+    let at = |i: u8, port: u16| format!("{}:{port}", Netns::there(i));
+    // The proxies, here: every role reaches the scheduler and the
+    // frontend's peer listener through them, on its own link's near end.
+    let link = |seed| Faults {
+        seed,
+        delay: Duration::from_micros(200),
+        jitter: Duration::from_millis(2),
+        stall_chance: 0.01,
+        stall: Duration::from_millis(150),
+    };
+    let any = |port| -> SocketAddr { format!("0.0.0.0:{port}").parse().unwrap() };
+    let to_sched = FaultProxy::start(any(17801), at(s, 7701).parse().unwrap(), link(seed)).expect("proxy");
+    let to_peers = FaultProxy::start(any(17802), at(f, 7702).parse().unwrap(), link(seed + 1)).expect("proxy");
+    let via = |i: u8, port: u16| format!("{}:{port}", Netns::here(i));
+
+    let sched = Role::start(&nss[0], &strings(&["scheduler", "--listen", &at(s, 7701)]));
+    sched.ready("scheduler");
+    let fe_args = ["frontend", "--listen", &at(f, 7700), "--peer-listen", &at(f, 7702), "--scheduler", &via(f, 17801)];
+    let fe = Role::start(&nss[1], &strings(&fe_args));
+    fe.ready("frontend");
+    let backend_args = |i: usize| {
+        let (ns, first) = (b[i], (2 * i).to_string());
+        let args = ["backend", "--scheduler", &via(ns, 17801), "--frontends", &via(ns, 17802)];
+        strings(&[&args[..], &["--first", &first, "--count", "2"]].concat())
+    };
+    let mut backends: Vec<Role> = (0..2).map(|i| Role::start(&nss[2 + i], &backend_args(i))).collect();
+    for r in &backends {
+        r.ready("backend");
+    }
+
+    let target = at(f, 7700);
+    let drain = PATIENCE.as_secs().to_string();
+    let load = std::thread::spawn(move || {
+        let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/serve-default.toml");
+        let args = ["load", scenario, "--target", &target, "--rate", "300", "--duration", &secs.to_string()];
+        Command::new(env!("CARGO_BIN_EXE_baton")).args(args).args(["--drain", &drain, "--json"]).output()
+    });
+
+    // The faults, at seeded moments through the load.
+    let mut rng = Rng::new(seed);
+    let mut kills = 0;
+    let started = Instant::now();
+    for k in 0..faults {
+        let when = Duration::from_secs_f64(secs as f64 * (k as f64 + rng.unit()) / faults as f64);
+        std::thread::sleep(when.saturating_sub(started.elapsed()));
+        match rng.below(3) {
+            0 => to_sched.cut(Duration::from_millis(100 + rng.below(400))),
+            1 => to_peers.cut(Duration::from_millis(100 + rng.below(400))),
+            _ => {
+                let i = rng.below(2) as usize;
+                backends[i].kill();
+                kills += 1;
+                std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+                backends[i] = Role::start(&nss[2 + i], &backend_args(i));
+            }
+        }
+    }
+    let out = load.join().unwrap().expect("baton load runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    let (ps, pp) = (to_sched.stats(), to_peers.stats());
+    eprintln!(
+        "netchaos seed {seed}: {kills} backend processes killed and restarted; links cut {} times ({} connections \
+         refused meanwhile), {} chunks stalled; sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}",
+        ps.cuts + pp.cuts,
+        ps.refused + pp.refused,
+        ps.stalls + pp.stalls,
+        n("sent"),
+        n("ok"),
+        n("late"),
+        n("dropped"),
+        n("errors"),
+        n("unanswered"),
+        n("duplicates")
+    );
+    assert_eq!((n("unanswered"), n("duplicates")), (0, 0), "{v}");
+    assert_eq!(n("ok") + n("late") + n("dropped") + n("errors"), n("sent"), "{v}");
+    assert!(n("ok") > 0, "{v}");
+    drop((backends, fe, sched));
+}
