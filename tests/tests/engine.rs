@@ -687,19 +687,27 @@ fn flood_behind_deaf_scheduler(cfg: &EngineConfig) -> (u64, fb::InferResponse, b
         }
         sent
     });
-    let first = c.answer().expect("an answer comes while the scheduler does not read");
-    stop.store(true, std::sync::atomic::Ordering::Release);
+    // Answers are read as they come (a client that stops reading is cut
+    // off); the first one stops the flood.
+    let half = c.s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let first = c.answer().expect("an answer comes while the scheduler does not read");
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        let mut answered = 1;
+        while c.answer().is_some() {
+            answered += 1;
+        }
+        (first, answered)
+    });
     let sent = sender.join().unwrap();
     // The client is done sending: the frontend reads the rest, answers
     // what it can and closes. Every request it read is answered once, to
     // the client or, held still (it has left), orphaned.
-    c.s.shutdown(Shutdown::Write).unwrap();
-    let mut answered = 1;
-    while c.answer().is_some() {
-        answered += 1;
-    }
+    half.shutdown(Shutdown::Write).unwrap();
+    let (first, answered) = reader.join().unwrap();
     let r = fe.shutdown();
     let f = r.frontend;
+    assert_eq!(r.unread_closed, 0, "the client read its answers: {r:?}");
     assert_eq!((answered + f.orphaned, f.answered()), (f.received, f.received), "{r:?}");
     (sent, first, r)
 }

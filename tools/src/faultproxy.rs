@@ -86,9 +86,8 @@ impl FaultProxy {
                 if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
                     st.open.lock().expect("not poisoned").push((c, s));
                 }
-                for (i, (from, to)) in [(client.try_clone(), server.try_clone()), (Ok(server), Ok(client))]
-                    .into_iter()
-                    .enumerate()
+                for (i, (from, to)) in
+                    [(client.try_clone(), server.try_clone()), (Ok(server), Ok(client))].into_iter().enumerate()
                 {
                     let (Ok(from), Ok(to)) = (from, to) else { continue };
                     let rng = Rng::stream(faults.seed, 2 * n as u64 + i as u64);

@@ -490,6 +490,10 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
         }
         // What this read admitted waits for the pump: one ring per read.
         shard.borrow().bell.ring();
+        // A read of bytes already there does not yield: a client sending
+        // without pause would hold the shard, the pump never sending what
+        // it admitted. Past its time slice, the task lets the others run.
+        glommio::yield_if_needed().await;
     }
     shard.borrow().bell.ring();
     // The client is gone or sent a bad header: flush what is pending, close.
