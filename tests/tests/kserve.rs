@@ -273,3 +273,36 @@ fn http_connections_beyond_the_limit_are_refused_and_the_rest_served() {
     }
     e.shutdown();
 }
+
+#[test]
+fn grpc_connections_beyond_the_limit_are_closed_and_the_rest_served() {
+    use baton_net::kserve::pb::grpc_inference_service_client::GrpcInferenceServiceClient;
+    use baton_net::kserve::pb::ServerLiveRequest;
+    let e = engine_with(GatewayConfig { max_connections: 2, ..GatewayConfig::default() });
+    let addr = e.grpc.expect("grpc");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // One call on a connection of its own.
+    let live = || {
+        rt.block_on(async {
+            let mut c =
+                GrpcInferenceServiceClient::connect(format!("http://{addr}")).await.map_err(|e| e.to_string())?;
+            c.server_live(ServerLiveRequest {}).await.map(|r| r.into_inner().live).map_err(|s| s.to_string())
+        })
+    };
+    assert_eq!(live(), Ok(true));
+    // Two idle connections hold the limit, once the gateway has taken them.
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).expect("connects")).collect();
+    let deadline = Instant::now() + PATIENCE;
+    while live().is_ok() {
+        assert!(Instant::now() < deadline, "a third connection was never refused");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Once they close, new connections are served again.
+    drop(held);
+    let deadline = Instant::now() + PATIENCE;
+    while live() != Ok(true) {
+        assert!(Instant::now() < deadline, "never served again after the idle connections closed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    e.shutdown();
+}

@@ -13,22 +13,33 @@ use super::pb::grpc_inference_service_server::{GrpcInferenceService, GrpcInferen
 use super::pb::infer_parameter::ParameterChoice;
 use super::{Door, EXTENSIONS, SERVER_NAME};
 
-/// Serves gRPC from `listener` until `stop` turns true.
+/// Serves gRPC from `listener` until `stop` turns true, holding at most
+/// `max_connections` open (`capped`); then waits at most `GRACE` for the
+/// connections to close (HTTP/2's graceful shutdown waits on the client,
+/// which may never answer) before dropping them.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     door: Arc<dyn Door>,
-    max_body: usize,
+    super::http::Limits { max_body, max_connections }: super::http::Limits,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let service = GrpcInferenceServiceServer::new(Service { door })
         .max_decoding_message_size(max_body)
         .max_encoding_message_size(max_body);
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = super::capped::Capped::new(listener, max_connections);
+    let mut halted = stop.clone();
     let stopped = async move {
         let _ = stop.changed().await;
     };
-    let _ =
-        tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, stopped).await;
+    let serving =
+        tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, stopped);
+    tokio::select! {
+        _ = serving => {}
+        _ = async {
+            let _ = halted.changed().await;
+            tokio::time::sleep(super::http::GRACE).await;
+        } => {}
+    }
 }
 
 struct Service {

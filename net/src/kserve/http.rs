@@ -28,9 +28,9 @@ const HEADER_LEN: &str = "inference-header-content-length";
 type Reply = Response<Full<Bytes>>;
 
 /// How long a stopping server waits for calls in flight to be answered.
-const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What one HTTP listener takes at most.
+/// What one listener of the gateway (HTTP or gRPC) takes at most.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub max_body: usize,

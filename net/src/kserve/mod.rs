@@ -24,6 +24,7 @@
 //!   the model's SLO from the scenario.
 //! - `app` (string): the application class (Orloj's), by name.
 
+mod capped;
 mod grpc;
 mod http;
 mod infer;
@@ -138,7 +139,8 @@ pub fn start(door: Arc<dyn Door>, cfg: &GatewayConfig) -> std::io::Result<Gatewa
                 tasks.push(tokio::spawn(http::serve(l, Arc::clone(&door), limits, stopped.clone())));
             }
             if let Some(l) = grpc_l {
-                tasks.push(tokio::spawn(grpc::serve(l, Arc::clone(&door), max_body, stopped.clone())));
+                let limits = http::Limits { max_body, max_connections };
+                tasks.push(tokio::spawn(grpc::serve(l, Arc::clone(&door), limits, stopped.clone())));
             }
             for t in tasks {
                 let _ = t.await;
