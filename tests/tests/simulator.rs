@@ -36,7 +36,7 @@ fn no_policy_dispatches_to_a_failed_backend() {
     s.duration = 3_000_000_000;
     s.faults = vec![(1_000_000_000, baton_sched::types::BackendId(0))];
     let max_batch = s.cluster.models[0].profile.max_batch() as u64;
-    for policy in PolicyKind::all().into_iter().filter(|p| !p.needs_partition_profiles()) {
+    for policy in PolicyKind::all().filter(|p| !p.needs_partition_profiles()) {
         let r = run(&s, policy, 3_000.0);
         let lost = r.models[0].drop_reasons.get("backend_failed").copied().unwrap_or(0);
         assert!(lost <= 2 * max_batch, "{}: {lost} requests lost on the failed backend", policy.as_str());
@@ -53,7 +53,7 @@ fn every_policy_dispatches_to_a_backend_that_came_back() {
     let mut s = table4();
     s.cluster.backends = 1;
     let slo = s.cluster.models[0].slo;
-    for policy in PolicyKind::all().into_iter().filter(|p| !p.needs_partition_profiles()) {
+    for policy in PolicyKind::all().filter(|p| !p.needs_partition_profiles()) {
         let mut p = baton_sched::build::scheduler(policy, &s, 100.0);
         let name = policy.as_str();
         // Sends one request at `at` and runs the policy's timers for its
