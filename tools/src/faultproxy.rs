@@ -41,6 +41,8 @@ struct State {
     open: Mutex<Vec<(TcpStream, TcpStream)>>,
     refuse_until: Mutex<Instant>,
     stop: AtomicBool,
+    /// No more delays or stalls (`calm`).
+    calm: AtomicBool,
     connections: AtomicU64,
     cuts: AtomicU64,
     refused: AtomicU64,
@@ -62,6 +64,7 @@ impl FaultProxy {
             open: Mutex::default(),
             refuse_until: Mutex::new(Instant::now()),
             stop: AtomicBool::new(false),
+            calm: AtomicBool::new(false),
             connections: AtomicU64::new(0),
             cuts: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -111,6 +114,12 @@ impl FaultProxy {
         self.state.cuts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Forwards without delay or stall from now on (the faults are over;
+    /// cuts still happen when asked).
+    pub fn calm(&self) {
+        self.state.calm.store(true, Ordering::Release);
+    }
+
     pub fn stats(&self) -> ProxyStats {
         let s = &self.state;
         ProxyStats {
@@ -146,7 +155,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut rng: Rng, faults: &Faults, s
             st.stalls.fetch_add(1, Ordering::Relaxed);
             wait += faults.stall;
         }
-        std::thread::sleep(wait);
+        if !st.calm.load(Ordering::Acquire) {
+            std::thread::sleep(wait);
+        }
         if to.write_all(&buf[..n]).is_err() {
             break;
         }

@@ -196,6 +196,11 @@ pub struct SchedulerArgs {
     /// Rate static planners (nexus) plan for (default: the file's rate_rps).
     #[arg(long)]
     plan_rate: Option<f64>,
+    /// Keep the cluster clock's origin in this file (read if there, else
+    /// written): a scheduler restarted with the same file keeps the clock
+    /// that running frontends and backends use, and they take it back.
+    #[arg(long)]
+    clock_origin_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -441,7 +446,7 @@ fn role(
     name: &str,
     spec: RoleSpec,
     plan_rate: Option<f64>,
-    gateway: GatewayConfig,
+    (gateway, clock_origin_file): (GatewayConfig, Option<PathBuf>),
 ) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
@@ -454,6 +459,7 @@ fn role(
     let cfg = EngineConfig {
         gateway,
         cluster_key: key,
+        clock_origin_file,
         ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)
     };
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
@@ -478,19 +484,20 @@ fn role(
 }
 
 pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
-    role(&a.role, "scheduler", RoleSpec::Scheduler { listen: a.listen }, a.plan_rate, GatewayConfig::default())
+    let spec = RoleSpec::Scheduler { listen: a.listen };
+    role(&a.role, "scheduler", spec, a.plan_rate, (GatewayConfig::default(), a.clock_origin_file))
 }
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
     let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, peers: a.peer_listen, scheduler: a.scheduler };
-    role(&a.role, "frontend", spec, None, a.gateway.config(a.role.engine.max_connections))
+    role(&a.role, "frontend", spec, None, (a.gateway.config(a.role.engine.max_connections), None))
 }
 
 pub fn backend(a: BackendArgs) -> Result<(), String> {
     let (s, _) = scenario(&a.role.engine)?;
     let count = a.count.unwrap_or(s.cluster.backends.saturating_sub(a.first));
     let spec = RoleSpec::Backends { first: a.first, count, scheduler: a.scheduler, frontends: a.frontends.clone() };
-    role(&a.role, "backend", spec, None, GatewayConfig::default())
+    role(&a.role, "backend", spec, None, (GatewayConfig::default(), None))
 }
 
 pub fn load(a: LoadArgs) -> Result<(), String> {

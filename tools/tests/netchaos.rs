@@ -3,8 +3,10 @@
 //! own, joined to this one by veth links, every connection between roles
 //! through a fault-injecting proxy here (`baton_tools::faultproxy`: delay,
 //! jitter, stalls, cuts with a partition after). While `baton load` runs
-//! against the frontend, at seeded moments a link is cut or a backend
-//! process is killed with SIGKILL and started again. Every request the
+//! against the frontend, at seeded moments a link is cut, or a backend
+//! process or the scheduler's is killed with SIGKILL and started again
+//! (the scheduler keeps the cluster clock in `--clock-origin-file`, so the
+//! running roles take the new one back). Every request the
 //! load sent must be answered exactly once (ok, dropped with a reason, or
 //! a typed error): none unanswered, none twice.
 //!
@@ -169,7 +171,11 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
     let to_peers = FaultProxy::start(any(17802), at(f, 7702).parse().unwrap(), link(seed + 1)).expect("proxy");
     let via = |i: u8, port: u16| format!("{}:{port}", Netns::here(i));
 
-    let sched = Role::start(&nss[0], &strings(&["scheduler", "--listen", &at(s, 7701)]));
+    let origin_file = std::env::temp_dir().join(format!("baton-netchaos-{}.origin", std::process::id()));
+    let _ = std::fs::remove_file(&origin_file);
+    let origin = origin_file.display().to_string();
+    let sched_args = strings(&["scheduler", "--listen", &at(s, 7701), "--clock-origin-file", &origin]);
+    let mut sched = Role::start(&nss[0], &sched_args);
     sched.ready("scheduler");
     let fe_args = ["frontend", "--listen", &at(f, 7700), "--peer-listen", &at(f, 7702), "--scheduler", &via(f, 17801)];
     let fe = Role::start(&nss[1], &strings(&fe_args));
@@ -185,23 +191,34 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
     }
 
     let target = at(f, 7700);
-    let drain = PATIENCE.as_secs().to_string();
-    let load = std::thread::spawn(move || {
+    let load = move |rate: &str, secs: u64| {
         let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/serve-default.toml");
-        let args = ["load", scenario, "--target", &target, "--rate", "300", "--duration", &secs.to_string()];
-        Command::new(env!("CARGO_BIN_EXE_baton")).args(args).args(["--drain", &drain, "--json"]).output()
-    });
+        let (secs, drain) = (secs.to_string(), PATIENCE.as_secs().to_string());
+        let args = ["load", scenario, "--target", &target, "--rate", rate, "--duration", &secs, "--drain", &drain];
+        let out = Command::new(env!("CARGO_BIN_EXE_baton")).args(args).arg("--json").output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("one JSON object")
+    };
+    let (during, after) = (load.clone(), load);
+    let load = std::thread::spawn(move || during("300", secs));
 
     // The faults, at seeded moments through the load.
     let mut rng = Rng::new(seed);
-    let mut kills = 0;
+    let (mut kills, mut sched_kills) = (0, 0);
     let started = Instant::now();
     for k in 0..faults {
         let when = Duration::from_secs_f64(secs as f64 * (k as f64 + rng.unit()) / faults as f64);
         std::thread::sleep(when.saturating_sub(started.elapsed()));
-        match rng.below(3) {
+        match rng.below(4) {
             0 => to_sched.cut(Duration::from_millis(100 + rng.below(400))),
             1 => to_peers.cut(Duration::from_millis(100 + rng.below(400))),
+            2 => {
+                sched.kill();
+                sched_kills += 1;
+                std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+                sched = Role::start(&nss[0], &sched_args);
+                sched.ready("scheduler");
+            }
             _ => {
                 let i = rng.below(2) as usize;
                 backends[i].kill();
@@ -211,13 +228,11 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
             }
         }
     }
-    let out = load.join().unwrap().expect("baton load runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let v = load.join().unwrap();
     let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
     let (ps, pp) = (to_sched.stats(), to_peers.stats());
     eprintln!(
-        "netchaos seed {seed}: {kills} backend processes killed and restarted; links cut {} times ({} connections \
+        "netchaos seed {seed}: {kills} backend processes and {sched_kills} schedulers killed and restarted; links cut {} times ({} connections \
          refused meanwhile), {} chunks stalled; sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}",
         ps.cuts + pp.cuts,
         ps.refused + pp.refused,
@@ -233,5 +248,24 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
     assert_eq!((n("unanswered"), n("duplicates")), (0, 0), "{v}");
     assert_eq!(n("ok") + n("late") + n("dropped") + n("errors"), n("sent"), "{v}");
     assert!(n("ok") > 0, "{v}");
+    // Once the faults stop (the links calm too), every role is back: the
+    // frontend has taken the (restarted) scheduler back, the backends
+    // have rejoined, and the cluster serves as if nothing had happened.
+    to_sched.calm();
+    to_peers.calm();
+    std::thread::sleep(Duration::from_secs(1));
+    let v = after("200", 2);
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    eprintln!(
+        "netchaos seed {seed}: after the faults, 2 s at 200 r/s: sent {} ok {} late {} dropped {} errors {} unanswered {}",
+        n("sent"),
+        n("ok"),
+        n("late"),
+        n("dropped"),
+        n("errors"),
+        n("unanswered")
+    );
+    assert!(n("ok") * 100 >= n("sent") * 95 && n("errors") + n("unanswered") == 0, "not recovered: {v}");
     drop((backends, fe, sched));
+    let _ = std::fs::remove_file(&origin_file);
 }

@@ -135,6 +135,11 @@ pub struct EngineConfig {
     /// The secret role processes prove to each other (`auth.rs`); role
     /// processes refuse to start without one. Unused by `baton serve`.
     pub cluster_key: Option<auth::ClusterKey>,
+    /// Where a scheduler process keeps the cluster clock's origin: read if
+    /// there, written if not, so a scheduler restarted with the same file
+    /// keeps the clock that running frontends and backends use, and they
+    /// take it back (without one, each run has a clock of its own).
+    pub clock_origin_file: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -157,6 +162,7 @@ impl Default for EngineConfig {
             poll: Duration::ZERO,
             gateway: GatewayConfig::default(),
             cluster_key: None,
+            clock_origin_file: None,
         }
     }
 }

@@ -212,7 +212,13 @@ async fn scheduler(
     (stop, progress, key): Control,
     ready: Ready,
 ) -> EngineReport {
-    let clock = Clock::new();
+    let clock = match cfg.clock_origin_file.as_deref().map(kept_origin).transpose() {
+        Ok(origin) => origin.map_or_else(Clock::new, Clock::with_origin),
+        Err(why) => {
+            let _ = ready.send(Err(why));
+            return EngineReport::default();
+        }
+    };
     let origin = clock.origin_unix_ns();
     let state = match sched_shard::State::new(&scenario, SchedulerPart::Whole(policy), 0..0, &table, &cfg, clock.now())
     {
@@ -244,6 +250,21 @@ async fn scheduler(
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, ..router.report() }
+}
+
+/// The cluster clock's origin kept in `path`: read, or now, written there.
+fn kept_origin(path: &std::path::Path) -> Result<u64, String> {
+    let shown = path.display();
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().parse().map_err(|e| format!("{shown}: not a clock origin in Unix nanoseconds: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let now = crate::clock::unix_ns();
+            std::fs::write(path, format!("{now}\n"))
+                .map_err(|e| format!("cannot keep the clock origin in {shown}: {e}"))?;
+            Ok(now)
+        }
+        Err(e) => Err(format!("cannot read the clock origin from {shown}: {e}")),
+    }
 }
 
 async fn frontend(
@@ -339,10 +360,11 @@ struct Peer {
 /// Keeps a role connected to `to`, greeting it as `hellos`: while the
 /// connection is down (a frontend refuses requests `Unavailable`
 /// meanwhile; a backend's batches for a frontend it cannot reach drop),
-/// it tries again every `RECONNECT`. Reduced: only the same scheduler run
-/// (its clock's origin) is taken back; a restarted scheduler has a clock
-/// of its own, which this role's held times do not share, so it is
-/// refused and the role stays cut off until restarted itself.
+/// it tries again every `RECONNECT`. A scheduler is taken back if its
+/// clock is this role's: the same run, or one restarted with the same
+/// `--clock-origin-file`; one with a clock of its own, which this role's
+/// held times do not share, is refused, and the role stays cut off until
+/// restarted itself.
 async fn reconnect(router: Rc<Router>, to: Peer, key: ClusterKey, hellos: Vec<fb::Hello>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
         glommio::timer::sleep(RECONNECT).await;
@@ -355,7 +377,11 @@ async fn reconnect(router: Rc<Router>, to: Peer, key: ClusterKey, hellos: Vec<fb
             }
             Ok((_, conn, ..)) => {
                 conn.close();
-                eprintln!("baton: the scheduler at {} restarted (another clock); restart this process", to.addr);
+                eprintln!(
+                    "baton: the scheduler at {} restarted with another clock (give it --clock-origin-file to \
+                     keep one); restart this process",
+                    to.addr
+                );
                 return;
             }
             Err(_) => {}
