@@ -373,8 +373,9 @@ fn only_roles_holding_the_cluster_secret_are_peers() {
     assert!(b.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
     assert_eq!((f.frontend.duplicates, f.frontend.received), (0, l.sent + 1), "no forged result was taken: {f:?}");
     assert_eq!(f.refused_peers, 1, "the made-up proof");
-    // The greeting without a proof, and the backend with another secret.
-    assert_eq!(sc.refused_peers, 2);
+    // The greeting without a proof, and the backend with another secret
+    // (which tries again for its patience).
+    assert!(sc.refused_peers >= 2, "{sc:?}");
 }
 
 /// Serves `s` with its backends in two processes, the first holding

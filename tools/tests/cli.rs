@@ -302,7 +302,7 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
         (f["duplicates"].as_u64(), f["bad_frames"].as_u64(), b["bad_frames"].as_u64()),
         (Some(0), Some(0), Some(0))
     );
-    assert_eq!(s["refused_peers"], 1, "the backend with another secret: {s}");
+    assert!(s["refused_peers"].as_u64() >= Some(1), "the backend with another secret: {s}");
     // Every batch the scheduler planned ran on the backend process.
     assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
 }

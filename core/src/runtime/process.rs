@@ -22,7 +22,7 @@ use std::time::Duration;
 use baton_net::framing::FrameBuf;
 use baton_sched::scenario::Scenario;
 use baton_sched::PolicyKind;
-use baton_wire::fb;
+use baton_wire::{fb, Message};
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
@@ -40,7 +40,7 @@ use super::{
 use crate::clock::Clock;
 use crate::models::{ModelTable, Unsupported};
 use crate::publish::Published;
-use crate::roles::{Addr, FRONTEND_SHIFT};
+use crate::roles::{Addr, Envelope, FRONTEND_SHIFT};
 use baton_net::kserve::Gateway;
 
 /// How long a role waits for the peers it connects to.
@@ -244,6 +244,14 @@ async fn scheduler(
     };
     let _ = ready.send(Ok((listener.local_addr().ok(), None)));
     let router = Rc::new(Router::new(true, cfg.max_peer_unread));
+    // No backend is up until its process connects (a scheduler restarted
+    // under a running cluster must not plan on one that is not there): the
+    // policy starts with every backend failed, and each connection brings
+    // its backends back (`Router::register`).
+    for backend in 0..scenario.cluster.backends {
+        let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
+        router.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+    }
     let me = hello(fb::Role::Scheduler, 0, origin);
     glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me)).detach();
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);

@@ -307,9 +307,11 @@ async fn within<T>(deadline: std::time::Instant, f: impl std::future::Future<Out
 /// the greeting, and the peer's own greeting.
 pub type Greeted = (ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, fb::Hello);
 
-/// Connects to a peer role at `addr`, retrying for `patience` while it is
-/// not up yet, and greets it (`auth.rs`) as the roles `hellos` name. The
-/// greeting itself must end within `GREETING`.
+/// Connects to a peer role at `addr` and greets it (`auth.rs`) as the
+/// roles `hellos` name, trying again (at pauses doubling from 20 ms to 1 s)
+/// for `patience` while it is not up or the greeting fails (a peer restarting, a link down; also a peer with
+/// another secret, which is only told apart by never succeeding). Each
+/// greeting must end within `GREETING`.
 pub async fn connect(
     addr: SocketAddr,
     key: &ClusterKey,
@@ -317,13 +319,22 @@ pub async fn connect(
     patience: Duration,
 ) -> std::io::Result<Greeted> {
     let start = std::time::Instant::now();
-    let stream = loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(e) if start.elapsed() >= patience => return Err(std::io::Error::other(e.to_string())),
-            Err(_) => glommio::timer::sleep(Duration::from_millis(20)).await,
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match greet(addr, key, hellos).await {
+            Ok(g) => return Ok(g),
+            Err(e) if start.elapsed() >= patience => return Err(e),
+            Err(_) => {
+                glommio::timer::sleep(pause.min(patience.saturating_sub(start.elapsed()))).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
         }
-    };
+    }
+}
+
+/// One attempt of `connect`.
+async fn greet(addr: SocketAddr, key: &ClusterKey, hellos: &[fb::Hello]) -> std::io::Result<Greeted> {
+    let stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (mut reader, writer) = futures_lite::io::split(stream);
