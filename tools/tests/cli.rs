@@ -282,8 +282,10 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     let mut s = Proc::start(&["scheduler", "--listen", "127.0.0.1:0"]);
     let sched = s.listening();
     let any = "127.0.0.1:0";
-    let mut f = Proc::start(&["frontend", "--listen", any, "--peer-listen", any, "--scheduler", &sched]);
+    let mut f =
+        Proc::start(&["frontend", "--listen", any, "--peer-listen", any, "--scheduler", &sched, "--http-listen", any]);
     let [fe, peers] = <[String; 2]>::try_from(f.addresses()).expect("clients' and backends' addresses");
+    let http = f.stderr.iter().find_map(|l| l.strip_prefix("baton gateway: http on ")).expect("http").to_string();
     // A backend with another secret is refused, saying why.
     let wrong = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["backend", "--scheduler", &sched, "--frontends", &peers, "--duration", "1"])
@@ -295,6 +297,21 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     let mut b = Proc::start(&["backend", "--scheduler", &sched, "--frontends", &peers]);
     b.ready();
     let v = load_json(&fe, "500");
+    // The frontend's /metrics shows what the other processes did: the
+    // backends' batches and the scheduler's decisions, sent as totals.
+    let deadline = Instant::now() + PATIENCE;
+    let shown = loop {
+        let m = metrics(&http);
+        let sum = |family: &str| -> f64 {
+            m.lines().filter(|l| l.starts_with(family)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+        };
+        let (batches, decisions) = (sum("baton_backend_batches_total{"), sum("baton_scheduler_decisions_total"));
+        if batches > 0.0 && decisions > 0.0 {
+            break batches;
+        }
+        assert!(Instant::now() < deadline, "no backend or scheduler totals on the frontend's /metrics:\n{m}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     // Stopped in the order they depend on each other: backend, frontend, scheduler.
     let (b, f, s) = (b.stop(), f.stop(), s.stop());
     assert_eq!(f["received"], v["sent"], "{f}");
@@ -305,6 +322,17 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     assert!(s["refused_peers"].as_u64() >= Some(1), "the backend with another secret: {s}");
     // Every batch the scheduler planned ran on the backend process.
     assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
+    assert!(shown <= b["batches"].as_f64().unwrap(), "{shown} shown, {b}");
+}
+
+/// `GET /metrics` on `addr`: the body.
+fn metrics(addr: &str) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).expect("connects");
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: baton\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("reads");
+    out.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
 }
 
 #[test]

@@ -112,7 +112,15 @@ fn samples() -> Vec<Message> {
         }),
         Message::ModelLoad(fb::ModelLoad { model: 1, name: Some("vgg16".into()), backend: 2, max_batch: 32, id: 3 }),
         Message::ModelUnload(fb::ModelUnload { model: 1, backend: 2, name: Some("vgg16".into()), id: 4 }),
-        Message::Stats(fb::Stats { accepted: 10, ok: 7, dropped: 2, errors: 1, batches: 3 }),
+        Message::Stats(fb::Stats {
+            accepted: 10,
+            batches: 3,
+            backend: Some(2),
+            busy_ns: 9,
+            requests: 4,
+            sizes: Some(vec![1, 2]),
+            ..Default::default()
+        }),
         Message::Hello(fb::Hello {
             role: fb::Role::Backend,
             index: 3,

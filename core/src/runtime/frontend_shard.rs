@@ -44,6 +44,7 @@ use crate::clock::Clock;
 use crate::metrics::Snapshot;
 use crate::models::ModelTable;
 use crate::publish::Published;
+use crate::roles::backend::BackendStats;
 use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
 use crate::roles::{Addr, Envelope};
 
@@ -222,6 +223,27 @@ impl Shard {
         self.table.read(|t| fe.peer_lost(now, peer, t, answers));
     }
 
+    /// A backend's or the scheduler's totals from another process, for
+    /// `/metrics` (`sched_shard::backend_totals`).
+    fn on_totals(&mut self, st: &fb::Stats) {
+        let gauges = &self.progress.gauges;
+        match st.backend {
+            Some(b) => {
+                let mut totals = BackendStats {
+                    batches: st.batches,
+                    requests: st.requests,
+                    busy_ns: st.busy_ns,
+                    ..Default::default()
+                };
+                for (slot, &n) in totals.sizes.iter_mut().zip(st.sizes.as_deref().unwrap_or(&[])) {
+                    *slot = n;
+                }
+                gauges.store_backend(b as usize, &totals);
+            }
+            None => gauges.store_decisions(0, st.decisions),
+        }
+    }
+
     /// Answers `Lost` what has been held past its grace, when it is time to look.
     fn expire(&mut self, answers: &mut Vec<Answer>) {
         let now = self.clock.now();
@@ -366,6 +388,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             let mut s = shard.borrow_mut();
             for m in incoming.drain(..) {
                 match m {
+                    ShardMsg::Env(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
                     ShardMsg::Env(e) => s.on_envelope(e, &mut answers),
                     ShardMsg::Peer { peer, up } => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.

@@ -135,7 +135,10 @@ pub fn start_role(
     let key = cfg.cluster_key.clone().ok_or(EngineError::Key(KeyError::Missing))?;
     raise_memlock();
     let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(Progress::default());
+    // Every role's gauges have room for the whole cluster: a frontend's
+    // `/metrics` shows the totals other processes send it.
+    let gauges = crate::metrics::Gauges::new(scenario.cluster.backends as usize, 1);
+    let progress = Arc::new(Progress { gauges, ..Progress::default() });
     let (ready, ready_rx) = mpsc::channel();
     // A frontend's table and doorbell are made here, for its gateway's door.
     let doorbell = doorbell().map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;

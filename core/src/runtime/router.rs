@@ -69,6 +69,9 @@ pub fn addressee(m: &Message) -> Option<Addr> {
         Message::FetchInputs(f) => first(&f.requests),
         Message::Results(r) => first(&r.requests),
         Message::Dropped(d) => first(&d.requests),
+        // Totals for `/metrics`, sent to every frontend; the frontend
+        // process takes them whatever its index.
+        Message::Stats(_) => Some(Addr::Frontend(0)),
         _ => None,
     }
 }
@@ -104,6 +107,13 @@ impl Router {
     /// Whether a connection to `addr` is open.
     pub fn reaches(&self, addr: Addr) -> bool {
         self.peers.borrow().get(&addr).is_some_and(|c| !c.closed.get())
+    }
+
+    /// Sends `m` to every frontend this process is connected to.
+    pub fn to_frontends(&self, m: &Message) {
+        for (_, c) in self.peers.borrow().iter().filter(|(a, c)| matches!(a, Addr::Frontend(_)) && !c.closed.get()) {
+            let _ = c.send(m);
+        }
     }
 
     /// Messages for `addr` waiting in its connection's outbox.

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
+use baton_wire::{fb, Message};
 
 use super::alarms::Alarms;
 use super::lead::Lead;
@@ -30,6 +31,22 @@ use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
 use crate::roles::scheduler::SchedulerStats;
 use crate::roles::{Addr, Envelope};
+
+/// How often, at most, a shard sends its totals to frontends in other
+/// processes.
+const TOTALS_PERIOD: Nanos = 100_000_000;
+
+/// Backend `backend`'s totals, for a frontend's `/metrics`.
+fn backend_totals(backend: u32, s: &BackendStats) -> fb::Stats {
+    fb::Stats {
+        backend: Some(backend),
+        batches: s.batches,
+        requests: s.requests,
+        busy_ns: s.busy_ns,
+        sizes: Some(s.sizes.to_vec()),
+        ..Default::default()
+    }
+}
 
 /// How often, at most, a shard stores its totals into the metrics' gauges.
 const GAUGE_PERIOD: Nanos = 1_000_000;
@@ -198,6 +215,7 @@ pub async fn run(
     // Batches of the local backends already added to `progress`; whether
     // the metrics' gauges are behind, and when they may be stored next.
     let (mut published, mut stale, mut next_gauges) = (0, false, 0);
+    let (mut unsent, mut next_totals) = (false, 0);
     let mut lead = Lead::default();
     if let Link::Tcp(r) = &link {
         *r.bell.borrow_mut() = Some(rhythm.bell());
@@ -245,12 +263,25 @@ pub async fn run(
         // totals each round would cost a thousand emulated GPUs' worth of
         // stores per batch.
         stale |= busy;
+        unsent |= busy;
         if stale && now >= next_gauges {
             for (i, b) in s.backends.iter().enumerate() {
                 progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
             }
             progress.gauges.store_decisions(s.slot, s.part.stats().batches);
             (stale, next_gauges) = (false, now + GAUGE_PERIOD);
+        }
+        // Frontends in other processes show the same totals on their
+        // `/metrics`, trailing by at most `TOTALS_PERIOD` (or `MAX_PARK`).
+        if let (Link::Tcp(router), true) = (&link, unsent && now >= next_totals) {
+            for (i, b) in s.backends.iter().enumerate() {
+                router.to_frontends(&Message::Stats(backend_totals(s.first_backend + i as u32, &b.stats)));
+            }
+            if router.hosts_scheduler {
+                let decisions = s.part.stats().batches;
+                router.to_frontends(&Message::Stats(fb::Stats { decisions, ..Default::default() }));
+            }
+            (unsent, next_totals) = (false, now + TOTALS_PERIOD);
         }
         if !s.outbound.is_empty() {
             link.flush(&mut s.outbound);
