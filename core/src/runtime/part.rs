@@ -120,6 +120,17 @@ impl Part for RankRole {
             ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(d) }) => {
                 self.on_batch_done(now, &d, &mut caused.model);
             }
+            // The rank shard owns backend availability: a failed backend is
+            // never granted again until it is back (its batches' requests
+            // are answered by their frontends: `Lost` past the grace).
+            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(s) }) => {
+                let backend = baton_sched::types::BackendId(s.backend);
+                let m = match s.healthy {
+                    true => ToRank::BackendJoined { backend, at: now },
+                    false => ToRank::BackendFailed { backend },
+                };
+                self.on_message(m, &mut caused.model);
+            }
             m => return Some(m),
         }
         None
@@ -163,4 +174,51 @@ impl Part for ModelShardRole {
     fn stats(&self) -> SchedulerStats {
         self.stats
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_sched::symphony::{Candidate, ToModel};
+    use baton_sched::types::{BackendId, ModelId};
+    use baton_wire::fb;
+
+    /// Symphony split over shards hears a backend fail and come back: the
+    /// rank shard grants it no more until then (before, the status passed
+    /// it by and the failed backend kept being granted).
+    #[test]
+    fn the_rank_shard_takes_backend_failures_and_returns() {
+        let s = Scenario::parse(ONE).unwrap();
+        let mut rank = RankRole::new(&s.cluster);
+        let status = |healthy| {
+            let st = fb::BackendStatus { backend: 0, healthy, ..Default::default() };
+            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(st) })
+        };
+        let mut caused = Caused::default();
+        assert!(rank.take(0, status(false), &mut caused).is_none(), "the rank shard takes it");
+        let c = Some(Candidate { bs: 1, exec_at: 1_000_000, invalid_after: 2_000_000 });
+        let candidate = ShardMsg::Rank(ToRank::Candidate { model: ModelId(0), candidate: c });
+        rank.take(0, candidate, &mut caused);
+        Part::on_timeout(&mut rank, 1_000_000, &mut caused);
+        assert!(!caused.model.iter().any(|m| matches!(m, ToModel::Grant { .. })), "granted a failed backend");
+        rank.take(1_000_000, status(true), &mut caused);
+        Part::on_timeout(&mut rank, 1_500_000, &mut caused);
+        assert!(
+            caused.model.iter().any(|m| matches!(m, ToModel::Grant { backend: BackendId(0), .. })),
+            "{:?}",
+            caused.model
+        );
+    }
+
+    /// One model on one backend.
+    const ONE: &str = r#"
+name = "one"
+[cluster]
+gpus = 1
+[[models]]
+name = "m"
+alpha_ms = 1.0
+beta_ms = 1.0
+slo_ms = 100.0
+"#;
 }
