@@ -29,7 +29,7 @@
 //! |---|---|---|
 //! | frontend | the scheduler | answers `Lost` every request no backend has taken the input of; refuses new ones `Unavailable` until it is back |
 //! | frontend | a backend | answers `Lost` every request whose input that backend took |
-//! | scheduler | a backend | fails it (the policy stops using it; requests of its batches in flight dropped `BackendFailed`); it rejoins when it connects again, or speaks again after going silent |
+//! | scheduler | a backend | fails it (the policy stops using it; requests of its batches in flight dropped `BackendFailed`; Symphony split over shards keeps no such ledger: their frontends answer them); it rejoins when it connects again, or speaks again after going silent |
 //! | scheduler | a frontend | nothing: its queued requests still run, without the inputs the backend cannot fetch |
 //! | backend | a frontend | stops waiting for its inputs: the batch runs without them |
 //! | backend | the scheduler | nothing: batches it holds run, results go to frontends |
@@ -49,6 +49,7 @@
 
 mod faults;
 mod ledger;
+mod sched;
 mod world;
 
 use baton_sched::time::Nanos;
@@ -61,6 +62,9 @@ pub use ledger::Tally;
 pub struct Config {
     pub seed: u64,
     pub policy: PolicyKind,
+    /// Symphony split over this many model shards and a rank shard, as
+    /// `baton serve --model-shards` runs it (0: the policy whole).
+    pub model_shards: usize,
     pub frontends: u32,
     pub backends: u32,
     /// Models: (l(1) intercept ms, slope ms per request, SLO ms).
@@ -127,9 +131,12 @@ impl Config {
             long_max: ms(between(1.0, 40.0)),
             detect: ms(between(1.0, 30.0)),
         };
+        // Drawn apart, so the other draws of a seed stay as they were.
+        let split = baton_sched::rng::Rng::stream(seed, 0x5b117).below(3) as usize;
         Self {
             seed,
             policy,
+            model_shards: if policy == PolicyKind::Symphony { split } else { 0 },
             frontends,
             backends,
             models,

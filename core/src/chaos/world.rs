@@ -12,12 +12,14 @@ use baton_wire::{fb, Message};
 
 use super::faults::{ExecFaults, Faulty};
 use super::ledger::{input_of, Ledger};
+use super::sched::Scheduler;
 use super::{Config, FaultCounts, Report};
 use crate::models::ModelTable;
 use crate::roles::backend::{drop_plan, BackendRole};
 use crate::roles::frontend::{f32_tensor, le_bytes, Answer, Frontend};
 use crate::roles::scheduler::SchedulerRole;
 use crate::roles::{Addr, Envelope};
+use crate::runtime::part::symphony_split;
 
 /// Input floats of every model here.
 const FLOATS: usize = 4;
@@ -72,7 +74,7 @@ pub struct World<'a> {
     events: BTreeMap<(Nanos, u64), Event>,
     seq: u64,
     fes: Vec<Node<Frontend>>,
-    sched: Node<SchedulerRole>,
+    sched: Node<Scheduler>,
     bes: Vec<Node<BackendRole>>,
     cut: BTreeSet<(u32, u32)>,
     links: BTreeMap<(u32, u32), Link>,
@@ -173,10 +175,14 @@ impl<'a> World<'a> {
         let first_id = u64::from(run) << RUN_SHIFT;
         match a {
             Addr::Scheduler => {
-                let policy = baton_sched::build::scheduler(cfg.policy, &self.scenario, cfg.rate);
-                let role = SchedulerRole::new(policy, self.table.clone(), cfg.backends)
-                    .starting_at(first_id)
-                    .with_silence(cfg.silence);
+                let role = match cfg.model_shards {
+                    0 => {
+                        let policy = baton_sched::build::scheduler(cfg.policy, &self.scenario, cfg.rate);
+                        let role = SchedulerRole::new(policy, self.table.clone(), cfg.backends);
+                        Scheduler::Whole(role.starting_at(first_id).with_silence(cfg.silence))
+                    }
+                    k => Scheduler::Split(symphony_split(&self.scenario, &self.table, k, first_id)),
+                };
                 self.sched = Node { role: Some(role), run };
             }
             Addr::Frontend(f) => {
@@ -301,7 +307,10 @@ impl<'a> World<'a> {
         self.faults.exec_stalled = self.exec.stalled.get();
         Report {
             seed: self.cfg.seed,
-            policy: self.cfg.policy.as_str().to_string(),
+            policy: match self.cfg.model_shards {
+                0 => self.cfg.policy.as_str().to_string(),
+                k => format!("{} split over {k} model shards", self.cfg.policy.as_str()),
+            },
             tally: self.ledger.tally,
             faults: self.faults,
             violations: std::mem::take(&mut self.ledger.violations),
@@ -451,8 +460,10 @@ impl<'a> World<'a> {
                 }
             }
             Addr::Scheduler => {
-                let mut out = Vec::new();
-                self.sched.role.as_mut().expect("delivered to a live role").on_message(now, msg, &mut out);
+                let (mut out, kind) = (Vec::new(), msg.kind());
+                if !self.sched.role.as_mut().expect("delivered to a live role").on_message(now, msg, &mut out) {
+                    self.ledger.violations.push(format!("the scheduler was sent a {kind:?} no part takes"));
+                }
                 self.send_all(Addr::Scheduler, out);
             }
             Addr::Backend(b) => self.on_backend(b, |be, out| be.on_message(now, msg, out)),

@@ -43,6 +43,15 @@ impl ModelShardRole {
         }
     }
 
+    /// Gives batch ids from `first` on (each shard apart, by its index in
+    /// the top bits): a restarted scheduler starts where its last run's ids
+    /// are not, e.g. from the clock.
+    pub fn starting_at(mut self, first: u64, index: usize) -> Self {
+        let table = self.decisions.table().clone();
+        self.decisions = Decisions::new(table, first.wrapping_add((index as u64) << BATCH_ID_SHIFT));
+        self
+    }
+
     pub fn owns(&self, model: u32) -> bool {
         self.shard.owns(ModelId(model))
     }
@@ -113,9 +122,17 @@ impl RankRole {
         self.drain(out);
     }
 
-    /// A backend finished a batch at `now`.
+    /// A backend finished a batch at `now`. (One the cluster does not have
+    /// is a peer's mistake, ignored.)
     pub fn on_batch_done(&mut self, now: Nanos, d: &fb::BatchDone, out: &mut Vec<ToModel>) {
-        self.on_message(ToRank::BatchDone { backend: BackendId(d.backend), at: now }, out);
+        if self.has(d.backend) {
+            self.on_message(ToRank::BatchDone { backend: BackendId(d.backend), at: now }, out);
+        }
+    }
+
+    /// Whether backend `b` is one of the cluster's.
+    pub fn has(&self, b: u32) -> bool {
+        (b as usize) < self.rank.backends()
     }
 
     pub fn on_timeout(&mut self, now: Nanos, out: &mut Vec<ToModel>) {

@@ -47,10 +47,50 @@ impl SchedulerPart {
             SchedulerPart::Rank => Box::new(RankRole::new(spec)),
             SchedulerPart::Models { index, of, rule } => {
                 let owned = models_of(index, of, spec.models.len());
-                Box::new(ModelShardRole::new(spec, &owned, rule, index, table.clone()))
+                let role = ModelShardRole::new(spec, &owned, rule, index, table.clone());
+                Box::new(role.starting_at(crate::clock::unix_ns(), index))
             }
         }
     }
+}
+
+/// Symphony split as `baton serve --model-shards` runs it, every part in
+/// one place: the rank shard first, then `shards` model shards, their
+/// batch ids from `first` on. (The chaos simulator runs it as one
+/// scheduler process; `pump` carries the parts' messages between them.)
+pub fn symphony_split(scenario: &Scenario, table: &ModelTable, shards: usize, first: u64) -> Vec<Box<dyn Part>> {
+    let spec = &scenario.cluster;
+    let mut parts: Vec<Box<dyn Part>> = vec![Box::new(RankRole::new(spec))];
+    for index in 0..shards {
+        let owned = models_of(index, shards, spec.models.len());
+        let role = ModelShardRole::new(spec, &owned, CandidateRule::NonWorkConserving, index, table.clone());
+        parts.push(Box::new(role.starting_at(first, index)));
+    }
+    parts
+}
+
+/// Hands `first` and everything it causes to the first of `parts` that
+/// takes each message, at `now`, as the rings between one process's shards
+/// would (nothing lost or reordered); what leaves for other roles goes to
+/// `out`. Returns the messages no part took.
+pub fn pump(parts: &mut [Box<dyn Part>], now: Nanos, first: ShardMsg, out: &mut Vec<Envelope>) -> usize {
+    let mut queue = std::collections::VecDeque::from([first]);
+    let mut untaken = 0;
+    while let Some(m) = queue.pop_front() {
+        let mut caused = Caused::default();
+        let mut left = Some(m);
+        for p in parts.iter_mut() {
+            match left.take() {
+                Some(m) => left = p.take(now, m, &mut caused),
+                None => break,
+            }
+        }
+        untaken += usize::from(left.is_some());
+        out.append(&mut caused.env);
+        queue.extend(caused.rank.into_iter().map(ShardMsg::Rank));
+        queue.extend(caused.model.into_iter().map(ShardMsg::Model));
+    }
+    untaken
 }
 
 /// What a part's handling caused: envelopes for roles, and Symphony's own
@@ -123,7 +163,7 @@ impl Part for RankRole {
             // The rank shard owns backend availability: a failed backend is
             // never granted again until it is back (its batches' requests
             // are answered by their frontends: `Lost` past the grace).
-            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(s) }) => {
+            ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(s) }) if self.has(s.backend) => {
                 let backend = baton_sched::types::BackendId(s.backend);
                 let m = match s.healthy {
                     true => ToRank::BackendJoined { backend, at: now },

@@ -52,6 +52,10 @@ pub struct RankShard {
     /// Per backend: granted to a model shard that has not answered yet.
     granted: Vec<bool>,
     out: VecDeque<ToModel>,
+    /// Completions of batches it has no record of sending, ignored: over a
+    /// real network a completion can come twice, or come from batches an
+    /// earlier run of the scheduler sent (never in the simulator).
+    pub unexpected_done: u64,
 }
 
 impl RankShard {
@@ -73,7 +77,13 @@ impl RankShard {
             failed: vec![false; backends as usize],
             granted: vec![false; backends as usize],
             out: VecDeque::new(),
+            unexpected_done: 0,
         }
+    }
+
+    /// How many backends it ranks.
+    pub fn backends(&self) -> usize {
+        self.failed.len()
     }
 
     pub fn on_message(&mut self, msg: ToRank) {
@@ -99,9 +109,11 @@ impl RankShard {
                 self.outstanding[backend.index()] += u32::from(dispatched);
             }
             ToRank::BatchDone { backend, .. } if self.failed[backend.index()] => {}
+            ToRank::BatchDone { backend, .. } if self.outstanding[backend.index()] == 0 => {
+                self.unexpected_done += 1;
+            }
             ToRank::BatchDone { backend, at } => {
                 let b = backend.index();
-                assert!(self.outstanding[b] > 0, "backend {backend:?} finished a batch it was not sent");
                 self.outstanding[b] -= 1;
                 // Idle and not granted: it is free now, whatever was predicted.
                 if self.outstanding[b] == 0 && self.free.get(b).is_some() {

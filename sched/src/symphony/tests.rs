@@ -320,3 +320,16 @@ fn rank_never_grants_a_failed_backend_again() {
     rank.on_timeout(1_300);
     assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(1), free_at: 1_250 }));
 }
+
+#[test]
+fn rank_ignores_a_completion_it_did_not_send_and_counts_it() {
+    // Over a network a completion can come twice, or from an earlier run's
+    // batch (the chaos simulator found the shard asserting on it).
+    let mut rank = RankShard::new(1, 1, DispatchDelay { ctrl: 10, per_request: 0 });
+    rank.on_message(ToRank::BatchDone { backend: BackendId(0), at: 50 });
+    assert_eq!(rank.unexpected_done, 1);
+    let c = Some(Candidate { bs: 4, exec_at: 100, invalid_after: 150 });
+    rank.on_message(ToRank::Candidate { model: ModelId(0), candidate: c });
+    rank.on_timeout(90);
+    assert_eq!(rank.poll_output(), Some(ToModel::Grant { model: ModelId(0), backend: BackendId(0), free_at: 0 }));
+}
