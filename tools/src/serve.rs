@@ -400,6 +400,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
         "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
         "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
         "unread_closed": r.unread_closed, "refused_peers": r.refused_peers, "cut_peers": r.cut_peers,
+        "accept_failures": r.accept_failures,
         "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
     })
 }

@@ -135,7 +135,27 @@ struct Proc {
 
 impl Proc {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        Self::start_with(args, None)
+    }
+
+    /// Started with at most `max_files` open file descriptors, if given.
+    fn start_with(args: &[&str], max_files: Option<u64>) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+        if let Some(n) = max_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: runs in the forked child before exec; setrlimit is a
+            // plain system call (async-signal-safe) on a local struct.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let l = libc::rlimit { rlim_cur: n, rlim_max: n };
+                    match libc::setrlimit(libc::RLIMIT_NOFILE, &l) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    }
+                });
+            }
+        }
+        let mut child = cmd
             .args(args)
             .env(SECRET_ENV, SECRET)
             .args(["--duration", "600", "--json"])
@@ -323,6 +343,30 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     // Every batch the scheduler planned ran on the backend process.
     assert_eq!(s["scheduler_batches"], b["batches"], "{s} {b}");
     assert!(shown <= b["batches"].as_f64().unwrap(), "{shown} shown, {b}");
+}
+
+/// A scheduler that runs out of file descriptors goes on accepting once
+/// some are free: before, its accept loop ended at the first failed accept
+/// and no role could connect to it again.
+#[test]
+fn a_scheduler_out_of_descriptors_accepts_again_once_some_are_free() {
+    let mut s = Proc::start_with(&["scheduler", "--listen", "127.0.0.1:0"], Some(96));
+    let sched = s.listening();
+    // More connections than it has descriptors for; then all gone.
+    let hogs: Vec<std::net::TcpStream> = (0..160)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&sched.parse().unwrap(), Duration::from_secs(1)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(hogs);
+    let any = "127.0.0.1:0";
+    let mut f = Proc::start(&["frontend", "--listen", any, "--peer-listen", any, "--scheduler", &sched]);
+    let [fe, peers] = <[String; 2]>::try_from(f.addresses()).expect("clients' and backends' addresses");
+    let mut b = Proc::start(&["backend", "--scheduler", &sched, "--frontends", &peers]);
+    b.ready();
+    let v = load_json(&fe, "300");
+    let (_, f, s) = (b.stop(), f.stop(), s.stop());
+    assert_eq!(f["received"], v["sent"], "{f}");
+    assert!(s["accept_failures"].as_u64() > Some(0), "it did run out of descriptors: {s}");
 }
 
 /// `GET /metrics` on `addr`: the body.

@@ -110,20 +110,29 @@ impl Conn {
 const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
+/// An accept loop's state between accepts: its pause, and the accepts
+/// that failed so far.
+#[derive(Default)]
+pub struct Backoff {
+    pause: Duration,
+    pub failures: u64,
+}
+
 /// The next connection on `listener`. An accept that fails (out of file
 /// descriptors, of memory for sockets) is retried after a pause that
-/// doubles up to `MAX_ACCEPT_PAUSE` (`pause` carries it from call to call),
-/// instead of at once in a spin.
-pub async fn accept_backing_off(listener: &TcpListener, pause: &mut Duration) -> TcpStream {
+/// doubles up to `MAX_ACCEPT_PAUSE`, instead of at once in a spin, and the
+/// loop goes on: it ends only with its task.
+pub async fn accept_backing_off(listener: &TcpListener, b: &mut Backoff) -> TcpStream {
     loop {
         match listener.accept().await {
             Ok(s) => {
-                *pause = Duration::ZERO;
+                b.pause = Duration::ZERO;
                 return s;
             }
             Err(_) => {
-                *pause = (*pause * 2).clamp(MIN_ACCEPT_PAUSE, MAX_ACCEPT_PAUSE);
-                glommio::timer::sleep(*pause).await;
+                b.failures += 1;
+                b.pause = (b.pause * 2).clamp(MIN_ACCEPT_PAUSE, MAX_ACCEPT_PAUSE);
+                glommio::timer::sleep(b.pause).await;
             }
         }
     }

@@ -57,6 +57,8 @@ pub struct Report {
     pub connections: u64,
     /// Connections answered `Overloaded` and closed: `max_connections` were open.
     pub refused_connections: u64,
+    /// Accepts that failed (out of descriptors) and were retried.
+    pub accept_failures: u64,
     /// Connections aborted for leaving more than `max_unread` bytes unread.
     pub unread_closed: u64,
     pub bad_frames: u64,
@@ -71,6 +73,7 @@ struct Shard {
     outbound: VecDeque<ShardMsg>,
     connections: u64,
     refused_connections: u64,
+    accept_failures: u64,
     max_unread: usize,
     unread_closed: u64,
     bad_frames: u64,
@@ -369,6 +372,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
         outbound: VecDeque::new(),
         connections: 0,
         refused_connections: 0,
+        accept_failures: 0,
         max_unread,
         unread_closed: 0,
         bad_frames: 0,
@@ -423,6 +427,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             stats: s.fe.stats,
             connections: s.connections,
             refused_connections: s.refused_connections,
+            accept_failures: s.accept_failures,
             unread_closed: s.unread_closed,
             bad_frames: s.bad_frames,
             held_at_stop: held,
@@ -439,9 +444,10 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
 /// answered `Overloaded` and closed.
 async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connections: u64) {
     let mut next: ConnId = 0;
-    let mut pause = Duration::ZERO;
+    let mut backoff = conn::Backoff::default();
     loop {
-        let stream = conn::accept_backing_off(&listener, &mut pause).await;
+        let stream = conn::accept_backing_off(&listener, &mut backoff).await;
+        shard.borrow_mut().accept_failures = backoff.failures;
         if shard.borrow().open >= max_connections {
             shard.borrow_mut().refused_connections += 1;
             let why = format!("{max_connections} connections are open, the most this frontend takes");

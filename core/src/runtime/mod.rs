@@ -207,6 +207,8 @@ pub struct EngineReport {
     pub bad_frames: u64,
     /// Connections refused: `max_connections` were open.
     pub refused_connections: u64,
+    /// Accepts that failed (out of descriptors) and were retried.
+    pub accept_failures: u64,
     /// Client connections aborted for leaving more than `max_unread`
     /// bytes of answers unread.
     pub unread_closed: u64,
@@ -546,6 +548,7 @@ impl Engine {
             connections: fe.connections,
             refused_connections: fe.refused_connections,
             unread_closed: fe.unread_closed,
+            accept_failures: fe.accept_failures,
             bad_frames: fe.bad_frames,
             held_at_stop: fe.held_at_stop,
             ..Default::default()

@@ -351,6 +351,7 @@ async fn frontend(
         connections: r.connections,
         refused_connections: r.refused_connections,
         unread_closed: r.unread_closed,
+        accept_failures: r.accept_failures + router.accept_failures.get(),
         bad_frames: r.bad_frames + router.bad_frames.get(),
         held_at_stop: r.held_at_stop,
         ..router.report()

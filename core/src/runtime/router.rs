@@ -29,7 +29,7 @@ use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
 use super::auth::{Answer, AuthError, Challenge, ClusterKey};
-use super::conn::{self, accept_backing_off, Conn};
+use super::conn::{self, accept_backing_off, Backoff, Conn};
 use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
@@ -56,6 +56,8 @@ pub struct Router {
     max_unread: usize,
     /// Peer connections cut for leaving more than `max_unread` unread.
     pub cut_peers: Cell<u64>,
+    /// Accepts on the role listener that failed (and were retried).
+    pub accept_failures: Cell<u64>,
 }
 
 /// The role a message between roles is for, by its content.
@@ -101,6 +103,7 @@ impl Router {
             bell: RefCell::default(),
             max_unread,
             cut_peers: Cell::default(),
+            accept_failures: Cell::default(),
         }
     }
 
@@ -137,7 +140,8 @@ impl Router {
     pub fn report(&self) -> super::EngineReport {
         let (bad_frames, refused_peers, cut_peers) =
             (self.bad_frames.get(), self.refused_peers.get(), self.cut_peers.get());
-        super::EngineReport { bad_frames, refused_peers, cut_peers, ..Default::default() }
+        let accept_failures = self.accept_failures.get();
+        super::EngineReport { bad_frames, refused_peers, cut_peers, accept_failures, ..Default::default() }
     }
 
     /// A peer role is reachable through `conn`. The local roles hear of
@@ -187,9 +191,10 @@ impl Router {
     /// connection is challenged at once as the role `me`, and read
     /// (`read_peer`) once it has greeted with a good proof.
     pub async fn accept_peers(self: Rc<Self>, listener: TcpListener, key: ClusterKey, me: fb::Hello) {
-        let mut pause = Duration::ZERO;
+        let mut backoff = Backoff::default();
         loop {
-            let stream = accept_backing_off(&listener, &mut pause).await;
+            let stream = accept_backing_off(&listener, &mut backoff).await;
+            self.accept_failures.set(backoff.failures);
             let _ = stream.set_nodelay(true);
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
             let (reader, writer) = futures_lite::io::split(stream);
