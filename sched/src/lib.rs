@@ -26,6 +26,7 @@ pub mod heap;
 pub mod hull;
 pub mod nexus;
 pub mod orloj;
+pub mod partition;
 pub mod policy;
 pub mod profile;
 pub mod query;

@@ -1,6 +1,7 @@
 //! `baton`: the command-line entry point to Baton.
 
 mod compare;
+mod partition;
 mod plan;
 mod profile;
 mod serve;
@@ -26,6 +27,8 @@ enum Command {
     Compare(compare::Args),
     /// Nexus's epoch plan for a scenario at a rate: backends, sessions, routing, GPU counts.
     Plan(plan::Args),
+    /// Split the scenario's models over K sub-clusters (one scheduler each) and share out its GPUs.
+    Partition(partition::Args),
     /// Measure the CUDA (or, with --executor cpu, the CPU) executor's models: l(b), and for the
     /// variable-length encoder its solo times and kappa, as a scenario file.
     Profile(profile::Args),
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Plan(a) => plan::run(a),
+        Command::Partition(a) => partition::run(a),
         Command::Profile(a) => profile::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Serve(a) => serve::serve(a),

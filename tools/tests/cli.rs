@@ -441,3 +441,19 @@ fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
     assert!(err.contains("no CUDA device") || err.contains("not a model of the CUDA executor"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn partition_prints_subclusters_with_their_models_and_gpus() {
+    let zoo = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/zoo-a100-all.toml");
+    let out = baton(&["partition", zoo, "--schedulers", "4", "--rate", "20000", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let subs = v["subclusters"].as_array().expect("subclusters");
+    assert_eq!(subs.len(), 4);
+    let models: usize = subs.iter().map(|c| c["models"].as_array().unwrap().len()).sum();
+    let gpus: u64 = subs.iter().map(|c| c["gpus"].as_u64().unwrap()).sum();
+    assert_eq!((models, gpus), (37, 64), "{v}");
+    let out = baton(&["partition", zoo, "--schedulers", "0", "--rate", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least one scheduler"));
+}

@@ -17,7 +17,7 @@ use crate::runtime::link::ShardMsg;
 use crate::runtime::part::{pump, Caused, Part};
 
 pub enum Scheduler {
-    Whole(SchedulerRole),
+    Whole(Box<SchedulerRole>),
     Split(Vec<Box<dyn Part>>),
 }
 

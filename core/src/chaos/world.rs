@@ -179,7 +179,7 @@ impl<'a> World<'a> {
                     0 => {
                         let policy = baton_sched::build::scheduler(cfg.policy, &self.scenario, cfg.rate);
                         let role = SchedulerRole::new(policy, self.table.clone(), cfg.backends);
-                        Scheduler::Whole(role.starting_at(first_id).with_silence(cfg.silence))
+                        Scheduler::Whole(Box::new(role.starting_at(first_id).with_silence(cfg.silence)))
                     }
                     k => Scheduler::Split(symphony_split(&self.scenario, &self.table, k, first_id)),
                 };
