@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton_core::runtime::clients::{client_request, Target};
 use baton_core::runtime::{start, EngineConfig};
 use baton_net::framing::FrameBuf;
 use baton_sched::Scenario;
@@ -173,19 +174,8 @@ fn well_behaved(s: &Scenario, addr: SocketAddr, rate: f64, secs: f64) -> LoadRep
 
 /// A request frame for the scenario's first model.
 fn request_frame(s: &Scenario, id: u64, slo_ms: u64) -> Vec<u8> {
-    let floats = baton_core::models::DEFAULT_INPUT_FLOATS;
-    let req = fb::InferRequest {
-        id,
-        model: Some(s.models[0].spec.name.clone()),
-        slo_ns: slo_ms * 1_000_000,
-        inputs: Some(vec![fb::Tensor {
-            name: None,
-            dtype: fb::DType::F32,
-            shape: Some(vec![floats as i64]),
-            data: Some(vec![0; floats * 4]),
-        }]),
-        ..Default::default()
-    };
+    let (model, floats) = (Target::Model(&s.models[0].spec.name), baton_core::models::DEFAULT_INPUT_FLOATS);
+    let req = client_request(id, model, slo_ms * 1_000_000, 0, floats, None);
     encode(&Message::InferRequest(req)).expect("fits a frame")
 }
 

@@ -98,40 +98,33 @@ pub fn plan(s: &Scenario, k: usize, rate_rps: f64) -> Result<Plan, PartitionErro
         .collect();
     let per_gpu: Vec<f64> = subclusters.iter().filter(|c| c.gpus > 0).map(|c| c.demand_gpus / c.gpus as f64).collect();
     let mean = per_gpu.iter().sum::<f64>() / per_gpu.len().max(1) as f64;
-    let imbalance = match mean > 0.0 {
-        true => {
-            (per_gpu.iter().cloned().fold(f64::MIN, f64::max) - per_gpu.iter().cloned().fold(f64::MAX, f64::min)) / mean
-        }
-        false => 0.0,
-    };
+    let imbalance = if mean > 0.0 { spread(&per_gpu) / mean } else { 0.0 };
     Ok(Plan { subclusters, objective: objective(&of, &demand, k, w), imbalance })
 }
 
+/// Each sub-cluster's demand; a model on sub-cluster `k` (not placed
+/// yet) counts nowhere.
 fn loads(of: &[usize], demand: &[f64], k: usize) -> Vec<f64> {
     let mut l = vec![0.0; k];
-    for (i, &c) in of.iter().enumerate() {
-        l[c] += demand[i];
+    for (&c, &d) in of.iter().zip(demand).filter(|(&c, _)| c < k) {
+        l[c] += d;
     }
     l
 }
 
-fn counts(of: &[usize], k: usize) -> Vec<usize> {
-    let mut n = vec![0; k];
-    for &c in of {
-        n[c] += 1;
-    }
-    n
+/// Each sub-cluster's number of models.
+fn counts(of: &[usize], k: usize) -> Vec<f64> {
+    loads(of, &vec![1.0; of.len()], k)
 }
 
-fn spread<T: Copy + PartialOrd + Into<f64>>(v: &[T]) -> f64 {
-    let f: Vec<f64> = v.iter().map(|&x| x.into()).collect();
-    f.iter().cloned().fold(f64::MIN, f64::max) - f.iter().cloned().fold(f64::MAX, f64::min)
+/// max − min.
+fn spread(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
 }
 
 /// `ΔR + w·ΔS` of assignment `of` (model i on sub-cluster `of[i]`).
 fn objective(of: &[usize], demand: &[f64], k: usize, w: f64) -> f64 {
-    let counts: Vec<f64> = counts(of, k).into_iter().map(|n| n as f64).collect();
-    spread(&loads(of, demand, k)) + w * spread(&counts)
+    spread(&loads(of, demand, k)) + w * spread(&counts(of, k))
 }
 
 /// Largest demand first, each onto the sub-cluster where the objective is
@@ -139,17 +132,13 @@ fn objective(of: &[usize], demand: &[f64], k: usize, w: f64) -> f64 {
 fn greedy(demand: &[f64], k: usize, w: f64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..demand.len()).collect();
     order.sort_by(|&a, &b| demand[b].total_cmp(&demand[a]).then(a.cmp(&b)));
-    // Unplaced models sit on a sub-cluster past the last, which counts nowhere.
     let mut of = vec![k; demand.len()];
     for i in order {
-        let cost = |c: usize, of: &mut Vec<usize>| {
+        let mut cost = |c: usize| {
             of[i] = c;
-            let placed: Vec<(usize, f64)> =
-                of.iter().zip(demand).filter(|(&c, _)| c < k).map(|(&c, &d)| (c, d)).collect();
-            let (of2, d2): (Vec<usize>, Vec<f64>) = placed.into_iter().unzip();
-            objective(&of2, &d2, k, w)
+            (objective(&of, demand, k, w), c)
         };
-        let best = (0..k).map(|c| (cost(c, &mut of), c)).min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let best = (0..k).map(&mut cost).min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         of[i] = best.expect("k > 0").1;
     }
     of
@@ -204,8 +193,8 @@ fn improve(of: &mut [usize], demand: &[f64], k: usize, w: f64) {
 
 /// `gpus` in proportion to `loads`, by largest remainder, at least one to
 /// each sub-cluster with a model (checked possible by the caller).
-fn share_gpus(loads: &[f64], counts: &[usize], gpus: u32) -> Vec<u32> {
-    let used: Vec<usize> = (0..loads.len()).filter(|&c| counts[c] > 0).collect();
+fn share_gpus(loads: &[f64], counts: &[f64], gpus: u32) -> Vec<u32> {
+    let used: Vec<usize> = (0..loads.len()).filter(|&c| counts[c] > 0.0).collect();
     let mut out = vec![0u32; loads.len()];
     for &c in &used {
         out[c] = 1;
