@@ -7,8 +7,9 @@
 //! `Outbox` gathers encoded frames for one write). The sockets themselves
 //! (io_uring TCP through glommio) live in `baton-core`'s runtime. The
 //! KServe v2 gateway (`kserve`, HTTP/REST and gRPC on a tokio thread of its
-//! own) hands calls to a frontend through the `Door` trait. RDMA is not
-//! built.
+//! own) hands calls to a frontend through the `Door` trait. One-sided input
+//! fetch (`rdma`): the data path behind two traits, a loopback fabric for
+//! one process, and libibverbs behind the cargo feature `rdma`.
 //!
 //! **Is not:** a codec (that is `baton-wire`) nor a scheduler.
 
@@ -17,5 +18,6 @@ pub mod framing;
 #[cfg(feature = "kserve")]
 pub mod kserve;
 pub mod mesh;
+pub mod rdma;
 pub mod ring;
 mod sync;

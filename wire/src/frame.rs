@@ -48,6 +48,7 @@ kinds!(
     ModelUnload = 12,
     Stats = 13,
     Hello = 14,
+    RdmaConnect = 15,
 );
 
 impl Kind {

@@ -177,6 +177,7 @@ messages!(
     ModelUnload => ModelUnloadRef,
     Stats => StatsRef,
     Hello => HelloRef,
+    RdmaConnect => RdmaConnectRef,
 );
 
 /// Encodes a message as one frame (header + payload).
@@ -337,7 +338,8 @@ mod check {
             return Err(DecodeError::Mismatched { field: "frontends", got: frontends, want: requests }.into());
         }
         seen_per_request(r.seen_ns()?.map(|v| v.len()), requests)?;
-        per_request("heads", r.heads()?.map(|v| v.len()), requests)
+        per_request("heads", r.heads()?.map(|v| v.len()), requests)?;
+        per_request("inputs", r.inputs()?.map(|v| v.len()), requests)
     }
     /// `seen_ns`, when present, has one entry per request.
     fn seen_per_request(seen: Option<usize>, requests: usize) -> R {
@@ -385,6 +387,12 @@ mod check {
     #[allow(non_snake_case)]
     pub fn ModelLoad(r: &fb::ModelLoadRef<'_>, payload: usize, _: &Limits) -> R {
         Budget::new(payload).string(r.name()?)
+    }
+    #[allow(non_snake_case)]
+    pub fn RdmaConnect(r: &fb::RdmaConnectRef<'_>, payload: usize, _: &Limits) -> R {
+        let mut b = Budget::new(payload);
+        b.take(r.gid()?.map_or(0, <[u8]>::len))?;
+        b.string(r.error()?)
     }
     #[allow(non_snake_case)]
     pub fn ModelUnload(r: &fb::ModelUnloadRef<'_>, payload: usize, _: &Limits) -> R {

@@ -71,6 +71,8 @@ pub fn addressee(m: &Message) -> Option<Addr> {
         Message::FetchInputs(f) => first(&f.requests),
         Message::Results(r) => first(&r.requests),
         Message::Dropped(d) => first(&d.requests),
+        Message::RdmaConnect(c) if c.answer => Some(Addr::Backend(c.backend)),
+        Message::RdmaConnect(c) => Some(Addr::Frontend(c.frontend)),
         // Totals for `/metrics`, sent to every frontend; the frontend
         // process takes them whatever its index.
         Message::Stats(_) => Some(Addr::Frontend(0)),
