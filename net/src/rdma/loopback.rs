@@ -46,14 +46,16 @@ impl Loopback {
         Ok(LoopbackStore { fabric: Arc::clone(self), region, mem, slots: Slots::new(words), qps: HashMap::new() })
     }
 
-    /// A backend's reader with at most `depth` READs in flight.
-    pub fn reader(self: &Arc<Self>, depth: usize) -> LoopbackReader {
+    /// A backend's reader with at most `depth` READs and `landing` bytes
+    /// in flight.
+    pub fn reader(self: &Arc<Self>, landing: usize, depth: usize) -> LoopbackReader {
         LoopbackReader {
             fabric: Arc::clone(self),
             offered: HashMap::new(),
             conns: HashMap::new(),
             posted: VecDeque::new(),
             depth,
+            landing,
         }
     }
 }
@@ -71,7 +73,7 @@ impl LoopbackStore {
     /// The slot's first word, if `at` is a slot of this region.
     fn word(&self, at: Remote) -> Option<usize> {
         let off = at.addr.checked_sub(self.region.addr)?;
-        let fits = at.rkey == self.region.rkey && off % 8 == 0 && off + u64::from(at.len) <= self.region.len;
+        let fits = at.rkey == self.region.rkey && off.is_multiple_of(8) && off + u64::from(at.len) <= self.region.len;
         fits.then_some((off / 8) as usize)
     }
 
@@ -137,6 +139,9 @@ pub struct LoopbackReader {
     conns: HashMap<u32, Conn>,
     posted: VecDeque<Post>,
     depth: usize,
+    /// Bytes READs in flight may land in (a NIC's registered landing
+    /// region); what they use now is their slots' sum.
+    landing: usize,
 }
 
 impl LoopbackReader {
@@ -145,7 +150,7 @@ impl LoopbackReader {
         let conn = self.conns.get(&p.frontend).ok_or(RdmaError::NotConnected { frontend: p.frontend })?;
         let denied = RdmaError::RemoteAccess { addr: p.at.addr, len: p.at.len };
         let off = p.at.addr.checked_sub(conn.region.addr).ok_or(denied.clone())?;
-        let inside = off % 8 == 0 && p.at.len % 8 == 0 && off + u64::from(p.at.len) <= conn.region.len;
+        let inside = off.is_multiple_of(8) && p.at.len.is_multiple_of(8) && off + u64::from(p.at.len) <= conn.region.len;
         if p.at.rkey != conn.region.rkey || !inside {
             return Err(denied);
         }
@@ -185,6 +190,10 @@ impl InputReader for LoopbackReader {
         if self.posted.len() >= self.depth {
             return Err(RdmaError::QueueFull { depth: self.depth });
         }
+        let landed: usize = self.posted.iter().map(|p| p.at.len as usize).sum();
+        if landed + at.len as usize > self.landing {
+            return Err(RdmaError::RegionFull { need: at.len as usize });
+        }
         self.posted.push_back(Post { frontend, id, at, tag });
         Ok(())
     }
@@ -206,7 +215,7 @@ mod tests {
     use super::*;
 
     fn pair(fabric: &Arc<Loopback>) -> (LoopbackStore, LoopbackReader) {
-        let (mut store, mut reader) = (fabric.store(4096).unwrap(), fabric.reader(4));
+        let (mut store, mut reader) = (fabric.store(4096).unwrap(), fabric.reader(256, 4));
         let offer = reader.offer(3).unwrap();
         assert!(!reader.connected(3));
         let (theirs, region) = store.accept(9, &offer).unwrap();
@@ -259,6 +268,10 @@ mod tests {
             reader.post(3, 1, at, 0).unwrap();
         }
         assert_eq!(reader.post(3, 1, at, 0), Err(RdmaError::QueueFull { depth: 4 }));
+        poll(&mut reader);
+        let big = store.put(2, &[0; 200]).unwrap();
+        reader.post(3, 2, big, 0).unwrap();
+        assert_eq!(reader.post(3, 2, big, 0), Err(RdmaError::RegionFull { need: 256 }), "no room to land");
         drop(store);
         assert!(poll(&mut reader).iter().all(|d| matches!(d.input, Err(RdmaError::RemoteAccess { .. }))));
         assert!(fabric.store(MAX_REGION + 8).is_err());

@@ -191,7 +191,7 @@ impl Fabric {
     /// read into and at most `depth` READs in flight.
     pub fn reader(&self, landing: usize, depth: usize) -> Result<Box<dyn InputReader>, RdmaError> {
         match self {
-            Fabric::Loopback(l) => Ok(Box::new(l.reader(depth))),
+            Fabric::Loopback(l) => Ok(Box::new(l.reader(landing, depth))),
             #[cfg(feature = "rdma")]
             Fabric::Verbs(d) => Ok(Box::new(verbs::Reader::new(std::sync::Arc::clone(d), landing, depth)?)),
         }
