@@ -31,6 +31,7 @@ use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpe
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
 use baton_net::kserve::GatewayConfig;
+use baton_net::rdma::{Fabric, OpenError};
 use baton_sched::{PolicyKind, Scenario};
 use baton_tools::load::{self, LoadConfig};
 use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
@@ -83,6 +84,43 @@ pub struct EngineArgs {
     /// that connection (the peer is treated as gone).
     #[arg(long, default_value_t = EngineConfig::default().max_peer_unread)]
     max_peer_unread_bytes: usize,
+    /// How backends fetch inputs: `tcp` (they ask the frontends), or
+    /// `rdma` (frontends keep inputs in registered memory and backends
+    /// READ them, one-sided). Without an RDMA device, rdma says so and
+    /// fetches over TCP.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// The RDMA device to use (default: the first); `loopback` is the
+    /// stand-in fabric for roles in one process (`baton serve`), no NIC.
+    #[arg(long)]
+    rdma_device: Option<String>,
+    /// Registered memory per frontend for inputs, MiB (an input that does
+    /// not fit is fetched over TCP).
+    #[arg(long, default_value_t = baton_core::runtime::DEFAULT_RDMA_REGION >> 20)]
+    rdma_region_mib: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Tcp,
+    Rdma,
+}
+
+/// The fabric `--transport rdma` asks for: opened, or (no device) None
+/// after saying so; a build without verbs is an error.
+fn fabric(a: &EngineArgs) -> Result<Option<Fabric>, String> {
+    match (a.transport, a.rdma_device.as_deref()) {
+        (Transport::Tcp, Some(_)) => Err("--rdma-device: give it with --transport rdma".into()),
+        (Transport::Tcp, None) => Ok(None),
+        (Transport::Rdma, device) => match Fabric::open(device) {
+            Ok(f) => Ok(Some(f)),
+            Err(OpenError::Rdma(e)) => {
+                eprintln!("baton: {e}: inputs are fetched over TCP");
+                Ok(None)
+            }
+            Err(e) => Err(format!("--transport rdma: {e}")),
+        },
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -351,9 +389,11 @@ fn rate_of(s: &Scenario, given: Option<f64>, flag: &str) -> Result<f64, String> 
     positive(flag, r)
 }
 
-fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
-    EngineConfig {
+fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineConfig, String> {
+    Ok(EngineConfig {
         listen,
+        fabric: fabric(a)?,
+        rdma_region_bytes: a.rdma_region_mib << 20,
         input_floats: a.input_floats,
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
@@ -367,7 +407,7 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> EngineConfig {
         max_waiting: a.max_waiting,
         max_peer_unread: a.max_peer_unread_bytes,
         ..Default::default()
-    }
+    })
 }
 
 fn print_engine(r: &EngineReport) {
@@ -378,6 +418,10 @@ fn print_engine(r: &EngineReport) {
     );
     let batches: u64 = r.backends.iter().map(|b| b.batches).sum();
     let reqs: u64 = r.backends.iter().map(|b| b.requests).sum();
+    let (reads, fallbacks) = rdma_counts(r);
+    if reads + fallbacks + f.unregistered > 0 {
+        println!("        rdma reads {reads}  fell back to tcp {fallbacks}  inputs not registered {}", f.unregistered);
+    }
     let lag: u64 = r.backends.iter().map(|b| b.start_lag_ns).sum();
     let max_lag = r.backends.iter().map(|b| b.max_start_lag_ns).max().unwrap_or(0);
     println!(
@@ -393,8 +437,14 @@ fn print_engine(r: &EngineReport) {
     );
 }
 
+/// Inputs the backends READ, and those that fell back to TCP fetch.
+fn rdma_counts(r: &EngineReport) -> (u64, u64) {
+    r.backends.iter().fold((0, 0), |(n, f), b| (n + b.fetch.reads, f + b.fetch.fallbacks))
+}
+
 fn engine_json(r: &EngineReport) -> serde_json::Value {
     let f = &r.frontend;
+    let (rdma_reads, rdma_fallbacks) = rdma_counts(r);
     serde_json::json!({
         "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
         "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
@@ -402,6 +452,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
         "unread_closed": r.unread_closed, "refused_peers": r.refused_peers, "cut_peers": r.cut_peers,
         "accept_failures": r.accept_failures,
         "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
+        "rdma_reads": rdma_reads, "rdma_fallbacks": rdma_fallbacks, "unregistered": f.unregistered,
     })
 }
 
@@ -409,7 +460,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = a.plan_rate.or(s.rate_rps).unwrap_or(0.0);
     let gateway = a.gateway.config(a.engine.max_connections);
-    let cfg = EngineConfig { gateway, ..config(&a.engine, a.listen, plan_rate) };
+    let cfg = EngineConfig { gateway, ..config(&a.engine, a.listen, plan_rate)? };
     let engine = start(&s, policy, &cfg).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(engine.http, engine.grpc);
@@ -461,7 +512,7 @@ fn role(
         gateway,
         cluster_key: key,
         clock_origin_file,
-        ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)
+        ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)?
     };
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
     install_signals();
@@ -532,7 +583,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let rate = rate_of(&s, a.rate, "--rate")?;
     let duration = positive("--duration", a.duration)?;
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let engine = start(&s, policy, &config(&a.engine, listen, rate)).map_err(|e| e.to_string())?;
+    let engine = start(&s, policy, &config(&a.engine, listen, rate)?).map_err(|e| e.to_string())?;
     eprintln!(
         "baton demo: serving {} on {}; {rate} r/s for {duration} s ...",
         serving(&s, policy, &a.engine, &engine.cores),

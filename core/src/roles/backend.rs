@@ -28,6 +28,10 @@
 //! to the client as the answer's message, and the scheduler gets its
 //! backend back (`BatchDone.failed`).
 //!
+//! Inputs come by one-sided RDMA READs from the frontends' registered
+//! memory where a reader is given (`with_reader`), over TCP otherwise or
+//! where a READ cannot be done (`fetch.rs`).
+//!
 //! A backend never waits forever for inputs, nor queues without bound. A
 //! batch whose inputs have not all come `FETCH_PATIENCE` after it could
 //! have started (lost between roles, or their frontend gone:
@@ -53,6 +57,7 @@ use baton_gpu::{Batch, ExecError, Executor, Launched, Waker};
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
+use super::fetch::{FetchStats, Fetcher, Read};
 use super::frontend::{f32_tensor, f32s, le_bytes};
 use super::{frontend_of, Addr, Envelope};
 
@@ -74,6 +79,8 @@ pub struct BackendStats {
     /// Batches by size: at most `BATCH_BOUNDS[i]` requests in `i`, more
     /// than the last bound in the last.
     pub sizes: [u64; BATCH_BOUNDS.len() + 1],
+    /// Inputs read by RDMA, and what fell back to TCP fetch.
+    pub fetch: FetchStats,
 }
 
 /// The batch-size buckets' upper bounds.
@@ -83,8 +90,11 @@ struct Job {
     plan: fb::BatchPlan,
     /// Inputs received so far, by request id.
     inputs: Vec<(u64, Vec<u8>)>,
-    /// Frontends yet to send their part of the inputs.
+    /// Frontends yet to send their part of the inputs (one entry per
+    /// `FetchInputs` sent).
     awaiting: Vec<u32>,
+    /// Requests whose inputs are being read by RDMA.
+    reading: Vec<u64>,
     /// When to stop waiting for them.
     fetch_by: Nanos,
 }
@@ -143,6 +153,7 @@ pub struct BackendRole {
     failed: bool,
     patience: Nanos,
     max_jobs: usize,
+    fetch: Fetcher,
     pub stats: BackendStats,
 }
 
@@ -165,23 +176,31 @@ pub fn drop_plan(
     pick: impl Fn(u32) -> bool,
     out: &mut Vec<Envelope>,
 ) {
-    for fe in frontends(plan).into_iter().filter(|&fe| pick(fe)) {
-        let ids = plan.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
+    let ids = plan.requests.iter().flatten().copied().filter(|&r| pick(frontend_of(r)));
+    drop_requests(ids, reason, why, out);
+}
+
+/// Answers `reason` for requests `ids`, one `Dropped` to each of their
+/// frontends (in first-seen order).
+fn drop_requests(ids: impl Iterator<Item = u64>, reason: fb::DropReason, why: Option<&str>, out: &mut Vec<Envelope>) {
+    let mut by_fe: Vec<(u32, Vec<u64>)> = Vec::new();
+    for r in ids {
+        match by_fe.iter_mut().find(|(fe, _)| *fe == frontend_of(r)) {
+            Some((_, ids)) => ids.push(r),
+            None => by_fe.push((frontend_of(r), vec![r])),
+        }
+    }
+    for (fe, ids) in by_fe {
         let dropped = fb::Dropped { requests: Some(ids), reason, message: why.map(str::to_owned) };
         out.push(Envelope { to: Addr::Frontend(fe), msg: Message::Dropped(dropped) });
     }
 }
 
-/// The distinct frontends of a plan's requests, in first-seen order.
-fn frontends(plan: &fb::BatchPlan) -> Vec<u32> {
-    let mut fes: Vec<u32> = Vec::new();
-    for &r in plan.requests.as_deref().unwrap_or(&[]) {
-        let fe = frontend_of(r);
-        if !fes.contains(&fe) {
-            fes.push(fe);
-        }
+impl Job {
+    /// Whether every input it waits for has come.
+    fn fetched(&self) -> bool {
+        self.awaiting.is_empty() && self.reading.is_empty()
     }
-    fes
 }
 
 impl BackendRole {
@@ -196,8 +215,15 @@ impl BackendRole {
             failed: false,
             patience: FETCH_PATIENCE,
             max_jobs: MAX_JOBS,
+            fetch: Fetcher::default(),
             stats: BackendStats::default(),
         }
+    }
+
+    /// Reads registered inputs with `reader` (one-sided RDMA READs).
+    pub fn with_reader(mut self, reader: Box<dyn baton_net::rdma::InputReader>) -> Self {
+        self.fetch = Fetcher::reading(reader);
+        self
     }
 
     /// Waits at most `patience` for a batch's inputs; queues at most
@@ -217,7 +243,9 @@ impl BackendRole {
     pub fn frontend_lost(&mut self, now: Nanos, fe: u32, out: &mut Vec<Envelope>) {
         for j in &mut self.jobs {
             j.awaiting.retain(|&f| f != fe);
+            j.reading.retain(|&r| frontend_of(r) != fe);
         }
+        self.fetch.lost(fe);
         self.poll(now, out);
     }
 
@@ -304,27 +332,23 @@ impl BackendRole {
                 out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
             }
             Message::BatchPlan(p) if p.backend == self.id && !p.requests.as_deref().unwrap_or(&[]).is_empty() => {
-                let fes = frontends(&p);
-                for &fe in &fes {
-                    let ids: Vec<u64> =
-                        p.requests.iter().flatten().copied().filter(|&r| frontend_of(r) == fe).collect();
-                    let fetch = fb::FetchInputs { batch_id: p.batch_id, requests: Some(ids), backend: self.id };
-                    out.push(Envelope { to: Addr::Frontend(fe), msg: Message::FetchInputs(fetch) });
-                }
+                let (awaiting, reading) = self.fetch.start(self.id, &p, out);
                 let fetch_by = now.max(p.exec_at_ns).saturating_add(self.patience);
-                self.jobs.push_back(Job { plan: p, inputs: Vec::new(), awaiting: fes, fetch_by });
+                self.jobs.push_back(Job { plan: p, inputs: Vec::new(), awaiting, reading, fetch_by });
             }
             Message::Inputs(i) => {
                 let fe = i.frontend;
                 match self.jobs.iter_mut().find(|j| j.plan.batch_id == i.batch_id && j.awaiting.contains(&fe)) {
                     Some(job) => {
-                        job.awaiting.retain(|&f| f != fe);
+                        let first = job.awaiting.iter().position(|&f| f == fe).expect("found by it");
+                        job.awaiting.swap_remove(first);
                         let tensors = i.tensors.unwrap_or_default().into_iter().map(|t| t.data.unwrap_or_default());
                         job.inputs.extend(i.requests.unwrap_or_default().into_iter().zip(tensors));
                     }
                     None => self.stats.rejected += 1,
                 }
             }
+            Message::RdmaConnect(c) if c.backend == self.id => self.fetch.on_answer(&c),
             _ => self.stats.rejected += 1,
         }
         self.poll(now, out);
@@ -333,7 +357,7 @@ impl BackendRole {
     /// Whether a batch is running on a device that must be polled every
     /// round (one whose executor does not wake its owner).
     pub fn needs_polling(&self) -> bool {
-        !self.wakes && self.in_flight()
+        (!self.wakes && self.in_flight()) || self.fetch.in_flight()
     }
 
     fn in_flight(&self) -> bool {
@@ -349,11 +373,13 @@ impl BackendRole {
         if self.failed {
             return None;
         }
-        let next_job = self.jobs.front().filter(|_| self.room()).map(|j| match j.awaiting.is_empty() {
+        let next_job = self.jobs.front().filter(|_| self.room()).map(|j| match j.fetched() {
             true => j.plan.exec_at_ns,
             false => j.fetch_by,
         });
-        self.running.front().map(|r| r.finish).into_iter().chain(next_job).chain(self.fails_at).min()
+        // READs in flight: polled at the next round.
+        let reads = self.fetch.in_flight().then_some(0);
+        self.running.front().map(|r| r.finish).into_iter().chain(next_job).chain(self.fails_at).chain(reads).min()
     }
 
     /// Finishes the oldest running batch if its time is up (polling the
@@ -363,6 +389,7 @@ impl BackendRole {
         if self.down(now, out) {
             return;
         }
+        self.reap(out);
         loop {
             let mut progressed = false;
             if self.running.front().is_some_and(|r| r.finish <= now) {
@@ -387,7 +414,7 @@ impl BackendRole {
                 }
             }
             self.give_up_waiting(now, out);
-            let ready = matches!(self.jobs.front(), Some(j) if j.awaiting.is_empty() && j.plan.exec_at_ns <= now);
+            let ready = matches!(self.jobs.front(), Some(j) if j.fetched() && j.plan.exec_at_ns <= now);
             if ready && self.room() {
                 let job = self.jobs.pop_front().expect("checked");
                 self.start(now, job);
@@ -403,10 +430,30 @@ impl BackendRole {
     /// those that came, and the frontends that sent none are told their
     /// requests were lost.
     fn give_up_waiting(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
-        let Some(job) = self.jobs.front_mut().filter(|j| !j.awaiting.is_empty() && j.fetch_by <= now) else { return };
-        let missing = std::mem::take(&mut job.awaiting);
+        let Some(job) = self.jobs.front_mut().filter(|j| !j.fetched() && j.fetch_by <= now) else { return };
+        let (awaiting, reading) = (std::mem::take(&mut job.awaiting), std::mem::take(&mut job.reading));
+        let has = |r: u64| job.inputs.iter().any(|(id, _)| *id == r);
+        let missing = job.plan.requests.iter().flatten().copied().filter(|&r| {
+            (awaiting.contains(&frontend_of(r)) || reading.contains(&r)) && !has(r)
+        });
         let why = format!("its input did not reach backend {} in time", self.id);
-        drop_plan(&job.plan, fb::DropReason::Lost, Some(&why), |fe| missing.contains(&fe), out);
+        drop_requests(missing, fb::DropReason::Lost, Some(&why), out);
+    }
+
+    /// Takes the READs that completed into their batches.
+    fn reap(&mut self, out: &mut Vec<Envelope>) {
+        for r in self.fetch.reap(self.id, out) {
+            let job = self.jobs.iter_mut().find(|j| j.plan.batch_id == r.batch && j.reading.contains(&r.id));
+            // A batch that stopped waiting for it has answered it Lost.
+            let Some(job) = job else { continue };
+            job.reading.retain(|&id| id != r.id);
+            match r.read {
+                Read::Got(bytes) => job.inputs.push((r.id, bytes)),
+                Read::Gone => {}
+                Read::Refetched => job.awaiting.push(r.frontend),
+            }
+        }
+        self.stats.fetch = self.fetch.stats;
     }
 
     fn start(&mut self, now: Nanos, job: Job) {

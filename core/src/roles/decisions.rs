@@ -64,6 +64,8 @@ struct Seen {
     at: Nanos,
     app: AppId,
     model: u32,
+    /// Where its input lies for an RDMA READ, if registered.
+    input: Option<fb::InputAt>,
 }
 
 pub struct Decisions {
@@ -92,9 +94,10 @@ impl Decisions {
         self.table.models.get(m.model as usize).is_some_and(|e| (m.app as usize) < e.apps.len())
     }
 
-    /// The scheduler sees request `r` at `now`.
-    pub fn saw(&mut self, r: &Request, now: Nanos) {
-        self.seen.insert(r.id.0, Seen { at: now, app: r.app, model: r.model.0 });
+    /// The scheduler sees request `r` at `now`, its input registered at
+    /// `input` if it says so (the plan passes it on to the backend).
+    pub fn saw(&mut self, r: &Request, now: Nanos, input: Option<fb::InputAt>) {
+        self.seen.insert(r.id.0, Seen { at: now, app: r.app, model: r.model.0, input });
     }
 
     /// Requests seen and not yet dispatched or dropped.
@@ -137,9 +140,14 @@ impl Decisions {
                 self.batches += 1;
                 let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
                 let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
-                let unseen = Seen { at: 0, app: AppId(0), model: plan.model.0 };
-                let (seen, apps) =
-                    requests.iter().map(|r| self.seen.remove(r).unwrap_or(unseen)).map(|s| (s.at, s.app)).unzip();
+                let unseen = Seen { at: 0, app: AppId(0), model: plan.model.0, input: None };
+                let seen: Vec<Seen> = requests.iter().map(|r| self.seen.remove(r).unwrap_or(unseen)).collect();
+                let apps = seen.iter().map(|s| s.app).collect();
+                let inputs = seen.iter().any(|s| s.input.is_some()).then(|| {
+                    let none = fb::InputAt { addr: 0, rkey: 0, len: 0 };
+                    seen.iter().map(|s| s.input.unwrap_or(none)).collect()
+                });
+                let seen = seen.iter().map(|s| s.at).collect();
                 // A prefix batch runs its group's trunk (the plan's expected
                 // finish counts the trunk alone); another, its model.
                 let (model, latency) = match plan.prefix {
@@ -158,6 +166,7 @@ impl Decisions {
                     frontends: Some(frontends),
                     seen_ns: Some(seen),
                     heads,
+                    inputs,
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
                 Ok(Some(Sent { batch_id, plan, apps }))

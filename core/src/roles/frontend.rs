@@ -23,13 +23,23 @@
 //! query) is one client request whose stages the frontend runs as
 //! requests of its own (`queries.rs`): the client gets one answer for the
 //! whole query.
+//!
+//! A frontend given registered memory (`with_store`) keeps each input
+//! there and tells the scheduler where it lies, so a backend can READ it
+//! without asking (`fetch.rs`); an input that does not fit is kept here
+//! and fetched over TCP. Such inputs are invisible when read, so a
+//! frontend losing its scheduler does not answer them `Lost` at once (a
+//! backend may have read them): the grace does, if nothing else comes.
 
 use std::collections::HashMap;
+
+use baton_net::rdma::{InputStore, Remote};
 
 use baton_sched::query_run::QueryRun;
 use baton_sched::time::Nanos;
 use baton_wire::{clip, fb, Message};
 
+use super::fetch::{answer, input_at};
 use super::outcomes::Tally;
 use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
@@ -49,6 +59,8 @@ pub struct FrontendStats {
     pub errors: u64,
     /// Answers whose client had disconnected.
     pub orphaned: u64,
+    /// Inputs kept for TCP fetch because the registered memory was full.
+    pub unregistered: u64,
     /// Results or drops for requests this frontend no longer holds: a second
     /// answer that was refused. 0 unless a role misbehaves or the frontend
     /// answered requests `Lost` itself (past their grace, or with a peer
@@ -76,8 +88,10 @@ struct Held {
     /// Answered already (its model was unloaded): its results or drop, when
     /// they come, end it without a second answer.
     answered: bool,
-    /// The backend that took its input, once one has.
+    /// The backend that took its input by TCP fetch, once one has.
     fetched_by: Option<u32>,
+    /// Where the input lies in registered memory (then `input` is empty).
+    slot: Option<Remote>,
 }
 
 /// How long after its deadline a request is held waiting for an answer
@@ -116,6 +130,8 @@ pub struct Frontend {
     next_instance: u64,
     /// Stage requests spawned for the scheduler since last taken.
     spawned: Vec<fb::RequestMeta>,
+    /// Registered memory for inputs, if one-sided fetch is on.
+    store: Option<Box<dyn InputStore>>,
     pub stats: FrontendStats,
     /// Answers by model and outcome, for `/metrics`.
     pub outcomes: Tally,
@@ -151,6 +167,7 @@ impl Frontend {
             queries: HashMap::new(),
             next_instance: 0,
             spawned: Vec::new(),
+            store: None,
             stats: FrontendStats::default(),
             outcomes: Tally::default(),
         }
@@ -161,6 +178,12 @@ impl Frontend {
     /// are not, e.g. from the clock.
     pub fn starting_at(mut self, seq: u64) -> Self {
         self.next_seq = seq & SEQ_MASK;
+        self
+    }
+
+    /// Keeps inputs in `store`'s registered memory, for backends to READ.
+    pub fn with_store(mut self, store: Box<dyn InputStore>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -244,6 +267,7 @@ impl Frontend {
             stage: None,
             answered: false,
             fetched_by: None,
+            slot: None,
         };
         if req.query.is_none() {
             return Ok(self.hold(held, deadline - reserved));
@@ -270,13 +294,19 @@ impl Frontend {
     }
 
     /// Holds a request under a new cluster id; its metadata for the scheduler.
-    fn hold(&mut self, held: Held, planned: Nanos) -> fb::RequestMeta {
+    fn hold(&mut self, mut held: Held, planned: Nanos) -> fb::RequestMeta {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & SEQ_MASK;
         self.waiting += 1;
-        let (model, app, arrival) = (held.model, held.app, held.arrival);
+        if let Some(store) = self.store.as_mut() {
+            match store.put(id, &held.input) {
+                Ok(at) => (held.slot, held.input) = (Some(at), Vec::new()),
+                Err(_) => self.stats.unregistered += 1,
+            }
+        }
+        let (model, app, arrival, input) = (held.model, held.app, held.arrival, held.slot.map(input_at));
         self.held.insert(id, held);
-        fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: arrival, deadline_ns: planned }
+        fb::RequestMeta { id, frontend: self.index, model, app, arrival_ns: arrival, deadline_ns: planned, input }
     }
 
     /// A query request's (query, app 0), or why it is refused: a known
@@ -366,9 +396,13 @@ impl Frontend {
         let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &id in ids {
             if let Some(h) = self.held.get_mut(&id).filter(|h| h.fetched_by.is_none()) {
+                let input = match (h.slot, self.store.as_ref()) {
+                    (Some(at), Some(store)) => store.get(id, at).unwrap_or_default(),
+                    _ => std::mem::take(&mut h.input),
+                };
                 h.fetched_by = Some(fetch.backend);
                 requests.push(id);
-                tensors.push(f32_tensor(std::mem::take(&mut h.input)));
+                tensors.push(f32_tensor(input));
             }
         }
         let inputs = fb::Inputs {
@@ -386,8 +420,10 @@ impl Frontend {
     /// refused and counted.
     fn take(&mut self, id: u64) -> Option<Held> {
         let h = self.held.remove(&id);
-        if h.is_none() {
-            self.stats.duplicates += 1;
+        match (&h, self.store.as_mut()) {
+            (None, _) => self.stats.duplicates += 1,
+            (Some(Held { slot: Some(at), .. }), Some(store)) => store.release(*at),
+            _ => {}
         }
         h
     }
@@ -493,6 +529,7 @@ impl Frontend {
                 stage: Some(of),
                 answered: false,
                 fetched_by: None,
+                slot: None,
             };
             let meta = self.hold(held, planned);
             self.spawned.push(meta);
@@ -548,6 +585,7 @@ impl Frontend {
             Message::Results(r) => self.on_results(now, r, table, answers),
             Message::Dropped(d) => self.on_dropped(now, d, table, answers),
             Message::FetchInputs(f) => send(self.inputs(&f)),
+            Message::RdmaConnect(c) if !c.answer => send(answer(self.store.as_deref_mut(), self.index, &c)),
             _ => return false,
         }
         for meta in self.spawned.drain(..) {
@@ -585,9 +623,13 @@ impl Frontend {
         let (lost, why) = match peer {
             Addr::Scheduler => {
                 self.scheduler_up = false;
-                (self.held_where(|h| h.fetched_by.is_none()), "the scheduler became unreachable".into())
+                let untaken = |h: &Held| h.fetched_by.is_none() && h.slot.is_none();
+                (self.held_where(untaken), "the scheduler became unreachable".into())
             }
             Addr::Backend(b) => {
+                if let Some(store) = self.store.as_mut() {
+                    store.forget(b);
+                }
                 (self.held_where(|h| h.fetched_by == Some(b)), format!("backend {b} became unreachable holding it"))
             }
             Addr::Frontend(_) => return,

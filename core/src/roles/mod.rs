@@ -15,6 +15,7 @@
 
 pub mod backend;
 pub mod decisions;
+pub mod fetch;
 pub mod frontend;
 pub mod outcomes;
 pub mod queries;

@@ -112,7 +112,7 @@ impl SchedulerRole {
             Message::RequestMeta(m) if self.decisions.knows(&m) => {
                 self.stats.requests += 1;
                 let req = request_of(&m);
-                self.decisions.saw(&req, now);
+                self.decisions.saw(&req, now, m.input);
                 self.policy.on_request(now, req);
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {

@@ -63,7 +63,7 @@ impl ModelShardRole {
         }
         self.stats.requests += 1;
         let req = request_of(&m);
-        self.decisions.saw(&req, now);
+        self.decisions.saw(&req, now, m.input);
         self.shard.on_request(now, req);
         self.drain(out, rank);
     }

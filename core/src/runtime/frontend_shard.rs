@@ -305,6 +305,8 @@ fn error_answer(code: fb::ErrorCode, message: String) -> Message {
 /// What a frontend shard is given.
 pub struct Setup {
     pub index: u32,
+    /// Registered memory for inputs (one-sided fetch), if on.
+    pub store: Option<Box<dyn baton_net::rdma::InputStore>>,
     pub listen: SocketAddr,
     pub addr_tx: mpsc::Sender<std::io::Result<SocketAddr>>,
     pub table: Arc<Published<ModelTable>>,
@@ -330,6 +332,7 @@ pub struct Setup {
 pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
     let Setup {
         index,
+        store,
         listen,
         addr_tx,
         table,
@@ -363,9 +366,15 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     let shard = Rc::new(RefCell::new(Shard {
         // Ids from the Unix clock: a restarted frontend's never match a
         // request its last run left in the cluster.
-        fe: Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor)
-            .starting_at(crate::clock::unix_ns())
-            .with_max_waiting(max_waiting),
+        fe: {
+            let fe = Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor)
+                .starting_at(crate::clock::unix_ns())
+                .with_max_waiting(max_waiting);
+            match store {
+                Some(store) => fe.with_store(store),
+                None => fe,
+            }
+        },
         table,
         clock,
         conns: HashMap::new(),

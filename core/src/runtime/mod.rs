@@ -90,6 +90,26 @@ pub const DEFAULT_RESERVE_FLOOR: Nanos = 250_000;
 /// looking at its unsent bytes again.
 pub const IDLE: Duration = Duration::from_micros(50);
 
+/// Registered memory per frontend for inputs, unless set.
+pub const DEFAULT_RDMA_REGION: usize = 64 << 20;
+/// Each backend's landing memory for READs and how many it keeps in flight.
+const RDMA_LANDING: usize = 16 << 20;
+const RDMA_DEPTH: usize = 4_096;
+
+impl EngineConfig {
+    /// A frontend's registered memory, when one-sided fetch is on.
+    fn input_store(&self) -> Result<Option<Box<dyn baton_net::rdma::InputStore>>, EngineError> {
+        let store = self.fabric.as_ref().map(|f| f.store(self.rdma_region_bytes)).transpose();
+        store.map_err(|e| EngineError::Shard(format!("cannot register memory for inputs: {e}")))
+    }
+
+    /// A backend's reader of registered inputs, when one-sided fetch is on.
+    fn input_reader(&self) -> Result<Option<Box<dyn baton_net::rdma::InputReader>>, String> {
+        let reader = self.fabric.as_ref().map(|f| f.reader(RDMA_LANDING, RDMA_DEPTH)).transpose();
+        reader.map_err(|e| format!("cannot register landing memory for READs: {e}"))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub listen: SocketAddr,
@@ -121,6 +141,11 @@ pub struct EngineConfig {
     pub model_shards: usize,
     /// Pin every shard to cores of this NUMA node (None: any core).
     pub numa_node: Option<usize>,
+    /// One-sided input fetch: frontends keep inputs in this fabric's
+    /// registered memory (`rdma_region_bytes` each) and backends READ them
+    /// (None: backends fetch inputs over TCP).
+    pub fabric: Option<baton_net::rdma::Fabric>,
+    pub rdma_region_bytes: usize,
     /// What runs the batches.
     pub executor: ExecutorChoice,
     /// The least each frontend keeps back of a request's SLO for the
@@ -157,6 +182,8 @@ impl Default for EngineConfig {
             plan_rate_rps: 0.0,
             model_shards: 0,
             numa_node: None,
+            fabric: None,
+            rdma_region_bytes: DEFAULT_RDMA_REGION,
             executor: ExecutorChoice::Emulated,
             reserve_floor: DEFAULT_RESERVE_FLOOR,
             poll: Duration::ZERO,
@@ -475,8 +502,16 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
     let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
     let (addr_tx, addr_rx) = mpsc::channel();
     let frontend = {
+        let store = match cfg.input_store() {
+            Ok(s) => s,
+            Err(e) => {
+                Back::stop(sched, &stop, &mut EngineReport::default());
+                return Err(e);
+            }
+        };
         let setup = frontend_shard::Setup {
             index: 0,
+            store,
             listen: cfg.listen,
             addr_tx,
             table,

@@ -115,6 +115,10 @@ pub fn start_role(
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
     let table = servable(scenario, policy, cfg)?;
+    if let Some(baton_net::rdma::Fabric::Loopback(_)) = &cfg.fabric {
+        let why = "the loopback RDMA fabric joins roles in one process (baton serve); role processes need a device";
+        return Err(EngineError::Shard(why.into()));
+    }
     if let RoleSpec::Frontend { index, .. } = &spec {
         if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
             return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));
@@ -313,6 +317,13 @@ async fn frontend(
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
+        store: match cfg.input_store() {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready.send(Err(e.to_string()));
+                return EngineReport::default();
+            }
+        },
         listen,
         addr_tx,
         table,

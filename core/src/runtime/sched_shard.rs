@@ -90,6 +90,9 @@ impl State {
             .map(|b| {
                 let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b));
                 let mut role = BackendRole::new(b, exec.map_err(|e| format!("backend {b}: {e}"))?);
+                if let Some(reader) = cfg.input_reader()? {
+                    role = role.with_reader(reader);
+                }
                 // A scenario's faults, on the engine's clock from its start.
                 if let Some(&(at, _)) = scenario.faults.iter().find(|f| f.1 .0 == b) {
                     role.fail_at(now + at);

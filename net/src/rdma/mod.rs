@@ -159,6 +159,7 @@ pub trait InputReader: Send {
 }
 
 /// Where inputs are fetched from, and with what.
+#[derive(Clone)]
 pub enum Fabric {
     Loopback(std::sync::Arc<loopback::Loopback>),
     #[cfg(feature = "rdma")]
@@ -203,6 +204,12 @@ impl Fabric {
             #[cfg(feature = "rdma")]
             Fabric::Verbs(d) => d.name().into(),
         }
+    }
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Fabric({})", self.name())
     }
 }
 
