@@ -53,7 +53,15 @@ fn samples() -> Vec<Message> {
             solo_ns: 12_345,
             stage: Some("car".into()),
         }),
-        Message::RequestMeta(fb::RequestMeta { id: 1, frontend: 2, model: 3, app: 4, arrival_ns: 5, deadline_ns: 6 }),
+        Message::RequestMeta(fb::RequestMeta {
+            id: 1,
+            frontend: 2,
+            model: 3,
+            app: 4,
+            arrival_ns: 5,
+            deadline_ns: 6,
+            input: Some(fb::InputAt { addr: 1 << 40, rkey: 7, len: 128 }),
+        }),
         Message::BatchPlan(fb::BatchPlan {
             batch_id: 9,
             model: 1,
@@ -65,6 +73,7 @@ fn samples() -> Vec<Message> {
             frontends: Some(vec![0, 1, 0, 1]),
             seen_ns: Some(vec![10, 11, 12, 13]),
             heads: Some(vec![0, 2, 1, 0]),
+            inputs: Some(vec![fb::InputAt { addr: 64, rkey: 7, len: 64 }; 4]),
         }),
         Message::FetchInputs(fb::FetchInputs { batch_id: 9, requests: Some(ids.clone()), backend: 2 }),
         Message::Inputs(fb::Inputs {
@@ -127,6 +136,19 @@ fn samples() -> Vec<Message> {
             origin_unix_ns: 1 << 60,
             nonce: Some(vec![7; 32]),
             proof: Some(vec![9; 32]),
+        }),
+        Message::RdmaConnect(fb::RdmaConnect {
+            answer: true,
+            backend: 1,
+            frontend: 2,
+            qp_num: 0x1234,
+            lid: 3,
+            gid: Some(vec![0xfe; 16]),
+            psn: 99,
+            region_addr: 1 << 44,
+            region_len: 1 << 26,
+            rkey: 0xabc,
+            error: None,
         }),
     ]
 }
@@ -195,6 +217,7 @@ fn bad_input_gets_typed_errors() {
         frontends: Some(vec![0, 0]),
         seen_ns: None,
         heads: None,
+        inputs: None,
     });
     assert_eq!(err(&encode(&plan).unwrap()), DecodeError::Mismatched { field: "frontends", got: 2, want: 3 });
     let Message::BatchPlan(mut plan) = plan else { unreachable!() };
@@ -209,6 +232,15 @@ fn bad_input_gets_typed_errors() {
     };
     let heads = encode(&Message::BatchPlan(heads)).unwrap();
     assert_eq!(err(&heads), DecodeError::Mismatched { field: "heads", got: 4, want: 3 });
+    let at = fb::InputAt { addr: 0, rkey: 0, len: 0 };
+    let inputs = fb::BatchPlan {
+        requests: Some(vec![1, 2, 3]),
+        frontends: Some(vec![0; 3]),
+        inputs: Some(vec![at; 2]),
+        ..Default::default()
+    };
+    let inputs = encode(&Message::BatchPlan(inputs)).unwrap();
+    assert_eq!(err(&inputs), DecodeError::Mismatched { field: "inputs", got: 2, want: 3 });
     let done = fb::BatchDone { requests: Some(vec![1, 2]), solo_ns: Some(vec![9]), ..Default::default() };
     let done = encode(&Message::BatchDone(done)).unwrap();
     assert_eq!(err(&done), DecodeError::Mismatched { field: "solo_ns", got: 1, want: 2 });

@@ -249,6 +249,12 @@ impl BackendRole {
         self.poll(now, out);
     }
 
+    /// Frontend `fe` is reachable (again): it is offered a queue pair for
+    /// one-sided fetch, if on.
+    pub fn frontend_joined(&mut self, fe: u32, out: &mut Vec<Envelope>) {
+        self.fetch.offer(self.id, fe, out);
+    }
+
     /// The backend will fail for good at `at`.
     pub fn fail_at(&mut self, at: Nanos) {
         self.fails_at = Some(at);
@@ -433,9 +439,13 @@ impl BackendRole {
         let Some(job) = self.jobs.front_mut().filter(|j| !j.fetched() && j.fetch_by <= now) else { return };
         let (awaiting, reading) = (std::mem::take(&mut job.awaiting), std::mem::take(&mut job.reading));
         let has = |r: u64| job.inputs.iter().any(|(id, _)| *id == r);
-        let missing = job.plan.requests.iter().flatten().copied().filter(|&r| {
-            (awaiting.contains(&frontend_of(r)) || reading.contains(&r)) && !has(r)
-        });
+        let missing = job
+            .plan
+            .requests
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&r| (awaiting.contains(&frontend_of(r)) || reading.contains(&r)) && !has(r));
         let why = format!("its input did not reach backend {} in time", self.id);
         drop_requests(missing, fb::DropReason::Lost, Some(&why), out);
     }
@@ -628,6 +638,7 @@ mod tests {
             frontends: Some(vec![0]),
             seen_ns: None,
             heads: None,
+            inputs: None,
         })
     }
 

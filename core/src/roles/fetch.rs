@@ -7,10 +7,10 @@
 //! frontend the backend has a connected queue pair to, it posts one READ
 //! per such request; anything else — an input the frontend kept inline,
 //! a frontend not connected yet, a READ the reader refuses — is fetched
-//! over TCP, as without RDMA. The first plan naming a frontend's
-//! registered inputs makes the backend offer that frontend a queue pair
-//! (`RdmaConnect`); the frontend's answer connects it (or says why not,
-//! and the backend keeps fetching over TCP from it).
+//! over TCP, as without RDMA. A backend offers each frontend a queue pair
+//! (`RdmaConnect`) when it joins, or at the first plan naming its
+//! registered inputs if it has not yet; the frontend's answer connects it
+//! (or says why not, and the backend keeps fetching over TCP from it).
 //!
 //! A READ that completes with an error falls back to a TCP fetch of that
 //! request, and the queue pair is dropped (a reliable connection in error
@@ -134,25 +134,30 @@ impl Fetcher {
             self.stats.fallbacks += u64::from(!posted);
             return posted;
         }
-        if !self.offered.contains(&fe) {
-            self.offered.push(fe);
-            match reader.offer(fe) {
-                Ok(end) => {
-                    let offer = fb::RdmaConnect {
-                        backend,
-                        frontend: fe,
-                        qp_num: end.qp_num,
-                        lid: end.lid,
-                        gid: Some(end.gid.to_vec()),
-                        psn: end.psn,
-                        ..Default::default()
-                    };
-                    out.push(Envelope { to: Addr::Frontend(fe), msg: Message::RdmaConnect(offer) });
-                }
-                Err(_) => self.stats.refused += 1,
-            }
-        }
+        self.offer(backend, fe, out);
         false
+    }
+
+    /// Offers frontend `fe` a queue pair, unless offered one since it was
+    /// last lost (or there is no reader).
+    pub fn offer(&mut self, backend: u32, fe: u32, out: &mut Vec<Envelope>) {
+        let Some(reader) = self.reader.as_mut().filter(|_| !self.offered.contains(&fe)) else { return };
+        self.offered.push(fe);
+        match reader.offer(fe) {
+            Ok(end) => {
+                let offer = fb::RdmaConnect {
+                    backend,
+                    frontend: fe,
+                    qp_num: end.qp_num,
+                    lid: end.lid,
+                    gid: Some(end.gid.to_vec()),
+                    psn: end.psn,
+                    ..Default::default()
+                };
+                out.push(Envelope { to: Addr::Frontend(fe), msg: Message::RdmaConnect(offer) });
+            }
+            Err(_) => self.stats.refused += 1,
+        }
     }
 
     /// A frontend's answer to an offer: connects its queue pair, unless it
@@ -210,5 +215,112 @@ impl Fetcher {
             reaped.push(Reaped { batch: d.tag, id: d.id, frontend: d.frontend, read });
         }
         reaped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use baton_net::rdma::loopback::Loopback;
+
+    use super::*;
+    use crate::roles::FRONTEND_SHIFT;
+
+    const FE: u32 = 2;
+    const BACKEND: u32 = 7;
+
+    fn id(seq: u64) -> u64 {
+        (u64::from(FE) << FRONTEND_SHIFT) | seq
+    }
+
+    fn plan(ids: &[u64], at: Vec<fb::InputAt>) -> fb::BatchPlan {
+        let frontends = vec![FE; ids.len()];
+        fb::BatchPlan {
+            batch_id: 9,
+            requests: Some(ids.to_vec()),
+            frontends: Some(frontends),
+            inputs: Some(at),
+            ..Default::default()
+        }
+    }
+
+    /// A fetcher connected to frontend `FE`'s store.
+    fn connected(fabric: &Arc<Loopback>) -> (Fetcher, Box<dyn InputStore>) {
+        let mut store: Box<dyn InputStore> = Box::new(fabric.store(4096).unwrap());
+        let mut f = Fetcher::reading(Box::new(fabric.reader(4096, 64)));
+        let mut out = Vec::new();
+        f.offer(BACKEND, FE, &mut out);
+        f.offer(BACKEND, FE, &mut out);
+        let [Envelope { to: Addr::Frontend(FE), msg: Message::RdmaConnect(offer) }] = &out[..] else {
+            panic!("one offer to the frontend: {out:?}")
+        };
+        let reply = answer(Some(store.as_mut()), FE, offer);
+        assert_eq!(reply.to, Addr::Backend(BACKEND));
+        let Message::RdmaConnect(reply) = reply.msg else { panic!("an RdmaConnect answer") };
+        f.on_answer(&reply);
+        assert_eq!(f.stats.connected, 1);
+        (f, store)
+    }
+
+    #[test]
+    fn a_connected_backend_reads_registered_inputs_and_fetches_the_rest() {
+        let fabric = Arc::new(Loopback::default());
+        let (mut f, mut store) = connected(&fabric);
+        let at = input_at(store.put(id(1), b"registered").unwrap());
+        let inline = fb::InputAt { addr: 0, rkey: 0, len: 0 };
+        let mut out = Vec::new();
+        let (awaiting, reading) = f.start(BACKEND, &plan(&[id(1), id(2)], vec![at, inline]), &mut out);
+        assert_eq!((awaiting, reading), (vec![FE], vec![id(1)]));
+        assert!(matches!(&out[..], [Envelope { msg: Message::FetchInputs(x), .. }] if x.requests == Some(vec![id(2)])));
+        assert!(f.in_flight());
+        let reaped = f.reap(BACKEND, &mut out);
+        assert!(
+            matches!(&reaped[..], [Reaped { id: got, read: Read::Got(b), .. }] if *got == id(1) && b == b"registered")
+        );
+        assert_eq!(f.stats.reads, 1);
+    }
+
+    #[test]
+    fn a_failed_read_is_fetched_over_tcp_and_a_stale_one_left_out() {
+        let fabric = Arc::new(Loopback::default());
+        let (mut f, mut store) = connected(&fabric);
+        let good = store.put(id(1), &[1; 16]).unwrap();
+        let bad_key = fb::InputAt { rkey: good.rkey + 1, ..input_at(good) };
+        let mut out = Vec::new();
+        f.start(BACKEND, &plan(&[id(1)], vec![bad_key]), &mut out);
+        let reaped = f.reap(BACKEND, &mut out);
+        assert!(matches!(&reaped[..], [Reaped { read: Read::Refetched, .. }]));
+        assert!(matches!(&out[..], [Envelope { msg: Message::FetchInputs(x), .. }] if x.requests == Some(vec![id(1)])));
+        assert_eq!(f.stats.fallbacks, 1);
+        // The queue pair was dropped: the next plan offers a new one.
+        out.clear();
+        f.start(BACKEND, &plan(&[id(1)], vec![input_at(good)]), &mut out);
+        assert!(matches!(&out[1..], [Envelope { msg: Message::FetchInputs(_), .. }]));
+        assert!(matches!(&out[0], Envelope { msg: Message::RdmaConnect(c), .. } if !c.answer));
+
+        let (mut f, mut store) = connected(&fabric);
+        let at = store.put(id(3), &[3; 16]).unwrap();
+        store.release(at);
+        store.put(id(4), &[4; 16]).unwrap();
+        f.start(BACKEND, &plan(&[id(3)], vec![input_at(at)]), &mut out);
+        assert!(matches!(&f.reap(BACKEND, &mut out)[..], [Reaped { read: Read::Gone, .. }]));
+    }
+
+    #[test]
+    fn a_frontend_without_registered_memory_refuses_and_inputs_go_over_tcp() {
+        let fabric = Arc::new(Loopback::default());
+        let mut f = Fetcher::reading(Box::new(fabric.reader(4096, 64)));
+        let mut out = Vec::new();
+        f.offer(BACKEND, FE, &mut out);
+        let Message::RdmaConnect(offer) = &out[0].msg else { panic!("an offer") };
+        let Message::RdmaConnect(reply) = answer(None, FE, offer).msg else { panic!("an answer") };
+        assert!(reply.error.is_some());
+        f.on_answer(&reply);
+        assert_eq!((f.stats.connected, f.stats.refused), (0, 1));
+        out.clear();
+        let at = fb::InputAt { addr: 64, rkey: 1, len: 64 };
+        let (awaiting, reading) = f.start(BACKEND, &plan(&[id(1)], vec![at]), &mut out);
+        assert_eq!((awaiting, reading), (vec![FE], vec![]));
     }
 }

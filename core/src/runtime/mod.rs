@@ -465,6 +465,8 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
                 match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
                     Ok(mut state) => {
                         state.slot = i;
+                        // The one frontend, in this process from the start.
+                        state.peer(clock.now(), crate::roles::Addr::Frontend(0), true);
                         let _ = ready.send(Ok(()));
                         let link = Link::Ring(Ring { links: shard_links, layout, bells });
                         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);

@@ -112,6 +112,12 @@ impl State {
         })
     }
 
+    /// Peer `peer` came (`up`) or went, as a link reports it; for roles in
+    /// one process, which no link reports.
+    pub fn peer(&mut self, now: Nanos, peer: Addr, up: bool) {
+        self.deliver(now, ShardMsg::Peer { peer, up });
+    }
+
     fn local(&self, b: u32) -> Option<usize> {
         let i = b.checked_sub(self.first_backend)? as usize;
         (i < self.backends.len()).then_some(i)
@@ -124,11 +130,15 @@ impl State {
         let mut caused = Caused::default();
         while let Some(m) = queue.pop() {
             if let ShardMsg::Peer { peer, up } = m {
-                // A frontend gone: no local backend waits for its inputs. (A
-                // backend gone reaches the scheduler as its BackendStatus.)
-                if let (Addr::Frontend(f), false) = (peer, up) {
+                // A frontend gone: no local backend waits for its inputs; one
+                // come: local backends offer it queue pairs. (A backend gone
+                // reaches the scheduler as its BackendStatus.)
+                if let Addr::Frontend(f) = peer {
                     for (i, b) in self.backends.iter_mut().enumerate() {
-                        b.frontend_lost(now, f, &mut caused.env);
+                        match up {
+                            true => b.frontend_joined(f, &mut caused.env),
+                            false => b.frontend_lost(now, f, &mut caused.env),
+                        }
                         self.touched[i + 1] = true;
                     }
                 }

@@ -150,7 +150,8 @@ impl LoopbackReader {
         let conn = self.conns.get(&p.frontend).ok_or(RdmaError::NotConnected { frontend: p.frontend })?;
         let denied = RdmaError::RemoteAccess { addr: p.at.addr, len: p.at.len };
         let off = p.at.addr.checked_sub(conn.region.addr).ok_or(denied.clone())?;
-        let inside = off.is_multiple_of(8) && p.at.len.is_multiple_of(8) && off + u64::from(p.at.len) <= conn.region.len;
+        let inside =
+            off.is_multiple_of(8) && p.at.len.is_multiple_of(8) && off + u64::from(p.at.len) <= conn.region.len;
         if p.at.rkey != conn.region.rkey || !inside {
             return Err(denied);
         }
@@ -285,6 +286,9 @@ mod tests {
         reader.post(3, 5, at, 0).unwrap();
         reader.forget(3);
         assert_eq!(poll(&mut reader)[0].input, Err(RdmaError::NotConnected { frontend: 3 }));
-        assert_eq!(reader.connect(3, &QpEnd::default(), Region::default()), Err(RdmaError::NotConnected { frontend: 3 }));
+        assert_eq!(
+            reader.connect(3, &QpEnd::default(), Region::default()),
+            Err(RdmaError::NotConnected { frontend: 3 })
+        );
     }
 }

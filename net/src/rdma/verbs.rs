@@ -174,7 +174,13 @@ impl Device {
         let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         init.send_cq = cq.0;
         init.recv_cq = cq.0;
-        init.cap = ibv_qp_cap { max_send_wr: depth as u32, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        init.cap = ibv_qp_cap {
+            max_send_wr: depth as u32,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
         init.qp_type = ibv_qp_type::IBV_QPT_RC;
         // SAFETY: `pd` is live and `init` valid for the call.
         let qp = unsafe { ibv_create_qp(self.pd, &mut init) };

@@ -245,7 +245,8 @@ fn a_request_naming_an_app_its_model_lacks_is_refused_not_served_as_app_0() {
     // Metadata naming another app that reaches the scheduler (from a peer
     // over TCP) is rejected, not queued as app 0.
     let before = c.sched.stats;
-    let meta = fb::RequestMeta { id: 99, frontend: 1, model: 0, app: 1, arrival_ns: 0, deadline_ns: 1 << 40 };
+    let meta =
+        fb::RequestMeta { id: 99, frontend: 1, model: 0, app: 1, arrival_ns: 0, deadline_ns: 1 << 40, input: None };
     let mut out = Vec::new();
     c.sched.on_message(0, Message::RequestMeta(meta), &mut out);
     assert_eq!((c.sched.stats.rejected, c.sched.stats.requests), (before.rejected + 1, before.requests));
@@ -291,7 +292,8 @@ impl baton_sched::types::Scheduler for PrefixPolicy {
 
 #[test]
 fn a_plan_sharing_a_prefix_is_refused_not_sent_as_the_whole_model() {
-    let meta = fb::RequestMeta { id: 5, frontend: 1, model: 0, app: 0, arrival_ns: 0, deadline_ns: 1 << 40 };
+    let meta =
+        fb::RequestMeta { id: 5, frontend: 1, model: 0, app: 0, arrival_ns: 0, deadline_ns: 1 << 40, input: None };
     let table = ModelTable::from_scenario(&Scenario::parse(SCENARIO).unwrap(), FLOATS).unwrap();
     for prefix in [None, Some(baton_sched::types::PrefixId(0))] {
         let policy = PrefixPolicy { prefix, out: VecDeque::new(), done: 0 };
