@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
 use baton_core::runtime::auth::{ClusterKey, KeyError};
+use baton_core::runtime::topology::Near;
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
@@ -54,9 +55,17 @@ pub struct EngineArgs {
     /// many; 0 runs the policy whole on the scheduler shard.
     #[arg(long, default_value_t = 0)]
     model_shards: usize,
-    /// Pin the engine's shards to the cores of this NUMA node.
-    #[arg(long)]
+    /// Pin the engine's shards to the cores of this NUMA node, their memory
+    /// bound to it.
+    #[arg(long, group = "near")]
     numa_node: Option<usize>,
+    /// Place the shards on the NUMA node GPU I hangs off (CUDA's PCI bus
+    /// order).
+    #[arg(long, group = "near", value_name = "I")]
+    near_gpu: Option<usize>,
+    /// Place the shards on the NUMA node network interface NAME hangs off.
+    #[arg(long, group = "near", value_name = "NAME")]
+    near_nic: Option<String>,
     /// What runs the batches.
     #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
     executor: ExecutorKind,
@@ -398,7 +407,12 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineCo
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
         model_shards: a.model_shards,
-        numa_node: a.numa_node,
+        near: match (a.numa_node, a.near_gpu, &a.near_nic) {
+            (Some(n), _, _) => Some(Near::Node(n)),
+            (_, Some(g), _) => Some(Near::Gpu(g)),
+            (_, _, Some(nic)) => Some(Near::Nic(nic.clone())),
+            _ => None,
+        },
         executor: a.executor.choice(),
         poll: Duration::from_micros(a.poll_us),
         reserve_floor: a.reserve_us * 1_000,

@@ -148,7 +148,7 @@ pub fn client_request(
 /// Runs `load` on an engine serving `scenario` under `policy` whose clients
 /// are in process, and reports what they saw.
 pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Load) -> Result<Outcome, EngineError> {
-    let Back { sched, table, clock, stop, progress: _, ring, doorbell, cores, cfg } =
+    let Back { sched, table, clock, stop, progress: _, ring, doorbell, cores, node: _, cfg } =
         start_back(scenario, policy, cfg)?;
     let scenario = scenario.clone();
     let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(

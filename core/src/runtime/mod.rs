@@ -53,7 +53,9 @@ pub(crate) mod part;
 mod process;
 mod router;
 mod sched_shard;
-mod topology;
+#[cfg(feature = "hwloc")]
+mod hwloc;
+pub mod topology;
 
 pub use process::{start_role, RoleProcess, RoleSpec};
 
@@ -139,8 +141,9 @@ pub struct EngineConfig {
     /// Symphony's model shards on shards of their own (0: the policy runs
     /// whole on the scheduler shard). Other policies run whole regardless.
     pub model_shards: usize,
-    /// Pin every shard to cores of this NUMA node (None: any core).
-    pub numa_node: Option<usize>,
+    /// Pin every shard to cores of a NUMA node (that named, or that a GPU
+    /// or NIC hangs off) and bind its memory there (None: any core).
+    pub near: Option<topology::Near>,
     /// One-sided input fetch: frontends keep inputs in this fabric's
     /// registered memory (`rdma_region_bytes` each) and backends READ them
     /// (None: backends fetch inputs over TCP).
@@ -181,7 +184,7 @@ impl Default for EngineConfig {
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
             model_shards: 0,
-            numa_node: None,
+            near: None,
             fabric: None,
             rdma_region_bytes: DEFAULT_RDMA_REGION,
             executor: ExecutorChoice::Emulated,
@@ -401,6 +404,8 @@ struct Back {
     doorbell: Doorbell,
     /// The core each shard is pinned to: the front shard's first.
     cores: Vec<usize>,
+    /// The NUMA node shards bind their memory to, if placed on one.
+    node: Option<usize>,
     /// The configuration with the rate planners plan for filled in.
     cfg: EngineConfig,
 }
@@ -440,7 +445,7 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
     let bells: Vec<Bell> = doorbells.as_slice().iter().map(Doorbell::bell).collect();
     let fe_doorbell = doorbells.next().expect("a frontend shard");
-    let cores = topology::cores(cfg.numa_node).map_err(EngineError::Shard)?;
+    let topology::Placement { cores, node } = topology::place(cfg.near.as_ref()).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
     let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
     // The scheduler side: shard 1 holds the policy (or Symphony's rank
@@ -462,7 +467,9 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
             .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
-                match sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()) {
+                let state = topology::bind_memory(node)
+                    .and_then(|()| sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()));
+                match state {
                     Ok(mut state) => {
                         state.slot = i;
                         // The one frontend, in this process from the start.
@@ -492,14 +499,15 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     }
     let ring = Ring { links: fe_links, layout, bells };
     let cores = (0..layout.shards()).map(core).collect();
-    Ok(Back { sched, table, clock, stop, progress, ring, doorbell: fe_doorbell, cores, cfg: cfg.clone() })
+    Ok(Back { sched, table, clock, stop, progress, ring, doorbell: fe_doorbell, cores, node, cfg: cfg.clone() })
 }
 
 /// Starts serving `scenario`'s models under `policy` on its
 /// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
 /// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
-    let Back { sched, table, clock, stop, progress, ring, doorbell, cores, cfg } = start_back(scenario, policy, cfg)?;
+    let Back { sched, table, clock, stop, progress, ring, doorbell, cores, node, cfg } =
+        start_back(scenario, policy, cfg)?;
     let table = Arc::new(Published::new(table));
     let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
     let (addr_tx, addr_rx) = mpsc::channel();
@@ -531,7 +539,12 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         };
         let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
             .name("baton-frontend")
-            .spawn(move || frontend_shard::run(setup, Link::Ring(ring), None));
+            .spawn(move || async move {
+                // Memory stays where placement asked; a failure to bind it
+                // was reported by the scheduler shards, which bind first.
+                let _ = topology::bind_memory(node);
+                frontend_shard::run(setup, Link::Ring(ring), None).await
+            });
         match spawned {
             Ok(h) => h,
             Err(e) => {

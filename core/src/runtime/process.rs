@@ -152,9 +152,17 @@ pub fn start_role(
         _ => (None, None),
     };
     let (scenario, cfg2, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
-    let handle = LocalExecutorBuilder::new(Placement::Unbound)
+    // A placed role process runs on its node's first core, its memory there.
+    let placed = cfg.near.as_ref().map(|n| super::topology::place(Some(n))).transpose().map_err(EngineError::Shard)?;
+    let node = placed.as_ref().and_then(|p| p.node);
+    let pin = placed.map_or(Placement::Unbound, |p| Placement::Fixed(p.cores[0]));
+    let handle = LocalExecutorBuilder::new(pin)
         .name("baton-role")
         .spawn(move || async move {
+            if let Err(why) = super::topology::bind_memory(node) {
+                let _ = ready.send(Err(why));
+                return EngineReport::default();
+            }
             match spec {
                 RoleSpec::Scheduler { listen } => {
                     let table = table.read(ModelTable::clone);
