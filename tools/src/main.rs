@@ -6,6 +6,7 @@ mod plan;
 mod profile;
 mod serve;
 mod sim;
+mod topology;
 mod trace;
 
 use std::process::ExitCode;
@@ -42,6 +43,8 @@ enum Command {
     Scheduler(serve::SchedulerArgs),
     /// Backend roles alone: emulated (or CUDA) GPUs, over TCP to the scheduler and frontends.
     Backend(serve::BackendArgs),
+    /// What placement sees of this machine: NUMA nodes, cores, GPUs' and NICs' nodes, per view.
+    Topology(topology::Args),
     /// Open-loop load generator against a running server.
     Load(serve::LoadArgs),
     /// Start a server, drive it with the load generator, compare with `baton sim`.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Scheduler(a) => serve::scheduler(a),
         Command::Backend(a) => serve::backend(a),
         Command::Load(a) => serve::load(a),
+        Command::Topology(a) => topology::run(a),
         Command::Demo(a) => serve::demo(a),
     };
     match result {

@@ -457,3 +457,41 @@ fn partition_prints_subclusters_with_their_models_and_gpus() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one scheduler"));
 }
+
+/// `--transport rdma` without verbs built refuses, naming the feature; the
+/// loopback stand-in needs none.
+#[cfg(not(feature = "rdma"))]
+#[test]
+fn a_build_without_verbs_refuses_rdma_and_says_how_to_get_it() {
+    let out = baton(&["serve", "--transport", "rdma", "--listen", "127.0.0.1:0", "--duration", "0.2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--features rdma"));
+    let out = baton(&["serve", "--rdma-device", "loopback", "--listen", "127.0.0.1:0", "--duration", "0.2"]);
+    assert_eq!(out.status.code(), Some(2), "--rdma-device alone is a mistake");
+}
+
+/// Built with verbs on a machine without an RDMA device: the typed error,
+/// said once, and the server fetches inputs over TCP.
+#[cfg(feature = "rdma")]
+#[test]
+fn without_an_rdma_device_serve_says_so_and_fetches_over_tcp() {
+    if std::path::Path::new("/sys/class/infiniband").read_dir().is_ok_and(|mut d| d.next().is_some()) {
+        return; // a machine with a device: the net crate's verbs tests use it
+    }
+    let out = baton(&["serve", "--transport", "rdma", "--listen", "127.0.0.1:0", "--duration", "0.5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no RDMA device") && err.contains("over TCP"), "{err}");
+    assert!(err.contains("baton serve: "), "it serves: {err}");
+}
+
+#[test]
+fn topology_shows_every_view_and_they_agree() {
+    let out = baton(&["topology", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let views = v["views"].as_array().expect("views");
+    assert_eq!(views.len(), if cfg!(feature = "hwloc") { 2 } else { 1 }, "{v}");
+    assert_eq!(v["agree"], true, "hwloc and /sys see the same nodes, cores, GPUs and NICs: {v}");
+    assert!(!views[0]["nodes"]["0"].as_array().expect("node 0's cores").is_empty());
+}
