@@ -231,26 +231,10 @@ mod tests {
     }
 
     #[test]
-    fn a_read_carries_the_bytes_put() {
+    fn the_loopback_fabric_conforms() {
         let fabric = Arc::new(Loopback::default());
-        let (mut store, mut reader) = pair(&fabric);
-        let at = store.put(11, b"twelve bytes").unwrap();
-        reader.post(3, 11, at, 77).unwrap();
-        assert_eq!(reader.in_flight(), 1);
-        let done = poll(&mut reader);
-        assert_eq!(done, vec![ReadDone { tag: 77, id: 11, frontend: 3, input: Ok(b"twelve bytes".to_vec()) }]);
-        assert_eq!(store.get(11, at), Ok(b"twelve bytes".to_vec()));
-    }
-
-    #[test]
-    fn a_released_and_reused_slot_reads_stale() {
-        let fabric = Arc::new(Loopback::default());
-        let (mut store, mut reader) = pair(&fabric);
-        let at = store.put(11, &[1; 40]).unwrap();
-        store.release(at);
-        assert_eq!(store.put(12, &[2; 40]).unwrap(), at, "the slot is reused");
-        reader.post(3, 11, at, 0).unwrap();
-        assert_eq!(poll(&mut reader)[0].input, Err(RdmaError::Stale { expected: 11 }));
+        let (mut store, mut reader) = (fabric.store(1 << 16).unwrap(), fabric.reader(1 << 16, 16));
+        crate::rdma::conformance::carries_inputs_and_catches_reuse(&mut store, &mut reader);
     }
 
     #[test]

@@ -235,3 +235,54 @@ impl std::fmt::Display for OpenError {
 }
 
 impl std::error::Error for OpenError {}
+
+/// What every fabric must do, run against the loopback stand-in here and
+/// against verbs where a device exists (`verbs::tests`).
+#[cfg(test)]
+pub(crate) mod conformance {
+    use super::*;
+
+    /// Connects `reader` to `store` as frontend 3 / backend 9.
+    pub fn connect(store: &mut dyn InputStore, reader: &mut dyn InputReader) {
+        let offer = reader.offer(3).unwrap();
+        assert!(!reader.connected(3));
+        let (theirs, region) = store.accept(9, &offer).unwrap();
+        reader.connect(3, &theirs, region).unwrap();
+        assert!(reader.connected(3));
+    }
+
+    /// Polls until `n` READs completed (a NIC completes them some time later).
+    pub fn completions(reader: &mut dyn InputReader, n: usize) -> Vec<ReadDone> {
+        let mut out = Vec::new();
+        for _ in 0..10_000_000 {
+            reader.poll(&mut out);
+            if out.len() >= n {
+                break;
+            }
+        }
+        out
+    }
+
+    /// READs carry the bytes put, each to its tag; a slot released and
+    /// reused reads stale; the store's own copy reads back.
+    pub fn carries_inputs_and_catches_reuse(store: &mut dyn InputStore, reader: &mut dyn InputReader) {
+        connect(store, reader);
+        let inputs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 * usize::from(i) + 3]).collect();
+        let at: Vec<Remote> = inputs.iter().enumerate().map(|(i, b)| store.put(10 + i as u64, b).unwrap()).collect();
+        for (i, &a) in at.iter().enumerate() {
+            reader.post(3, 10 + i as u64, a, 100 + i as u64).unwrap();
+        }
+        let mut done = completions(reader, 5);
+        done.sort_by_key(|d| d.tag);
+        for (i, d) in done.iter().enumerate() {
+            assert_eq!((d.tag, d.id, d.frontend), (100 + i as u64, 10 + i as u64, 3));
+            assert_eq!(d.input.as_ref(), Ok(&inputs[i]));
+        }
+        assert_eq!(reader.in_flight(), 0);
+        assert_eq!(store.get(12, at[2]), Ok(inputs[2].clone()));
+        store.release(at[0]);
+        assert_eq!(store.put(20, &inputs[0]).unwrap(), at[0], "the slot is reused");
+        reader.post(3, 10, at[0], 7).unwrap();
+        assert_eq!(completions(reader, 1)[0].input, Err(RdmaError::Stale { expected: 10 }));
+    }
+}
