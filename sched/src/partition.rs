@@ -2,9 +2,13 @@
 //! (Symphony, Appendix A; `../shared/design/symphony.md`, "Partitioning").
 //!
 //! Each model stays whole on one sub-cluster. Its load is its GPU demand:
-//! its rate over one GPU's throughput at the largest batch that runs in
-//! half its SLO (the batch a GPU can sustain without coordination, as in
-//! the analytic bounds). The plan minimises `ΔR + w·ΔS`: the spread
+//! its rate over one GPU's throughput at the batch it can run — the
+//! largest that runs in half its SLO (the batch a GPU can sustain without
+//! coordination, as in the analytic bounds) and that its own arrivals can
+//! fill in the time the SLO leaves after running it (`r·(SLO − l(b))`
+//! requests; a model with little traffic runs small, less efficient
+//! batches and needs more GPU time per request). Demand therefore depends
+//! on the rate, and a plan is made for one. The plan minimises `ΔR + w·ΔS`: the spread
 //! (max − min) of the sub-clusters' demand plus `w` times the spread of
 //! their model counts (`w` scales a model to the mean demand per model,
 //! so neither term swamps the other). GPUs go to sub-clusters in
@@ -48,6 +52,8 @@ pub enum PartitionError {
         gpus: u32,
         needed: usize,
     },
+    /// What a partitioned cluster cannot run (`partitioned.rs`).
+    Unsupported(&'static str),
 }
 
 impl std::fmt::Display for PartitionError {
@@ -57,6 +63,7 @@ impl std::fmt::Display for PartitionError {
             Self::TooFewGpus { gpus, needed } => {
                 write!(f, "{gpus} GPUs for {needed} sub-clusters with models: each needs at least one")
             }
+            Self::Unsupported(what) => write!(f, "a partitioned cluster cannot run {what}"),
         }
     }
 }
@@ -65,7 +72,12 @@ impl std::error::Error for PartitionError {}
 
 /// A model's GPU demand at `rate_rps` (see the top of the file).
 pub fn demand_gpus(m: &ModelSpec, rate_rps: f64) -> f64 {
-    let b = m.profile.max_batch_within(m.slo / 2, 0, u32::MAX).max(1);
+    let most = m.profile.max_batch_within(m.slo / 2, 0, u32::MAX).max(1);
+    let fills = |b: u32| {
+        let left_s = m.slo.saturating_sub(m.profile.latency(b)) as f64 / 1e9;
+        f64::from(b) <= (rate_rps * left_s).max(1.0)
+    };
+    let b = (1..=most).rev().find(|&b| fills(b)).unwrap_or(1);
     rate_rps / m.profile.throughput_rps(b)
 }
 

@@ -1,9 +1,15 @@
-//! `baton sim FILE (--rate R | --find-goodput) [--policy P] [--seed N] [--json]`
+//! `baton sim FILE (--rate R | --find-goodput) [--policy P] [--seed N]
+//! [--gpus N] [--schedulers K] [--json]`. With `--schedulers K` the cluster
+//! is partitioned (`baton partition`'s plan) and each sub-cluster runs a
+//! scheduler of its own (`baton_sched::partitioned`) on the same arrivals.
 
 use std::path::PathBuf;
 
-use baton_sched::sim::{find_goodput, run as simulate};
-use baton_sched::PolicyKind;
+use baton_sched::partition::plan;
+use baton_sched::partitioned::Partitioned;
+use baton_sched::sim::{find_goodput_with, run_with};
+use baton_sched::types::Scheduler;
+use baton_sched::{build, PolicyKind, Scenario};
 use baton_tools::scenarios::{load_scenario, print_report};
 
 #[derive(clap::Args)]
@@ -25,9 +31,36 @@ pub struct Args {
     /// Relative precision of the goodput search.
     #[arg(long, default_value_t = 0.01)]
     tolerance: f64,
+    /// GPUs, overriding the file's `[cluster] gpus`.
+    #[arg(long)]
+    gpus: Option<u32>,
+    /// Partition the models and GPUs into this many sub-clusters, each
+    /// with a scheduler of its own (1: one scheduler, as without it).
+    #[arg(long)]
+    schedulers: Option<usize>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// A fresh scheduler per run: the policy whole, or over `k` sub-clusters.
+type Build = Box<dyn Fn(f64) -> Box<dyn Scheduler>>;
+
+fn builder(s: &Scenario, policy: PolicyKind, k: Option<usize>) -> Result<Build, String> {
+    let Some(k) = k else {
+        let s = s.clone();
+        return Ok(Box::new(move |rate| build::scheduler(policy, &s, rate)));
+    };
+    // Each run is partitioned for its rate, as an operator plans for the
+    // load (`partition.rs`: demand depends on the rate).
+    let each = move |sub: &Scenario, rate: f64| build::scheduler(policy, sub, rate);
+    let split = move |s: &Scenario, rate: f64| {
+        let p = plan(s, k, rate).map_err(|e| format!("--schedulers: {e}"))?;
+        Partitioned::new(s, &p, rate, &each).map_err(|e| format!("--schedulers: {e}"))
+    };
+    split(s, s.rate_rps.unwrap_or(1.0))?;
+    let s = s.clone();
+    Ok(Box::new(move |rate| Box::new(split(&s, rate).expect("a plan for one rate is a plan for any"))))
 }
 
 pub fn run(a: Args) -> Result<(), String> {
@@ -35,9 +68,20 @@ pub fn run(a: Args) -> Result<(), String> {
     if let Some(s) = a.seed {
         scenario.seed = s;
     }
+    if let Some(g) = a.gpus {
+        if g == 0 {
+            return Err("--gpus: at least one".into());
+        }
+        scenario.cluster.backends = g;
+    }
     let policy = match &a.policy {
         Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,
         None => scenario.policy,
+    };
+    let build = builder(&scenario, policy, a.schedulers)?;
+    let name = match a.schedulers {
+        Some(k) => format!("{}/{k}-schedulers", policy.as_str()),
+        None => policy.as_str().to_owned(),
     };
     scenario.supports(policy).map_err(|e| format!("--policy: {e}"))?;
     if !(a.tolerance > 0.0 && a.tolerance < 0.5) {
@@ -50,7 +94,7 @@ pub fn run(a: Args) -> Result<(), String> {
         scenario.seed
     );
     if a.find_goodput {
-        let g = find_goodput(&scenario, policy, a.tolerance);
+        let g = find_goodput_with(&scenario, &name, &*build, a.tolerance);
         if a.json {
             println!("{}", serde_json::to_string_pretty(&g).map_err(|e| e.to_string())?);
         } else {
@@ -68,7 +112,7 @@ pub fn run(a: Args) -> Result<(), String> {
     if !(rate.is_finite() && rate > 0.0 && rate <= baton_sched::sim::MAX_RATE_RPS) {
         return Err(format!("--rate: must be a number in (0, {}], got {rate}", baton_sched::sim::MAX_RATE_RPS));
     }
-    let r = simulate(&scenario, policy, rate);
+    let r = run_with(&scenario, &name, build(rate).as_mut(), rate);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
     } else {

@@ -495,3 +495,17 @@ fn topology_shows_every_view_and_they_agree() {
     assert_eq!(v["agree"], true, "hwloc and /sys see the same nodes, cores, GPUs and NICs: {v}");
     assert!(!views[0]["nodes"]["0"].as_array().expect("node 0's cores").is_empty());
 }
+
+#[test]
+fn sim_runs_a_partitioned_cluster_and_refuses_what_it_cannot_split() {
+    let zoo = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/zoo-a100-all.toml");
+    let out = baton(&["sim", zoo, "--rate", "5000", "--schedulers", "4", "--gpus", "32", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["policy"], "symphony/4-schedulers");
+    assert!(v["sent"].as_u64().unwrap() > 0 && v["ok"].as_u64().unwrap() > 0, "{v}");
+    let forkjoin = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/nexus-forkjoin.toml");
+    let out = baton(&["sim", forkjoin, "--rate", "100", "--schedulers", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run multi-model queries"));
+}

@@ -46,6 +46,8 @@ pub mod clients;
 mod conn;
 mod frontend_shard;
 mod gateway;
+#[cfg(feature = "hwloc")]
+mod hwloc;
 mod lead;
 pub(crate) mod link;
 mod park;
@@ -53,8 +55,6 @@ pub(crate) mod part;
 mod process;
 mod router;
 mod sched_shard;
-#[cfg(feature = "hwloc")]
-mod hwloc;
 pub mod topology;
 
 pub use process::{start_role, RoleProcess, RoleSpec};
@@ -537,14 +537,14 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             poll: cfg.poll,
             gateway: inbox,
         };
-        let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD]))
-            .name("baton-frontend")
-            .spawn(move || async move {
+        let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-frontend").spawn(
+            move || async move {
                 // Memory stays where placement asked; a failure to bind it
                 // was reported by the scheduler shards, which bind first.
                 let _ = topology::bind_memory(node);
                 frontend_shard::run(setup, Link::Ring(ring), None).await
-            });
+            },
+        );
         match spawned {
             Ok(h) => h,
             Err(e) => {

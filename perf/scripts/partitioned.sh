@@ -1,0 +1,28 @@
+#!/bin/sh
+# Symphony over K sub-clusters, one scheduler each (baton_sched::partitioned),
+# against one scheduler: goodput on the mixed zoo (37 models) at 64 and 256
+# GPUs for K = 1, 2, 4, 8, all on the same arrivals (the file's seed), and
+# how long `baton partition` takes to plan. Writes perf/results/partitioned.txt.
+set -e
+cd "$(dirname "$0")/../.."
+cargo build --release -p baton-tools --bin baton
+zoo=perf/scenarios/zoo-a100-all.toml
+out=perf/results/partitioned.txt
+{
+  echo "# perf/scripts/partitioned.sh, $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)"
+  echo "# $zoo, policy symphony, seed from the file; goodput: highest rate with every model's bad rate <= 1% (bisection, 1%)"
+  echo "gpus schedulers goodput_rps relative plan_ms"
+  for gpus in 64 256; do
+    one=""
+    for k in 1 2 4 8; do
+      g=$(target/release/baton sim $zoo --find-goodput --gpus $gpus --schedulers $k --json 2>/dev/null \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["goodput_rps"])')
+      [ -z "$one" ] && one=$g
+      start=$(date +%s%N)
+      target/release/baton partition $zoo --schedulers $k --rate "$g" > /dev/null
+      ms=$(( ($(date +%s%N) - start) / 1000000 ))
+      python3 -c "print('$gpus $k %.1f %.3f $ms' % ($g, $g / $one))"
+    done
+  done
+} > $out
+cat $out
