@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::slots::{self, Slots};
+use super::slots::{self, Slab};
 use super::{InputReader, InputStore, QpEnd, RdmaError, ReadDone, Region, Remote};
 
 /// The largest region the stand-in registers (a NIC's `max_mr_size`).
@@ -43,7 +43,7 @@ impl Loopback {
         let rkey = self.next();
         self.regions.lock().expect("not poisoned").insert(rkey, Arc::downgrade(&mem));
         let region = Region { addr: Self::base(rkey), len: (words * 8) as u64, rkey };
-        Ok(LoopbackStore { fabric: Arc::clone(self), region, mem, slots: Slots::new(words), qps: HashMap::new() })
+        Ok(LoopbackStore { fabric: Arc::clone(self), slab: Slab::new(mem, region), qps: HashMap::new() })
     }
 
     /// A backend's reader with at most `depth` READs and `landing` bytes
@@ -62,57 +62,36 @@ impl Loopback {
 
 pub struct LoopbackStore {
     fabric: Arc<Loopback>,
-    region: Region,
-    mem: Arc<[AtomicU64]>,
-    slots: Slots,
+    slab: Slab<Arc<[AtomicU64]>>,
     /// The queue pair serving each backend.
     qps: HashMap<u32, u32>,
-}
-
-impl LoopbackStore {
-    /// The slot's first word, if `at` is a slot of this region.
-    fn word(&self, at: Remote) -> Option<usize> {
-        let off = at.addr.checked_sub(self.region.addr)?;
-        let fits = at.rkey == self.region.rkey && off.is_multiple_of(8) && off + u64::from(at.len) <= self.region.len;
-        fits.then_some((off / 8) as usize)
-    }
-
-    pub fn in_use(&self) -> usize {
-        self.slots.in_use()
-    }
 }
 
 impl Drop for LoopbackStore {
     fn drop(&mut self) {
         if let Ok(mut r) = self.fabric.regions.lock() {
-            r.remove(&self.region.rkey);
+            r.remove(&self.slab.region.rkey);
         }
     }
 }
 
 impl InputStore for LoopbackStore {
     fn put(&mut self, id: u64, bytes: &[u8]) -> Result<Remote, RdmaError> {
-        let at = self.slots.alloc(bytes.len())?;
-        slots::write(&self.mem, at, id, bytes);
-        let len = (slots::words_for(bytes.len()) * 8) as u32;
-        Ok(Remote { addr: self.region.addr + at as u64 * 8, rkey: self.region.rkey, len })
+        self.slab.put(id, bytes)
     }
 
     fn get(&self, id: u64, at: Remote) -> Result<Vec<u8>, RdmaError> {
-        let word = self.word(at).ok_or(RdmaError::RemoteAccess { addr: at.addr, len: at.len })?;
-        slots::parse(&slots::copy(&self.mem, word, at.len as usize / 8), id)
+        self.slab.get(id, at)
     }
 
     fn release(&mut self, at: Remote) {
-        if let Some(word) = self.word(at) {
-            self.slots.free(word);
-        }
+        self.slab.release(at)
     }
 
     fn accept(&mut self, backend: u32, theirs: &QpEnd) -> Result<(QpEnd, Region), RdmaError> {
         let qp_num = self.fabric.next();
         self.qps.insert(backend, qp_num);
-        Ok((QpEnd { qp_num, psn: theirs.psn, ..QpEnd::default() }, self.region))
+        Ok((QpEnd { qp_num, psn: theirs.psn, ..QpEnd::default() }, self.slab.region))
     }
 
     fn forget(&mut self, backend: u32) {

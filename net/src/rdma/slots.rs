@@ -21,9 +21,10 @@
 //! unused tail is cut into.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use super::RdmaError;
+use super::{RdmaError, Region, Remote};
 
 /// Words of a slot around its input: id and length before, id after.
 pub const OVERHEAD_WORDS: usize = 3;
@@ -122,6 +123,49 @@ impl Slots {
     /// Slots handed out and not freed.
     pub fn in_use(&self) -> usize {
         self.used.len()
+    }
+}
+
+/// A registered region cut into slots: what a store does with its memory,
+/// whatever registered it (`M`: the words, owned or shared).
+pub struct Slab<M> {
+    pub mem: M,
+    slots: Slots,
+    /// The region as peers address it.
+    pub region: Region,
+}
+
+impl<M: Deref<Target = [AtomicU64]>> Slab<M> {
+    pub fn new(mem: M, region: Region) -> Self {
+        let slots = Slots::new(mem.len());
+        Slab { mem, slots, region }
+    }
+
+    /// The slot's first word, if `at` is a slot of this region.
+    fn word(&self, at: Remote) -> Option<usize> {
+        let off = at.addr.checked_sub(self.region.addr)?;
+        let fits = at.rkey == self.region.rkey && off.is_multiple_of(8) && off + u64::from(at.len) <= self.region.len;
+        fits.then_some((off / 8) as usize)
+    }
+
+    /// Copies request `id`'s `input` into a free slot; where it is.
+    pub fn put(&mut self, id: u64, input: &[u8]) -> Result<Remote, RdmaError> {
+        let at = self.slots.alloc(input.len())?;
+        write(&self.mem, at, id, input);
+        let len = (words_for(input.len()) * 8) as u32;
+        Ok(Remote { addr: self.region.addr + at as u64 * 8, rkey: self.region.rkey, len })
+    }
+
+    /// Request `id`'s input at `at`, read here.
+    pub fn get(&self, id: u64, at: Remote) -> Result<Vec<u8>, RdmaError> {
+        let word = self.word(at).ok_or(RdmaError::RemoteAccess { addr: at.addr, len: at.len })?;
+        parse(&copy(&self.mem, word, at.len as usize / 8), id)
+    }
+
+    pub fn release(&mut self, at: Remote) {
+        if let Some(word) = self.word(at) {
+            self.slots.free(word);
+        }
     }
 }
 

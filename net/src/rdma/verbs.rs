@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rdma_sys::*;
 
-use super::slots::{self, Slots};
+use super::slots::{self, Slab, Slots};
 use super::{InputReader, InputStore, QpEnd, RdmaError, ReadDone, Region, Remote};
 
 /// The port used on the device.
@@ -326,10 +326,10 @@ unsafe impl Send for Qp {}
 /// A frontend's registered inputs on a device.
 pub struct Store {
     qps: HashMap<u32, Qp>,
-    mr: Mr,
+    /// Held for the registration: dropped (deregistered) before the words.
+    _mr: Mr,
     cq: Cq,
-    mem: Box<[AtomicU64]>,
-    slots: Slots,
+    slab: Slab<Box<[AtomicU64]>>,
     device: Arc<Device>,
 }
 
@@ -338,37 +338,23 @@ impl Store {
         let access = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_READ;
         let (mem, mr) = device.region(bytes / 8, access)?;
         let cq = device.cq(1)?;
-        Ok(Store { qps: HashMap::new(), mr, cq, slots: Slots::new(mem.len()), mem, device })
-    }
-
-    fn region(&self) -> Region {
-        Region { addr: self.mem.as_ptr() as u64, len: (self.mem.len() * 8) as u64, rkey: self.mr.keys().1 }
-    }
-
-    fn word(&self, at: Remote) -> Option<usize> {
-        let r = self.region();
-        let off = at.addr.checked_sub(r.addr)?;
-        (at.rkey == r.rkey && off % 8 == 0 && off + u64::from(at.len) <= r.len).then_some((off / 8) as usize)
+        // The boxed words never move: their address is the region's.
+        let region = Region { addr: mem.as_ptr() as u64, len: (mem.len() * 8) as u64, rkey: mr.keys().1 };
+        Ok(Store { qps: HashMap::new(), _mr: mr, cq, slab: Slab::new(mem, region), device })
     }
 }
 
 impl InputStore for Store {
     fn put(&mut self, id: u64, bytes: &[u8]) -> Result<Remote, RdmaError> {
-        let at = self.slots.alloc(bytes.len())?;
-        slots::write(&self.mem, at, id, bytes);
-        let len = (slots::words_for(bytes.len()) * 8) as u32;
-        Ok(Remote { addr: self.region().addr + at as u64 * 8, rkey: self.region().rkey, len })
+        self.slab.put(id, bytes)
     }
 
     fn get(&self, id: u64, at: Remote) -> Result<Vec<u8>, RdmaError> {
-        let word = self.word(at).ok_or(RdmaError::RemoteAccess { addr: at.addr, len: at.len })?;
-        slots::parse(&slots::copy(&self.mem, word, at.len as usize / 8), id)
+        self.slab.get(id, at)
     }
 
     fn release(&mut self, at: Remote) {
-        if let Some(word) = self.word(at) {
-            self.slots.free(word);
-        }
+        self.slab.release(at)
     }
 
     fn accept(&mut self, backend: u32, theirs: &QpEnd) -> Result<(QpEnd, Region), RdmaError> {
@@ -377,7 +363,7 @@ impl InputStore for Store {
         self.device.connect(&qp, theirs, own)?;
         let end = self.device.end(&qp, own);
         self.qps.insert(backend, qp);
-        Ok((end, self.region()))
+        Ok((end, self.slab.region))
     }
 
     fn forget(&mut self, backend: u32) {
