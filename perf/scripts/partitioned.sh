@@ -7,11 +7,13 @@ set -e
 cd "$(dirname "$0")/../.."
 cargo build --release -p baton-tools --bin baton
 zoo=perf/scenarios/zoo-a100-all.toml
+MILP=5000
 out=perf/results/partitioned.txt
 {
   echo "# perf/scripts/partitioned.sh, $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)"
   echo "# $zoo, policy symphony, seed from the file; goodput: highest rate with every model's bad rate <= 1% (bisection, 1%)"
-  echo "gpus schedulers goodput_rps relative plan_ms"
+  echo "# plan: baton partition at the goodput rate (greedy, then the MILP within $MILP nodes); gap: the solver's"
+  echo "gpus schedulers goodput_rps relative plan_ms milp_gap"
   for gpus in 64 256; do
     one=""
     for k in 1 2 4 8; do
@@ -19,9 +21,10 @@ out=perf/results/partitioned.txt
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["goodput_rps"])')
       [ -z "$one" ] && one=$g
       start=$(date +%s%N)
-      target/release/baton partition $zoo --schedulers $k --rate "$g" > /dev/null
+      gap=$(target/release/baton partition $zoo --schedulers $k --rate "$g" --json \
+        | python3 -c 'import json,sys; s=json.load(sys.stdin)["solver"]; print("%.4f" % s["gap"] if s.get("gap") is not None else "-")')
       ms=$(( ($(date +%s%N) - start) / 1000000 ))
-      python3 -c "print('$gpus $k %.1f %.3f $ms' % ($g, $g / $one))"
+      python3 -c "print('$gpus $k %.1f %.3f $ms $gap' % ($g, $g / $one))"
     done
   done
 } > $out

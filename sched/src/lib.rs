@@ -27,6 +27,7 @@ pub mod hull;
 pub mod nexus;
 pub mod orloj;
 pub mod partition;
+pub mod partition_milp;
 pub mod partitioned;
 pub mod policy;
 pub mod profile;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use baton_sched::partition::plan;
+use baton_sched::partition::{plan, Solver};
 use baton_tools::scenarios::load_scenario;
 
 #[derive(clap::Args)]
@@ -31,6 +31,10 @@ pub fn run(a: Args) -> Result<(), String> {
     }
     let p = plan(&s, a.schedulers, rate).map_err(|e| e.to_string())?;
     let names = |models: &[usize]| -> Vec<String> { models.iter().map(|&i| s.models[i].spec.name.clone()).collect() };
+    let solver = match &p.solver {
+        Solver::Milp { gap, optimal } => serde_json::json!({ "solver": "milp", "gap": gap, "optimal": optimal }),
+        Solver::Greedy { why } => serde_json::json!({ "solver": "greedy", "why": why }),
+    };
     if a.json {
         let subclusters: Vec<serde_json::Value> = p
             .subclusters
@@ -39,12 +43,20 @@ pub fn run(a: Args) -> Result<(), String> {
             .collect();
         let v = serde_json::json!({
             "scenario": s.name, "rate_rps": rate, "schedulers": a.schedulers,
-            "subclusters": subclusters, "objective": p.objective, "imbalance": p.imbalance,
+            "subclusters": subclusters, "objective": p.objective, "imbalance": p.imbalance, "solver": solver,
         });
         println!("{v}");
         return Ok(());
     }
-    println!("{} at {rate:.1} r/s over {} schedulers (imbalance {:.3}):", s.name, a.schedulers, p.imbalance);
+    let how = match &p.solver {
+        Solver::Milp { optimal: true, .. } => "MILP, proven optimal".to_string(),
+        Solver::Milp { gap, .. } => format!("MILP, gap {}", gap.map_or("unknown".into(), |g| format!("{g:.4}"))),
+        Solver::Greedy { why } => format!("greedy: {why}"),
+    };
+    println!(
+        "{} at {rate:.1} r/s over {} schedulers (imbalance {:.3}, objective {:.4}, {how}):",
+        s.name, a.schedulers, p.imbalance, p.objective
+    );
     for (i, c) in p.subclusters.iter().enumerate() {
         println!(
             "  sub-cluster {i}: {} GPUs for {:.2} GPUs of demand: {}",

@@ -453,6 +453,8 @@ fn partition_prints_subclusters_with_their_models_and_gpus() {
     let models: usize = subs.iter().map(|c| c["models"].as_array().unwrap().len()).sum();
     let gpus: u64 = subs.iter().map(|c| c["gpus"].as_u64().unwrap()).sum();
     assert_eq!((models, gpus), (37, 64), "{v}");
+    assert_eq!(v["solver"]["solver"], "milp", "{v}");
+    assert!(v["solver"]["gap"].as_f64().is_some_and(|g| (0.0..0.05).contains(&g)), "{v}");
     let out = baton(&["partition", zoo, "--schedulers", "0", "--rate", "100"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one scheduler"));
