@@ -21,9 +21,9 @@ out=perf/results/partitioned.txt
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["goodput_rps"])')
       [ -z "$one" ] && one=$g
       start=$(date +%s%N)
-      gap=$(target/release/baton partition $zoo --schedulers $k --rate "$g" --json \
-        | python3 -c 'import json,sys; s=json.load(sys.stdin)["solver"]; print("%.4f" % s["gap"] if s.get("gap") is not None else "-")')
+      plan=$(target/release/baton partition $zoo --schedulers $k --rate "$g" --json)
       ms=$(( ($(date +%s%N) - start) / 1000000 ))
+      gap=$(echo "$plan" | python3 -c 'import json,sys; s=json.load(sys.stdin)["solver"]; print("%.4f" % s["gap"] if s.get("gap") is not None else "-")')
       python3 -c "print('$gpus $k %.1f %.3f $ms $gap' % ($g, $g / $one))"
     done
   done
