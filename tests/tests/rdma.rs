@@ -41,7 +41,17 @@ fn serve(fabric: Option<Fabric>, region: usize) -> (HashMap<u64, Vec<u8>>, Engin
     let listen = "127.0.0.1:0".parse().unwrap();
     let cfg = EngineConfig { listen, input_floats: FLOATS, fabric, rdma_region_bytes: region, ..Default::default() };
     let e = start(&s, s.policy, &cfg).expect("engine starts");
-    let (mut tx, mut rx) = connect(e.addr).expect("connects");
+    let outputs = ask(e.addr);
+    let r = e.shutdown();
+    assert_eq!((r.frontend.received, r.frontend.answered(), r.frontend.duplicates), (REQUESTS, REQUESTS, 0));
+    assert_eq!(r.held_at_stop, 0);
+    (outputs, r)
+}
+
+/// Sends `REQUESTS` requests to `addr`, all in flight together; each
+/// answer's output by request id (every one ok, once).
+fn ask(addr: std::net::SocketAddr) -> HashMap<u64, Vec<u8>> {
+    let (mut tx, mut rx) = connect(addr).expect("connects");
     for id in 0..REQUESTS {
         tx.queue(request(id)).expect("a valid request");
     }
@@ -59,10 +69,7 @@ fn serve(fabric: Option<Fabric>, region: usize) -> (HashMap<u64, Vec<u8>>, Engin
         assert!(open, "the server closed the connection");
     }
     tx.close();
-    let r = e.shutdown();
-    assert_eq!((r.frontend.received, r.frontend.answered(), r.frontend.duplicates), (REQUESTS, REQUESTS, 0));
-    assert_eq!(r.held_at_stop, 0);
-    (outputs, r)
+    outputs
 }
 
 fn reads(r: &EngineReport) -> (u64, u64) {
@@ -95,4 +102,45 @@ fn inputs_beyond_the_registered_region_go_over_tcp() {
     assert_eq!(rdma, tcp);
     assert!(r.frontend.unregistered > 0, "{:?}", r.frontend);
     assert!(reads(&r).0 > 0, "the registered ones are READ");
+}
+
+/// Roles talking over TCP connect their queue pairs with `RdmaConnect`
+/// on their connections (the loopback fabric shared, as the roles run in
+/// this one process), and the backend READs over them. The burst makes
+/// batches of over 100 requests, whose `Results` (one tensor each) roles
+/// once refused from each other (a client's limit of 64 tensors): their
+/// requests were lost.
+#[test]
+fn roles_over_tcp_connect_queue_pairs_and_read() {
+    use baton_core::runtime::auth::ClusterKey;
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = Scenario::parse(SERVE_SCENARIO).expect("built-in scenario parses");
+    let any = "127.0.0.1:0".parse().unwrap();
+    let key = ClusterKey::new(b"the tests' cluster secret").unwrap();
+    let cfg = EngineConfig {
+        input_floats: FLOATS,
+        cluster_key: Some(key),
+        fabric: loopback(),
+        rdma_region_bytes: 64 << 20,
+        ..Default::default()
+    };
+    let role = |spec| start_role(&s, s.policy, &cfg, spec).expect("role starts");
+    let sched = role(RoleSpec::Scheduler { listen: any });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
+    let spec = RoleSpec::Backends {
+        first: 0,
+        count: s.cluster.backends,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.peer_addr.unwrap()],
+    };
+    let backends = role(spec);
+    let outputs = ask(fe.addr.unwrap());
+    let (b, f) = (backends.shutdown(), fe.shutdown());
+    sched.shutdown();
+    let (tcp, _) = serve(None, 0);
+    assert_eq!(outputs, tcp, "the same output for every request");
+    assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (REQUESTS, REQUESTS, 0));
+    let connected: u64 = b.backends.iter().map(|x| x.fetch.connected).sum();
+    assert_eq!(connected, u64::from(s.cluster.backends), "every backend connected a queue pair");
+    assert!(reads(&b).0 > 0, "{:?}", b.backends);
 }

@@ -528,6 +528,11 @@ fn role(
         clock_origin_file,
         ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)?
     };
+    // The loopback fabric is memory of one process: roles in processes of
+    // their own cannot READ each other's through it.
+    if let Some(Fabric::Loopback(_)) = &cfg.fabric {
+        return Err("--rdma-device loopback: the stand-in fabric joins roles in one process (baton serve); role processes need a device".into());
+    }
     let p = start_role(&s, policy, &cfg, spec).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(p.http, p.grpc);

@@ -35,6 +35,15 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// What roles accept from each other: a batch's `Inputs` and `Results`
+    /// carry one tensor per request, as many as a message lists ids.
+    pub fn between_roles() -> Self {
+        let d = Limits::default();
+        Limits { max_tensors: d.max_ids, ..d }
+    }
+}
+
 /// Why a payload was refused.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DecodeError {

@@ -396,8 +396,13 @@ impl Frontend {
         let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &id in ids {
             if let Some(h) = self.held.get_mut(&id).filter(|h| h.fetched_by.is_none()) {
+                // A registered input is copied out of its slot (it stays
+                // there for a READ that may still come).
                 let input = match (h.slot, self.store.as_ref()) {
-                    (Some(at), Some(store)) => store.get(id, at).unwrap_or_default(),
+                    (Some(at), Some(store)) => match store.get(id, at) {
+                        Ok(bytes) => bytes,
+                        Err(_) => continue,
+                    },
                     _ => std::mem::take(&mut h.input),
                 };
                 h.fetched_by = Some(fetch.backend);

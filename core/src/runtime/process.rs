@@ -115,10 +115,6 @@ pub fn start_role(
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
     let table = servable(scenario, policy, cfg)?;
-    if let Some(baton_net::rdma::Fabric::Loopback(_)) = &cfg.fabric {
-        let why = "the loopback RDMA fabric joins roles in one process (baton serve); role processes need a device";
-        return Err(EngineError::Shard(why.into()));
-    }
     if let RoleSpec::Frontend { index, .. } = &spec {
         if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
             return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
-use baton_wire::{fb, Message};
+use baton_wire::{fb, Limits, Message};
 use futures_lite::io::ReadHalf;
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
@@ -206,7 +206,8 @@ impl Router {
             conn.watch_socket(fd);
             let challenge = Challenge::new(&key, me.clone());
             conn.send(&Message::Hello(challenge.greeting())).expect("a Hello fits a frame");
-            let peer = Rc::clone(&self).read_peer(reader, FrameBuf::default(), conn, Some(challenge));
+            let peer =
+                Rc::clone(&self).read_peer(reader, FrameBuf::new(Limits::between_roles()), conn, Some(challenge));
             glommio::spawn_local(peer).detach();
         }
     }
@@ -359,7 +360,7 @@ async fn greet(addr: SocketAddr, key: &ClusterKey, hellos: &[fb::Hello]) -> std:
     // The reader half goes to `read_peer` with the connection, which holds
     // it (and so the socket) until after it unregisters the connection.
     conn.watch_socket(fd);
-    let mut buf = FrameBuf::default();
+    let mut buf = FrameBuf::new(Limits::between_roles());
     let greeting = async {
         let challenge = next_hello(&mut reader, &mut buf).await?;
         let (answer, proven) = Answer::new(key, &challenge, hellos).map_err(std::io::Error::other)?;
