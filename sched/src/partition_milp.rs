@@ -1,6 +1,8 @@
 //! The partitioning MILP (Symphony, Appendix A), solved by microlp, a
 //! pure-Rust branch and bound, within a node budget — deterministic where
-//! a time limit would not be: the same inputs give the same plan.
+//! a time limit would not be: the same inputs give the same plan. (microlp
+//! notes the elapsed time in its statistics; nothing here reads them, and
+//! no time limit is set.)
 //!
 //! With d_m a model's demand, x_mk = 1 when model m is on sub-cluster k:
 //!

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use baton_core::runtime::clients::{client_request, Target};
 use baton_core::runtime::{start, EngineConfig, EngineReport};
 use baton_net::client::{connect, Received};
 use baton_net::rdma::Fabric;
@@ -16,22 +17,10 @@ const FLOATS: usize = 16;
 const REQUESTS: u64 = 400;
 
 fn request(id: u64) -> fb::InferRequest {
-    // Inputs differ per request: an answer carrying another's output shows.
-    let data = (0..FLOATS).flat_map(|i| ((id * 31 + i as u64) as f32).to_le_bytes()).collect();
-    fb::InferRequest {
-        id,
-        model: Some(["ResNet50", "BERT-base", "InceptionV3"][id as usize % 3].into()),
-        slo_ns: 2_000_000_000,
-        app: 0,
-        inputs: Some(vec![fb::Tensor {
-            name: None,
-            dtype: fb::DType::F32,
-            shape: Some(vec![FLOATS as i64]),
-            data: Some(data),
-        }]),
-        app_name: None,
-        query: None,
-    }
+    // Inputs differ per request (their first float): an answer carrying
+    // another's output shows.
+    let model = Target::Model(["ResNet50", "BERT-base", "InceptionV3"][id as usize % 3]);
+    client_request(id, model, 2_000_000_000, 0, FLOATS, Some(id as f32))
 }
 
 /// Serves `REQUESTS` requests (in flight together) with `fabric`; each

@@ -103,6 +103,13 @@ impl RoleProcess {
 type Bound = (Option<SocketAddr>, Option<SocketAddr>);
 type Ready = mpsc::Sender<Result<Bound, String>>;
 
+/// Tells whoever starts the role why it could not; the role's (empty)
+/// report.
+fn failed(ready: &Ready, why: String) -> EngineReport {
+    let _ = ready.send(Err(why));
+    EngineReport::default()
+}
+
 /// The role's stop flag, where it publishes its `Progress`, and the
 /// cluster secret.
 type Control = (Arc<AtomicBool>, Arc<Progress>, ClusterKey);
@@ -156,8 +163,7 @@ pub fn start_role(
         .name("baton-role")
         .spawn(move || async move {
             if let Err(why) = super::topology::bind_memory(node) {
-                let _ = ready.send(Err(why));
-                return EngineReport::default();
+                return failed(&ready, why);
             }
             match spec {
                 RoleSpec::Scheduler { listen } => {
@@ -225,33 +231,21 @@ async fn scheduler(
 ) -> EngineReport {
     let clock = match cfg.clock_origin_file.as_deref().map(kept_origin).transpose() {
         Ok(origin) => origin.map_or_else(Clock::new, Clock::with_origin),
-        Err(why) => {
-            let _ = ready.send(Err(why));
-            return EngineReport::default();
-        }
+        Err(why) => return failed(&ready, why),
     };
     let origin = clock.origin_unix_ns();
     let state = match sched_shard::State::new(&scenario, SchedulerPart::Whole(policy), 0..0, &table, &cfg, clock.now())
     {
         Ok(s) => s,
-        Err(why) => {
-            let _ = ready.send(Err(why));
-            return EngineReport::default();
-        }
+        Err(why) => return failed(&ready, why),
     };
     let doorbell = match doorbell() {
         Ok(d) => d,
-        Err(e) => {
-            let _ = ready.send(Err(format!("cannot make a doorbell: {e}")));
-            return EngineReport::default();
-        }
+        Err(e) => return failed(&ready, format!("cannot make a doorbell: {e}")),
     };
     let listener = match TcpListener::bind(listen) {
         Ok(l) => l,
-        Err(e) => {
-            let _ = ready.send(Err(format!("cannot listen on {listen}: {e}")));
-            return EngineReport::default();
-        }
+        Err(e) => return failed(&ready, format!("cannot listen on {listen}: {e}")),
     };
     let _ = ready.send(Ok((listener.local_addr().ok(), None)));
     let router = Rc::new(Router::new(true, cfg.max_peer_unread));
@@ -294,20 +288,21 @@ async fn frontend(
     (stop, progress, key): Control,
     ready: Ready,
 ) -> EngineReport {
+    // Registered memory first: nothing to undo if it cannot be had.
+    let store = match cfg.input_store() {
+        Ok(s) => s,
+        Err(e) => return failed(&ready, e.to_string()),
+    };
     let me = hello(fb::Role::Frontend, index, 0);
     let (reader, conn, buf, reply) = match connect(sched_addr, &key, std::slice::from_ref(&me), PATIENCE).await {
         Ok(x) => x,
-        Err(e) => {
-            let _ = ready.send(Err(format!("cannot reach the scheduler at {sched_addr}: {e}")));
-            return EngineReport::default();
-        }
+        Err(e) => return failed(&ready, format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
     let peer_listener = match TcpListener::bind(peers) {
         Ok(l) => l,
         Err(e) => {
             conn.close();
-            let _ = ready.send(Err(format!("cannot listen for backends on {peers}: {e}")));
-            return EngineReport::default();
+            return failed(&ready, format!("cannot listen for backends on {peers}: {e}"));
         }
     };
     let peer_addr = peer_listener.local_addr().ok();
@@ -321,13 +316,7 @@ async fn frontend(
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
-        store: match cfg.input_store() {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = ready.send(Err(e.to_string()));
-                return EngineReport::default();
-            }
-        },
+        store,
         listen,
         addr_tx,
         table,
@@ -428,13 +417,9 @@ async fn backends(
     ready: Ready,
 ) -> EngineReport {
     let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
-    let fail = |why: String| {
-        let _ = ready.send(Err(why));
-        EngineReport::default()
-    };
     let (reader, conn, buf, reply) = match connect(sched_addr, &key, &hellos, PATIENCE).await {
         Ok(x) => x,
-        Err(e) => return fail(format!("cannot reach the scheduler at {sched_addr}: {e}")),
+        Err(e) => return failed(&ready, format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
     let origin = reply.origin_unix_ns;
     let clock = Clock::with_origin(origin);
@@ -444,7 +429,7 @@ async fn backends(
     for (i, &fe) in frontends.iter().enumerate() {
         match connect(fe, &key, &hellos, PATIENCE).await {
             Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),
-            Err(e) => return fail(format!("cannot reach frontend {i} at {fe}: {e}")),
+            Err(e) => return failed(&ready, format!("cannot reach frontend {i} at {fe}: {e}")),
         }
         peers.push(Peer { addr: fe, role: Addr::Frontend(i as u32), origin: None });
     }
@@ -454,11 +439,11 @@ async fn backends(
     }
     let state = match sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now()) {
         Ok(s) => s,
-        Err(why) => return fail(why),
+        Err(why) => return failed(&ready, why),
     };
     let doorbell = match doorbell() {
         Ok(d) => d,
-        Err(e) => return fail(format!("cannot make a doorbell: {e}")),
+        Err(e) => return failed(&ready, format!("cannot make a doorbell: {e}")),
     };
     let _ = ready.send(Ok((None, None)));
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);

@@ -152,6 +152,10 @@ impl Topology for Sys {
 
     fn bind_memory(&self, node: usize) -> Result<(), String> {
         const MPOL_BIND: libc::c_long = 2;
+        // The kernel's own bound on nodes (MAX_NUMNODES) is 1,024.
+        if node >= 1 << 10 {
+            return Err(format!("NUMA node {node}: beyond any node the kernel numbers"));
+        }
         let mut mask = vec![0 as libc::c_ulong; node / libc::c_ulong::BITS as usize + 1];
         mask[node / libc::c_ulong::BITS as usize] |= 1 << (node % libc::c_ulong::BITS as usize);
         let max_node = (mask.len() * libc::c_ulong::BITS as usize) as libc::c_ulong;
