@@ -191,8 +191,10 @@ impl Fetcher {
 
     /// Completed READs; a failed one is fetched over TCP (sent to `out`).
     pub fn reap(&mut self, backend: u32, out: &mut Vec<Envelope>) -> Vec<Reaped> {
+        // Polled every round of the backend's shard: nothing to do (and no
+        // allocation) while no READ is in flight.
         let mut done = Vec::new();
-        match self.reader.as_mut() {
+        match self.reader.as_mut().filter(|r| r.in_flight() > 0) {
             Some(reader) => reader.poll(&mut done),
             None => return Vec::new(),
         }

@@ -154,7 +154,7 @@ pub trait InputReader: Send {
     /// Completions since the last call, each checked against its slot's
     /// guards.
     fn poll(&mut self, out: &mut Vec<ReadDone>);
-    /// READs posted and not yet completed.
+    /// READs posted whose completion `poll` has not yet given.
     fn in_flight(&self) -> usize;
 }
 

@@ -510,7 +510,7 @@ impl InputReader for Reader {
     }
 
     fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.ended.len()
     }
 }
 
