@@ -17,6 +17,15 @@ pub fn check(exec: &mut dyn Executor, name: &str) {
 /// largest magnitude of the output) with its batch: a GPU's GEMM library
 /// picks its algorithm, and so its summation order, by matrix size.
 pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
+    check_with(exec, name, rel, &|_, len, salt| {
+        (0..len).map(|i| if salt == 0 { (i as f32 * 0.37).sin() } else { (i as f32 * 0.11).cos() }).collect()
+    })
+}
+
+/// As `check_within`, with the two valid inputs of each model (salt 0 and
+/// 1) made by `input(model, input_len, salt)`: for models whose inputs
+/// must be well formed (token ids, say).
+pub fn check_with(exec: &mut dyn Executor, name: &str, rel: f32, input: &dyn Fn(usize, usize, u64) -> Vec<f32>) {
     let models = exec.models().to_vec();
     assert!(!models.is_empty(), "{name}: serves no model");
     let mut out = Vec::new();
@@ -28,8 +37,7 @@ pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
     );
     for (i, m) in models.iter().enumerate() {
         let model = i as u32;
-        let mut x: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.37).sin()).collect();
-        let mut y: Vec<f32> = (0..m.input_len).map(|k| (k as f32 * 0.11).cos()).collect();
+        let (mut x, mut y) = (input(i, m.input_len, 0), input(i, m.input_len, 1));
         let work = match &m.work {
             Some(Work::Micros { max_us }) => Some((*max_us, max_us / 2.0)),
             Some(Work::Levels { solo }) => Some((solo.len() as f32, 1.0)),

@@ -115,6 +115,12 @@ pub enum ExecError {
         request: usize,
         why: String,
     },
+    /// An input the model cannot take (a token id outside its vocabulary,
+    /// a length out of range), and why.
+    Input {
+        request: usize,
+        why: String,
+    },
     /// No device to run on, and why (the text names the device kind, e.g.
     /// "no CUDA device: ...").
     NoDevice(String),
@@ -131,7 +137,7 @@ impl std::fmt::Display for ExecError {
             Self::EmptyBatch => write!(f, "empty batch"),
             Self::BatchTooLarge { batch, max } => write!(f, "batch of {batch} exceeds the maximum {max}"),
             Self::InputSize { request, got, want } => write!(f, "request {request}: {got} floats, want {want}"),
-            Self::Work { request, why } => write!(f, "request {request}: {why}"),
+            Self::Work { request, why } | Self::Input { request, why } => write!(f, "request {request}: {why}"),
             Self::Heads(why) => write!(f, "{why}"),
             Self::NoDevice(why) => write!(f, "{why}"),
             Self::Device(why) => write!(f, "device error: {why}"),

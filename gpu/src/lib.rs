@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod cuda;
 pub mod emulated;
 pub mod executor;
+pub mod nets;
 pub mod reference;
 pub mod supernet;
 pub mod threaded;

@@ -4,7 +4,7 @@
 //! matrix products are GEMMs (cuBLAS on the GPU); layer norm, softmax and
 //! GELU are the elementwise kernels the GPU executor compiles with NVRTC.
 
-use super::ops::{gelu, gemm, layernorm, softmax};
+use super::ops::{attention, gelu, gemm, layernorm};
 use crate::weights::Gen;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,26 +68,7 @@ impl Encoder {
     /// `softmax(Q Kᵀ / sqrt(dh)) V` as GEMMs on the head's slices, into
     /// `out[rows x d]`.
     pub(crate) fn attend(&self, qkv: &[f32], rows: usize, out: &mut [f32]) {
-        let EncoderShape { dim: d, heads, .. } = self.shape;
-        let (s, dh) = (rows, d / heads);
-        assert!(qkv.len() == s * 3 * d && out.len() == s * d, "attention shapes");
-        let head = |part: usize, hd: usize| -> Vec<f32> {
-            (0..s).flat_map(|i| qkv[i * 3 * d + part * d + hd * dh..][..dh].to_vec()).collect()
-        };
-        for hd in 0..heads {
-            let (q, k, v) = (head(0, hd), head(1, hd), head(2, hd));
-            let kt: Vec<f32> = (0..dh).flat_map(|c| (0..s).map(move |j| (c, j))).map(|(c, j)| k[j * dh + c]).collect();
-            let mut scores = vec![0.0; s * s];
-            gemm(&q, &kt, None, s, dh, s, &mut scores);
-            let scale = 1.0 / (dh as f32).sqrt();
-            scores.iter_mut().for_each(|x| *x *= scale);
-            softmax(&mut scores, s);
-            let mut o = vec![0.0; s * dh];
-            gemm(&scores, &v, None, s, s, dh, &mut o);
-            for i in 0..s {
-                out[i * d + hd * dh..][..dh].copy_from_slice(&o[i * dh..][..dh]);
-            }
-        }
+        attention(qkv, rows, self.shape.dim, self.shape.heads, out)
     }
 
     /// The block over `rows` stacked positions `x[rows x d]` into
