@@ -22,9 +22,9 @@ pub fn check_within(exec: &mut dyn Executor, name: &str, rel: f32) {
     })
 }
 
-/// As `check_within`, with the two valid inputs of each model (salt 0 and
-/// 1) made by `input(model, input_len, salt)`: for models whose inputs
-/// must be well formed (token ids, say).
+/// As `check_within`, with the two valid inputs of each model (salt 0
+/// and 1) made by `input(model, input_len, salt)`, for models whose
+/// inputs must be well formed (token ids, say).
 pub fn check_with(exec: &mut dyn Executor, name: &str, rel: f32, input: &dyn Fn(usize, usize, u64) -> Vec<f32>) {
     let models = exec.models().to_vec();
     assert!(!models.is_empty(), "{name}: serves no model");

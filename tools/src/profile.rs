@@ -12,11 +12,14 @@
 //! l(b) of its static models and subnets, and the variable-length
 //! encoder's solo times per app and kappa, into an Orloj scenario
 //! (`cpu_scenario.rs`), with `--csv` every solo time and `--svg` their
-//! histogram (`svg.rs`).
+//! histogram (`svg.rs`). With `--nets` it measures the whole networks on
+//! the CPU instead (`nets.rs`: ResNet-50, BERT-base) into a scenario of
+//! their l(b).
 
 mod cpu;
 mod cpu_scenario;
 mod fit;
+mod nets;
 mod svg;
 
 use std::path::PathBuf;
@@ -49,9 +52,10 @@ pub struct Args {
     /// CUDA, 8 on the CPU].
     #[arg(long)]
     max_batch: Option<u32>,
-    /// Timed runs per batch size (the median is kept), after as many warm-ups.
-    #[arg(long, default_value_t = 50)]
-    reps: usize,
+    /// Timed runs per batch size (the median is kept), after as many
+    /// warm-ups [default: 50; 3 with --nets].
+    #[arg(long)]
+    reps: Option<usize>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -79,23 +83,41 @@ pub struct Args {
     /// CPU: write a histogram of the solo times by app here (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// CPU: measure the whole networks (ResNet-50, BERT-base) instead.
+    #[arg(long)]
+    nets: bool,
+    /// CPU, --nets: BERT's input length in tokens.
+    #[arg(long, default_value_t = 128)]
+    tokens: usize,
+    /// CPU, --nets: the networks' narrow test configurations (seconds, not minutes).
+    #[arg(long)]
+    scaled: bool,
 }
 
 pub fn run(a: Args) -> Result<(), String> {
     let max_batch = a.max_batch.unwrap_or(if a.executor == ExecutorKind::Cpu { 8 } else { 32 });
-    if max_batch == 0 || a.reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 {
-        return Err("--max-batch and --reps must be positive, --slo-factor at least 1".into());
+    let reps = a.reps.unwrap_or(if a.nets { 3 } else { 50 });
+    if max_batch == 0 || reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 || a.tokens == 0 {
+        return Err("--max-batch, --reps and --tokens must be positive, --slo-factor at least 1".into());
+    }
+    if (a.nets && a.executor != ExecutorKind::Cpu) || (a.scaled && !a.nets) {
+        return Err(
+            "--nets needs --executor cpu (the GPU's whole networks are not built yet); --scaled needs --nets".into()
+        );
+    }
+    if a.nets {
+        return nets_profile(&a, max_batch, reps);
     }
     if a.executor == ExecutorKind::Cpu {
-        return cpu_profile(&a, max_batch);
+        return cpu_profile(&a, max_batch, reps);
     }
     let cfg = CudaConfig { ordinal: a.device, max_batch, ..CudaConfig::serving() };
     if let Some(dir) = &a.partitions {
-        return partitions(&cfg, dir, a.reps);
+        return partitions(&cfg, dir, reps);
     }
     let mut exec = CudaExecutor::new(&cfg).map_err(|e| format!("profile: {e}"))?;
     let device = exec.device().name.clone();
-    let profiles = profile(&mut exec, max_batch, a.reps, a.reps).map_err(|e| format!("profile: {e}"))?;
+    let profiles = profile(&mut exec, max_batch, reps, reps).map_err(|e| format!("profile: {e}"))?;
     for p in &profiles {
         eprintln!(
             "{}: alpha {:.4} ms, beta {:.4} ms (fit within {:.1}%), l(1) {:.3} ms, l({}) {:.3} ms",
@@ -108,25 +130,43 @@ pub fn run(a: Args) -> Result<(), String> {
             ms(*p.latency.last().expect("at least one size"))
         );
     }
-    let text = scenario_text(&device, &profiles, a.slo_factor, a.reps);
-    Scenario::parse(&text).map_err(|e| format!("profile: the written scenario does not parse: {e}"))?;
+    let timed = "device time of the input copy, the CUDA graph and the output copy";
+    write_scenario(&a, &scenario_text(("cuda-profile", &device, timed), &profiles, a.slo_factor, reps))
+}
+
+/// Checks `text` parses as a scenario and writes it to `--out` (or
+/// standard output).
+fn write_scenario(a: &Args, text: &str) -> Result<(), String> {
+    Scenario::parse(text).map_err(|e| format!("profile: the written scenario does not parse: {e}"))?;
     match &a.out {
-        Some(path) => std::fs::write(path, &text).map_err(|e| format!("--out {}: {e}", path.display()))?,
-        None => print!("{text}"),
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("--out {}: {e}", path.display())),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
     }
-    Ok(())
+}
+
+/// `--executor cpu --nets`: ResNet-50 and BERT-base on the CPU.
+fn nets_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
+    let o = nets::Options { max_batch, reps, core: a.core, tokens: a.tokens, scaled: a.scaled };
+    let (profiles, sizes) = nets::measure(&o).map_err(|e| format!("profile: {e}"))?;
+    nets::report(&profiles, &sizes);
+    let device = format!("the CPU (one thread{})", a.core.map_or(String::new(), |c| format!(", core {c}")));
+    let timed = "wall time of the batch on the executor's thread";
+    write_scenario(a, &scenario_text(("cpu-nets-profile", &device, timed), &profiles, a.slo_factor, reps))
 }
 
 /// `--executor cpu`: measures, reports, writes the scenario (checked by
 /// the parser), the CSV and the SVG.
-fn cpu_profile(a: &Args, max_batch: u32) -> Result<(), String> {
+fn cpu_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
     if a.samples == 0 || !(a.slo_p99_multiple >= 1.0) || a.partitions.is_some() {
         return Err("--samples must be positive and --slo-p99-multiple at least 1; no --partitions on the CPU".into());
     }
     let command: Vec<String> = std::env::args().collect();
     let o = cpu::Options {
         max_batch,
-        reps: a.reps,
+        reps,
         core: a.core,
         samples: a.samples,
         batches: a.batches,
@@ -154,15 +194,10 @@ fn cpu_profile(a: &Args, max_batch: u32) -> Result<(), String> {
         );
     }
     eprintln!("{}: kappa {:.4} (rms {:.3}, {} batches)", p.dynamic, p.kappa.kappa, p.kappa.rms, p.kappa.points);
-    let text = cpu_scenario::scenario_text(&p, a.slo_factor, a.slo_p99_multiple)?;
-    Scenario::parse(&text).map_err(|e| format!("profile: the written scenario does not parse: {e}"))?;
+    write_scenario(a, &cpu_scenario::scenario_text(&p, a.slo_factor, a.slo_p99_multiple)?)?;
     let write = |flag: &str, path: &PathBuf, body: &str| {
         std::fs::write(path, body).map_err(|e| format!("{flag} {}: {e}", path.display()))
     };
-    match &a.out {
-        Some(path) => write("--out", path, &text)?,
-        None => print!("{text}"),
-    }
     if let Some(path) = &a.csv {
         write("--csv", path, &cpu_scenario::csv(&p))?;
     }
@@ -206,12 +241,17 @@ const CTRL_DELAY_US: u64 = 200;
 
 /// A one-GPU scenario of the profiled models, equal shares, Symphony, at
 /// half the rate the GPU sustains at its largest batches.
-pub fn scenario_text(device: &str, profiles: &[ModelProfile], slo_factor: f64, reps: usize) -> String {
+pub fn scenario_text(
+    (name, device, timed): (&str, &str, &str),
+    profiles: &[ModelProfile],
+    slo_factor: f64,
+    reps: usize,
+) -> String {
     let mut t = format!(
         "# Measured by `baton profile` on {device}: l(b) for b = 1..B, the median of\n\
-         # {reps} runs per size (device time of the input copy, the CUDA graph and the\n\
-         # output copy). alpha/beta: the least-squares fit l(b) = alpha b + beta.\n\
-         name = \"cuda-profile\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\n"
+         # {reps} runs per size ({timed}).\n\
+         # alpha/beta: the least-squares fit l(b) = alpha b + beta.\n\
+         name = \"{name}\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\n"
     );
     let share = 1.0 / profiles.len().max(1) as f64;
     // At aggregate rate R each model takes R·share / (B / l(B)) of the GPU.
@@ -272,7 +312,12 @@ mod tests {
             beta: Duration::from_micros(b_us),
             max_fit_error: 0.0,
         };
-        let text = scenario_text("a GPU", &[p("cnn", 500, 1000), p("enc", 250, 400)], 2.0, 10);
+        let text = scenario_text(
+            ("cuda-profile", "a GPU", "device time"),
+            &[p("cnn", 500, 1000), p("enc", 250, 400)],
+            2.0,
+            10,
+        );
         let s = Scenario::parse(&text).unwrap();
         assert_eq!(s.models.len(), 2);
         let cnn = &s.models[0].spec;
@@ -280,12 +325,12 @@ mod tests {
         assert_eq!(cnn.profile.latency(4), 3_000_000);
         assert_eq!(cnn.slo, 6_000_000);
         // A model faster than the dispatch delay gets an SLO it can meet.
-        let quick = scenario_text("a GPU", &[p("quick", 10, 40)], 2.0, 10);
+        let quick = scenario_text(("cuda-profile", "a GPU", "device time"), &[p("quick", 10, 40)], 2.0, 10);
         assert_eq!(Scenario::parse(&quick).unwrap().models[0].spec.slo, 500_000);
         // A table that dips is written as its running maximum.
         let mut dip = p("dip", 100, 100);
         dip.latency[2] = Duration::from_micros(150);
-        let text = scenario_text("a GPU", &[dip], 2.0, 10);
+        let text = scenario_text(("cuda-profile", "a GPU", "device time"), &[dip], 2.0, 10);
         let s2 = Scenario::parse(&text).unwrap();
         let l: Vec<u64> = (1..=4).map(|b| s2.models[0].spec.profile.latency(b)).collect();
         assert_eq!(l, vec![200_000, 300_000, 300_000, 500_000]);

@@ -443,6 +443,36 @@ fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
 }
 
 #[test]
+fn profile_measures_the_whole_networks_on_the_cpu_into_a_scenario() {
+    let path = write_temp("nets-profile.toml", "");
+    let out = baton(&[
+        "profile",
+        "--executor",
+        "cpu",
+        "--nets",
+        "--scaled",
+        "--max-batch",
+        "3",
+        "--reps",
+        "1",
+        "--out",
+        &path,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("resnet50-scaled: 95122 weights") && err.contains("bert-scaled:"), "{err}");
+    // The written file is a scenario the simulator runs, with a table per network.
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches("latency_ms = [").count(), 2, "{text}");
+    let sim = baton(&["sim", &path, "--json"]);
+    assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
+    // The networks exist only on the CPU so far: the GPU refuses --nets, typed.
+    let gpu = baton(&["profile", "--nets"]);
+    assert_eq!(gpu.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&gpu.stderr).contains("--nets needs --executor cpu"));
+}
+
+#[test]
 fn partition_prints_subclusters_with_their_models_and_gpus() {
     let zoo = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/zoo-a100-all.toml");
     let out = baton(&["partition", zoo, "--schedulers", "4", "--rate", "20000", "--json"]);

@@ -82,10 +82,20 @@ pub fn profile(
     warmup: usize,
     reps: usize,
 ) -> Result<Vec<ModelProfile>, ExecError> {
+    profile_with(exec, max_batch, &|e, m, b| median_latency(e, m, b, warmup, reps))
+}
+
+/// As `profile`, each l(b) measured by `latency(exec, model, b)` (for
+/// models whose inputs must be well formed).
+pub fn profile_with(
+    exec: &mut dyn Executor,
+    max_batch: u32,
+    latency: &dyn Fn(&mut dyn Executor, usize, usize) -> Result<Duration, ExecError>,
+) -> Result<Vec<ModelProfile>, ExecError> {
     let mut out = Vec::new();
     for (m, info) in exec.models().to_vec().into_iter().enumerate() {
         let top = max_batch.min(info.max_batch) as usize;
-        let latency = (1..=top).map(|b| median_latency(exec, m, b, warmup, reps)).collect::<Result<Vec<_>, _>>()?;
+        let latency = (1..=top).map(|b| latency(exec, m, b)).collect::<Result<Vec<_>, _>>()?;
         let ms: Vec<f64> = latency.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         let (alpha, beta) = fit(&ms);
         let max_fit_error =

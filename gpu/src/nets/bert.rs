@@ -69,7 +69,7 @@ impl BertConfig {
 
     pub fn check(&self) -> Result<(), String> {
         let c = self;
-        if [c.layers, c.hidden, c.heads, c.ffn, c.vocab, c.seq].contains(&0) || c.hidden % c.heads != 0 {
+        if [c.layers, c.hidden, c.heads, c.ffn, c.vocab, c.seq].contains(&0) || !c.hidden.is_multiple_of(c.heads) {
             return Err(format!("{c:?}: every size must be positive and heads must divide hidden"));
         }
         if c.seq > c.max_positions {

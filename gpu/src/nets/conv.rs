@@ -1,13 +1,18 @@
 //! Convolution and max pooling on one image's activations in HWC layout
 //! (`x[h*w x c]`, a row per pixel), the layout in which a convolution is
 //! one GEMM: im2col gathers each output pixel's receptive field into a row
-//! of `k*k*c` columns, ordered `(dy*k + dx)*c + ch` (tap-major), and the
-//! weights are `[k*k*c x out]` in the same order (HWIO). A 1x1 stride-1
-//! convolution needs no gather: it is the GEMM on `x` itself.
+//! of `c*k*k` columns, ordered `ch*k*k + dy*k + dx` (channel-major), and
+//! the weights are `[c*k*k x out]` in the same order — PyTorch's
+//! `weight[o][ch][dy][dx]` at row `ch*k*k + dy*k + dx`, column `o`. So the
+//! first `c'` input channels are the first `c'*k*k` rows and the first
+//! `o'` outputs the first `o'` columns, and a slice of a convolution
+//! (SubNetAct's WeightSlice, `supernet.rs`) is read in place: `conv` takes
+//! the weights' row stride. A 1x1 stride-1 convolution needs no gather: it
+//! is the GEMM on `x` itself.
 //!
 //! Output size along each side: `o = (i + 2 pad - k) / stride + 1`.
 
-use crate::reference::ops::gemm;
+use crate::reference::ops::gemm_strided;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvSpec {
@@ -47,7 +52,7 @@ pub fn im2col(x: &[f32], (h, w): (usize, usize), spec: &ConvSpec, cols: &mut Vec
     let ConvSpec { inputs: c, k, stride, pad, .. } = *spec;
     assert_eq!(x.len(), h * w * c, "im2col input");
     let (oh, ow) = (spec.out_side(h), spec.out_side(w));
-    let width = k * k * c;
+    let (taps, width) = (k * k, k * k * c);
     cols.clear();
     cols.resize(oh * ow * width, 0.0);
     for oy in 0..oh {
@@ -57,24 +62,30 @@ pub fn im2col(x: &[f32], (h, w): (usize, usize), spec: &ConvSpec, cols: &mut Vec
                 let Some(sy) = (oy * stride + dy).checked_sub(pad).filter(|&y| y < h) else { continue };
                 for dx in 0..k {
                     let Some(sx) = (ox * stride + dx).checked_sub(pad).filter(|&x| x < w) else { continue };
-                    row[(dy * k + dx) * c..][..c].copy_from_slice(&x[(sy * w + sx) * c..][..c]);
+                    let pixel = &x[(sy * w + sx) * c..][..c];
+                    for (ch, &v) in pixel.iter().enumerate() {
+                        row[ch * taps + dy * k + dx] = v;
+                    }
                 }
             }
         }
     }
 }
 
-/// `y[oh*ow x out] = conv(x) + bias`; returns `(oh, ow)`. `cols` is
-/// scratch.
+/// `y[oh*ow x out] = conv(x) + bias` (no bias: None); returns `(oh, ow)`.
+/// The weights' rows are `ld` floats apart (`ld >= outputs`: the first
+/// `outputs` columns of a wider convolution's weights). `cols` is scratch.
 pub fn conv(
     x: &[f32],
     hw: (usize, usize),
     spec: &ConvSpec,
-    (weights, bias): (&[f32], &[f32]),
+    (weights, ld, bias): (&[f32], usize, Option<&[f32]>),
     cols: &mut Vec<f32>,
     y: &mut Vec<f32>,
 ) -> (usize, usize) {
-    assert!(weights.len() == spec.weights() && bias.len() == spec.outputs, "conv weights");
+    let rows = spec.k * spec.k * spec.inputs;
+    assert!(ld >= spec.outputs && weights.len() >= (rows - 1) * ld + spec.outputs, "conv weights");
+    assert!(bias.is_none_or(|b| b.len() == spec.outputs), "conv bias");
     let (oh, ow) = (spec.out_side(hw.0), spec.out_side(hw.1));
     y.clear();
     y.resize(oh * ow * spec.outputs, 0.0);
@@ -85,7 +96,7 @@ pub fn conv(
         im2col(x, hw, spec, cols);
         cols
     };
-    gemm(a, weights, Some(bias), oh * ow, spec.k * spec.k * spec.inputs, spec.outputs, y);
+    gemm_strided(a, (weights, ld), bias, oh * ow, rows, spec.outputs, y);
     (oh, ow)
 }
 
@@ -142,7 +153,7 @@ mod tests {
                     ((oy * s.stride + dy) as isize - s.pad as isize, (ox * s.stride + dx) as isize - s.pad as isize);
                 if sy >= 0 && sx >= 0 && (sy as usize) < h && (sx as usize) < w {
                     acc += x[(sy as usize * w + sx as usize) * s.inputs + ch]
-                        * wt[((dy * s.k + dx) * s.inputs + ch) * s.outputs + o];
+                        * wt[((ch * s.k + dy) * s.k + dx) * s.outputs + o];
                 }
             }
             y[(oy * ow + ox) * s.outputs + o] = acc;
@@ -160,7 +171,7 @@ mod tests {
             let s = ConvSpec { inputs: 3, outputs: 5, k, stride, pad };
             let (x, wt, b) = (g.fill(h * w * 3, 1.0), g.fill(s.weights(), 0.5), g.fill(5, 0.1));
             let (mut cols, mut y) = (Vec::new(), Vec::new());
-            let (oh, ow) = conv(&x, (h, w), &s, (&wt, &b), &mut cols, &mut y);
+            let (oh, ow) = conv(&x, (h, w), &s, (&wt, 5, Some(&b)), &mut cols, &mut y);
             assert_eq!((oh, ow), (s.out_side(h), s.out_side(w)));
             let want = direct(&x, (h, w), &s, &wt, &b);
             let err = y.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);

@@ -15,8 +15,9 @@
 //! An input is one image, CHW (`3 x 224 x 224` floats, as a framework's
 //! NCHW tensor holds it); the output its 1000 logits. Activations are HWC
 //! inside (`conv.rs`). Tensors are named as torchvision names them (`conv1`,
-//! `layer2.0.downsample.0`, `fc`), weights `.weight` `[k*k*in x out]`
-//! (HWIO), biases `.bias`.
+//! `layer2.0.downsample.0`, `fc`), weights `.weight` `[in*k*k x out]`
+//! (`conv.rs`: PyTorch's `weight[o][i][dy][dx]` at row `i*k*k + dy*k +
+//! dx`), biases `.bias`.
 //!
 //! Weights are drawn with He's scale `sqrt(6 / fan_in)` (uniform, variance
 //! `2 / fan_in`), the last convolution of each bottleneck and each
@@ -231,7 +232,8 @@ impl ResNet {
         shortcut: Option<&[f32]>,
     ) -> (Vec<f32>, (usize, usize)) {
         let mut y = Vec::new();
-        let ohw = conv(x, hw, &c.spec, (self.weights.get(c.w), self.weights.get(c.b)), cols, &mut y);
+        let ohw =
+            conv(x, hw, &c.spec, (self.weights.get(c.w), c.spec.outputs, Some(self.weights.get(c.b))), cols, &mut y);
         if let Some(s) = shortcut {
             y.iter_mut().zip(s).for_each(|(v, s)| *v += s);
         }

@@ -8,7 +8,23 @@
 /// `bias_j + Σ_p a_ip b_pj` summed in order of p, so the result does not
 /// depend on the grouping, bit for bit.
 pub fn gemm(a: &[f32], b: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: usize, c: &mut [f32]) {
-    assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "gemm shapes");
+    assert_eq!(b.len(), k * n, "gemm shapes");
+    gemm_strided(a, (b, n), bias, m, k, n, c)
+}
+
+/// `gemm` with `b`'s rows `ldb >= n` floats apart: the product with the
+/// first `n` columns of a wider matrix, read in place.
+pub fn gemm_strided(
+    a: &[f32],
+    (b, ldb): (&[f32], usize),
+    bias: Option<&[f32]>,
+    m: usize,
+    k: usize,
+    n: usize,
+    c: &mut [f32],
+) {
+    assert!(a.len() == m * k && c.len() == m * n && ldb >= n, "gemm shapes");
+    assert!(k == 0 || b.len() >= (k - 1) * ldb + n, "gemm: b holds k rows of ldb");
     if n == 0 {
         return;
     }
@@ -20,7 +36,8 @@ pub fn gemm(a: &[f32], b: &[f32], bias: Option<&[f32]>, m: usize, k: usize, n: u
             }
         }
         let a_rows = &a[g * GEMM_ROWS * k..][..rows.len() / n * k];
-        for (p, w) in b.chunks_exact(n).enumerate() {
+        for p in 0..k {
+            let w = &b[p * ldb..][..n];
             for (row, x) in rows.chunks_exact_mut(n).zip(a_rows.chunks_exact(k)) {
                 let x = x[p];
                 for (r, &w) in row.iter_mut().zip(w) {
