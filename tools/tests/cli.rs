@@ -463,7 +463,7 @@ fn profile_measures_the_whole_networks_on_the_cpu_into_a_scenario() {
     assert!(err.contains("resnet50-scaled: 95122 weights") && err.contains("bert-scaled:"), "{err}");
     // The written file is a scenario the simulator runs, with a table per network.
     let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(text.matches("latency_ms = [").count(), 2, "{text}");
+    assert_eq!(text.matches("latency_ms = [").count(), 3, "{text}");
     let sim = baton(&["sim", &path, "--json"]);
     assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
     // The networks exist only on the CPU so far: the GPU refuses --nets, typed.

@@ -85,12 +85,15 @@ pub fn profile(
     profile_with(exec, max_batch, &|e, m, b| median_latency(e, m, b, warmup, reps))
 }
 
+/// Measures l(b) of one model: `(executor, model, b)`.
+pub type Measure<'a> = dyn Fn(&mut dyn Executor, usize, usize) -> Result<Duration, ExecError> + 'a;
+
 /// As `profile`, each l(b) measured by `latency(exec, model, b)` (for
 /// models whose inputs must be well formed).
 pub fn profile_with(
     exec: &mut dyn Executor,
     max_batch: u32,
-    latency: &dyn Fn(&mut dyn Executor, usize, usize) -> Result<Duration, ExecError>,
+    latency: &Measure<'_>,
 ) -> Result<Vec<ModelProfile>, ExecError> {
     let mut out = Vec::new();
     for (m, info) in exec.models().to_vec().into_iter().enumerate() {

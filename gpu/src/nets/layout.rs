@@ -61,6 +61,17 @@ impl Layout {
         Id(self.tensors.len() - 1)
     }
 
+    /// Declares a tensor holding `values` (a layout with values only).
+    pub fn push_values(&mut self, name: impl Into<String>, shape: &[usize], values: &[f32]) -> Id {
+        assert!(self.gen.is_some(), "a shapes-only layout holds no values");
+        let t = Tensor { name: name.into(), shape: shape.to_vec(), offset: self.len };
+        assert_eq!(t.len(), values.len(), "{}: values for its shape", t.name);
+        self.data.extend_from_slice(values);
+        self.len += values.len();
+        self.tensors.push(t);
+        Id(self.tensors.len() - 1)
+    }
+
     /// A tensor's values. Panics on a shapes-only layout: its networks are
     /// described, never run.
     pub fn get(&self, id: Id) -> &[f32] {

@@ -3,12 +3,15 @@
 //! (`resnet.rs`) and BERT-base (`bert.rs`), each with its layer list
 //! (`Layer`: operator, shapes, weights, multiply-accumulates), its weights
 //! as one flat buffer with a table of named tensors (`layout.rs`), and
-//! deterministic weights from a seed. Convolutions are GEMMs on HWC
+//! deterministic weights from a seed; and a ResNet-50-shaped supernet
+//! served in place with SubNetAct's operators (`supernet.rs`), each subnet
+//! equal to its extracted network. Convolutions are GEMMs on HWC
 //! activations (`conv.rs`); the encoder's operators are the reference
 //! encoder block's (`reference/ops.rs`).
 //!
-//! `Nets` serves both behind the `Executor` trait (model 0 the ResNet,
-//! model 1 the BERT), so `baton profile --executor cpu --nets` measures
+//! `Nets` serves them behind the `Executor` trait (model 0 the ResNet,
+//! model 1 the BERT, model 2 the supernet with its subnets as variants,
+//! the whole network the default), so `baton profile --executor cpu --nets` measures
 //! their l(b) as it measures any executor's, and a GPU executor serving
 //! the same configurations is compared with it request by request.
 
@@ -16,12 +19,14 @@ pub mod bert;
 pub mod conv;
 pub mod layout;
 pub mod resnet;
+pub mod supernet;
 
 use std::time::{Duration, Instant};
 
 use crate::executor::{validate, Batch, ExecError, Executor, ModelInfo};
 use bert::{Bert, BertConfig};
 use resnet::{ResNet, ResNetConfig};
+use supernet::{ResNetSupernet, ResSubnet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NetsConfig {
@@ -55,28 +60,49 @@ impl NetsConfig {
     /// What `build` serves, without building its weights.
     pub fn infos(&self) -> Vec<ModelInfo> {
         let (r, b) = (&self.resnet, &self.bert);
+        let supernet = ModelInfo {
+            variants: ResSubnet::defaults().len() as u16,
+            ..ModelInfo::fixed(&format!("{}-supernet", r.name()), r.input_len(), r.classes, self.max_batch)
+        };
         vec![
             ModelInfo::fixed(r.name(), r.input_len(), r.classes, self.max_batch),
             ModelInfo::fixed(b.name(), b.input_len(), b.hidden, self.max_batch),
+            supernet,
         ]
     }
 
-    /// Both networks with their weights (ResNet-50 and BERT-base: 135 M
-    /// floats, about 0.5 GB).
+    /// The networks with their weights (ResNet-50, BERT-base and the
+    /// supernet: 161 M floats, about 0.65 GB), the supernet's statistics
+    /// calibrated for each subnet (a few seconds at full size).
     pub fn build(&self) -> Result<Nets, ExecError> {
         self.check()?;
+        let subnets = ResSubnet::defaults();
         Ok(Nets {
             resnet: ResNet::new(self.resnet, self.seed),
             bert: Bert::new(self.bert, self.seed ^ 0xbe27),
+            supernet: ResNetSupernet::new(self.resnet, &subnets, self.seed ^ 0x5b),
+            subnets,
             infos: self.infos(),
         })
+    }
+
+    /// Each model's weights (floats) and multiply-accumulates per input
+    /// (BERT's on `tokens` tokens; the supernet's whole network, whose
+    /// convolutions keep batch normalisation's scale and shift apart),
+    /// without building any.
+    pub fn sizes(&self, tokens: usize) -> Vec<(usize, u64)> {
+        let total = |l: &[layout::Layer]| (l.iter().map(|l| l.weights).sum::<usize>(), l.iter().map(|l| l.macs).sum());
+        let resnet = self.resnet.layers();
+        let (folded, macs) = total(&resnet);
+        let bn: usize = resnet.iter().filter(|l| l.op.starts_with("conv")).map(|l| l.output[2]).sum();
+        vec![(folded, macs), total(&self.bert.layers(tokens)), (folded + bn, macs)]
     }
 
     /// A valid input of `model`, different per `salt`: an image of smooth
     /// values, or `tokens` tokens (at most the longest accepted).
     pub fn input(&self, model: u32, tokens: usize, salt: u64) -> Vec<f32> {
         match model {
-            0 => {
+            0 | 2 => {
                 let k = 0.013 * salt as f32 + 0.007;
                 (0..self.resnet.input_len()).map(|i| (i as f32 * k).sin()).collect()
             }
@@ -88,6 +114,9 @@ impl NetsConfig {
 pub struct Nets {
     resnet: ResNet,
     bert: Bert,
+    supernet: ResNetSupernet,
+    /// The supernet's variants, in order.
+    subnets: Vec<ResSubnet>,
     infos: Vec<ModelInfo>,
 }
 
@@ -98,6 +127,10 @@ impl Nets {
 
     pub fn bert(&self) -> &Bert {
         &self.bert
+    }
+
+    pub fn supernet(&self) -> (&ResNetSupernet, &[ResSubnet]) {
+        (&self.supernet, &self.subnets)
     }
 }
 
@@ -114,15 +147,20 @@ impl Executor for Nets {
             }
         }
         let start = Instant::now();
-        if batch.model == 0 {
-            outputs.clear();
-            for x in batch.inputs {
-                let mut y = vec![0.0; self.resnet.config.classes];
-                self.resnet.forward(x, &mut y);
-                outputs.push(y);
+        match batch.model {
+            0 => {
+                outputs.clear();
+                for x in batch.inputs {
+                    let mut y = vec![0.0; self.resnet.config.classes];
+                    self.resnet.forward(x, &mut y);
+                    outputs.push(y);
+                }
             }
-        } else {
-            self.bert.forward_batch(batch.inputs, outputs);
+            1 => self.bert.forward_batch(batch.inputs, outputs),
+            _ => {
+                let v = batch.variant.map_or(self.subnets.len() - 1, usize::from);
+                *outputs = self.supernet.run(&self.subnets[v], batch.inputs);
+            }
         }
         Ok(start.elapsed())
     }
@@ -138,7 +176,7 @@ mod tests {
         let mut nets = cfg.build().unwrap();
         assert_eq!(nets.models(), cfg.infos());
         let names: Vec<&str> = nets.models().iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["resnet50-scaled", "bert-scaled"]);
+        assert_eq!(names, ["resnet50-scaled", "bert-scaled", "resnet50-scaled-supernet"]);
         crate::conformance::check_with(&mut nets, "nets", 0.0, &|m, _, salt| {
             cfg.input(m as u32, 5 + salt as usize, salt)
         });
@@ -152,7 +190,7 @@ mod tests {
     #[test]
     fn the_full_configuration_names_the_papers_models_and_a_bad_one_is_refused() {
         let names: Vec<String> = NetsConfig::FULL.infos().into_iter().map(|m| m.name).collect();
-        assert_eq!(names, ["resnet50", "bert-base"]);
+        assert_eq!(names, ["resnet50", "bert-base", "resnet50-supernet"]);
         assert_eq!(NetsConfig::FULL.infos()[0].input_len, 3 * 224 * 224);
         assert_eq!(NetsConfig::FULL.infos()[1].input_len, 513);
         let tiny = NetsConfig { resnet: ResNetConfig::scaled(4, 16, 10), ..NetsConfig::SMALL };

@@ -1,6 +1,7 @@
 //! `baton profile --executor cpu --nets`: l(b) of the whole networks on
 //! the CPU (`baton_gpu::nets`: ResNet-50 on 224x224 images, BERT-base on
-//! `--tokens` tokens; `--scaled` for their narrow test configurations),
+//! `--tokens` tokens, the ResNet-50-shaped supernet's whole network;
+//! `--scaled` for their narrow test configurations),
 //! on one thread (pinned with `--core`), each size the median of `reps`
 //! runs after as many warm-ups, fitted to `l(b) = alpha b + beta` and
 //! written as a scenario (`scenario_text`). It reports each network's
@@ -29,9 +30,7 @@ pub fn measure(o: &Options) -> Result<(Vec<ModelProfile>, Vec<(usize, u64)>), Ex
     let cfg = NetsConfig { max_batch: o.max_batch, ..base };
     cfg.check()?;
     let tokens = o.tokens.clamp(1, cfg.bert.seq);
-    let sizes = [cfg.resnet.layers(), cfg.bert.layers(tokens)]
-        .map(|l| (l.iter().map(|l| l.weights).sum(), l.iter().map(|l| l.macs).sum()))
-        .to_vec();
+    let sizes = cfg.sizes(tokens);
     let mut exec = Threaded::spawn("baton-nets", o.core, move || cfg.build())?;
     let reps = o.reps;
     let latency = |e: &mut dyn Executor, m: usize, b: usize| -> Result<Duration, ExecError> {
