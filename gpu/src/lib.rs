@@ -4,7 +4,9 @@
 //! the emulated executor (runs for the profile's l(b)), the SubNetAct
 //! supernet on the CPU (`supernet/`, real arithmetic), the reference models
 //! on the CPU (`reference/`: a ResNet-style CNN and a transformer encoder
-//! block, as GEMMs and elementwise kernels), and the CUDA executor
+//! block, as GEMMs and elementwise kernels), the whole networks on the CPU
+//! (`nets/`: ResNet-50, BERT-base and a ResNet-50-shaped supernet, with
+//! their layer lists and weight layouts), and the CUDA executor
 //! (`cuda/`: those models and the supernet on an NVIDIA GPU with cuBLAS and
 //! NVRTC kernels, checked against the CPU references; one CUDA graph per
 //! model, subnet and batch size; GPU partitions as green contexts; the
