@@ -16,6 +16,7 @@
 //! the doc comment of the file that implements it.
 
 pub mod arrival;
+pub mod autoscale;
 pub mod backends;
 pub mod build;
 pub mod clipper;

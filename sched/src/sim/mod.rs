@@ -23,12 +23,14 @@
 //! and reported.
 
 mod arrivals;
+mod autoscaled;
 mod goodput;
 mod partitions;
 mod queries;
 mod report;
 
 pub use arrivals::{Arrivals, Source};
+pub use autoscaled::Period;
 pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
 pub use partitions::{batch_times, Layout};
 pub use queries::QueryReport;
@@ -40,6 +42,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 
+use crate::autoscale::AutoscaleConfig;
 use crate::build;
 use crate::policy::PolicyKind;
 use crate::rng::Rng;
@@ -109,6 +112,8 @@ struct Sim<'a> {
     infeasible_plans: u64,
     /// Query stage requests that ended since last looked at: (instance, stage, in SLO).
     stage_ends: Vec<(u32, u16, bool)>,
+    /// Running totals for the autoscaler's signals.
+    counters: autoscaled::Counters,
 }
 
 impl<'a> Sim<'a> {
@@ -128,6 +133,7 @@ impl<'a> Sim<'a> {
             batch_sizes: BTreeMap::new(),
             infeasible_plans: 0,
             stage_ends: Vec::new(),
+            counters: autoscaled::Counters::default(),
         }
     }
 
@@ -208,6 +214,8 @@ impl<'a> Sim<'a> {
         assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
         r.state = State::Done;
         let r = *r;
+        self.counters.ended += 1;
+        self.counters.bad += 1;
         if let Some((inst, stage)) = r.stage {
             self.stage_ends.push((inst, stage, false));
         }
@@ -278,6 +286,7 @@ impl<'a> Sim<'a> {
         be.busy_until = finish;
         let (w0, w1) = self.window;
         self.busy += self.layout.gpu_time(plan.backend.index(), finish.min(w1).saturating_sub(start.max(w0)));
+        self.counters.busy += self.layout.gpu_time(plan.backend.index(), finish - start);
         if self.measured(start) {
             *self.batch_sizes.entry(b).or_default() += 1;
             let t = &mut self.tallies[plan.model.index()];
@@ -337,6 +346,8 @@ impl<'a> Sim<'a> {
             let r = &mut self.records[id.0 as usize];
             r.state = State::Done;
             let r = *r;
+            self.counters.ended += 1;
+            self.counters.bad += u64::from(now > r.deadline);
             if let Some((inst, stage)) = r.stage {
                 self.stage_ends.push((inst, stage, now <= r.deadline));
             }
@@ -372,6 +383,7 @@ fn new_request(
     // A static model's request takes l(1) alone.
     let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
     sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
+    sim.counters.arrived += 1;
     if sim.measured(now) {
         sim.tallies[model.index()].sent += 1;
     }
@@ -402,6 +414,42 @@ fn layout(scenario: &Scenario, sched: &dyn Scheduler) -> Layout {
 
 /// One run of any scheduler (tests hand in their own).
 pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
+    run_inner(scenario, policy_name, sched, rate_rps, None)
+}
+
+/// One run of Symphony under its autoscaler (`autoscaled.rs`): the report
+/// and the periods' signals and advice. Refused (why) for other policies,
+/// GPU partitions, and a configuration outside the cluster.
+pub fn run_autoscaled(
+    scenario: &Scenario,
+    policy: PolicyKind,
+    rate_rps: f64,
+    cfg: AutoscaleConfig,
+) -> Result<(Report, Vec<Period>), String> {
+    if policy != PolicyKind::Symphony {
+        return Err(format!("autoscaling runs Symphony, not {}", policy.as_str()));
+    }
+    cfg.check()?;
+    let pool = scenario.cluster.backends as usize;
+    if cfg.max_gpus > pool {
+        return Err(format!("at most {} GPUs: the cluster has {}", cfg.max_gpus, scenario.cluster.backends));
+    }
+    let mut sched = build::scheduler(policy, scenario, rate_rps);
+    if sched.partitions().is_some() {
+        return Err("autoscaling adds and removes whole GPUs, not partitions".into());
+    }
+    let mut scaler = autoscaled::Scaler::start(cfg, pool, sched.as_mut());
+    let report = run_inner(scenario, "symphony/autoscaled", sched.as_mut(), rate_rps, Some(&mut scaler));
+    Ok((report, scaler.periods))
+}
+
+fn run_inner(
+    scenario: &Scenario,
+    policy_name: &str,
+    sched: &mut dyn Scheduler,
+    rate_rps: f64,
+    mut scaler: Option<&mut autoscaled::Scaler>,
+) -> Report {
     assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
@@ -424,9 +472,11 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
         let done_at = sim.completions.peek().map(|Reverse((t, _))| *t);
         let arrive_at = arrivals.peek();
         let timer_at = sched.next_timeout();
-        // A fault matters only while something else can still happen.
-        let fault_at = faults.peek().map(|f| f.0).filter(|_| done_at.or(arrive_at).or(timer_at).is_some());
-        let Some(t) = [done_at, arrive_at, timer_at, fault_at].into_iter().flatten().min() else {
+        // A fault or a scaling step matters only while something else can still happen.
+        let pending = done_at.or(arrive_at).or(timer_at).is_some();
+        let fault_at = faults.peek().map(|f| f.0).filter(|_| pending);
+        let scale_at = scaler.as_ref().map(|s| s.next_at()).filter(|_| pending);
+        let Some(t) = [done_at, arrive_at, timer_at, fault_at, scale_at].into_iter().flatten().min() else {
             break;
         };
         let t = t.max(now);
@@ -442,6 +492,8 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
             let (_, b) = faults.next().expect("peeked");
             sim.kill(b, seed);
             sched.on_backend_failed(now, b);
+        } else if let Some(s) = scaler.as_deref_mut().filter(|s| s.next_at() <= now) {
+            s.tick(now, sim.counters, sched);
         } else if done_at.is_some_and(|d| d <= now) {
             sim.complete_next(now, sched, &mut completed);
         } else if arrive_at.is_some_and(|a| a <= now) {
