@@ -126,6 +126,18 @@ pub fn maxpool(
     (oh, ow)
 }
 
+/// A `c x side x side` CHW image as HWC (`[side*side x c]`).
+pub fn chw_to_hwc(x: &[f32], c: usize, side: usize) -> Vec<f32> {
+    assert_eq!(x.len(), c * side * side, "a CHW image");
+    let mut hwc = vec![0.0; x.len()];
+    for (ch, plane) in x.chunks_exact(side * side).enumerate() {
+        for (p, &v) in plane.iter().enumerate() {
+            hwc[p * c + ch] = v;
+        }
+    }
+    hwc
+}
+
 /// The mean of each channel over all pixels of `x[pixels x c]`.
 pub fn global_avgpool(x: &[f32], c: usize) -> Vec<f32> {
     let pixels = x.len() / c;

@@ -24,7 +24,7 @@
 //! shortcut convolution scaled down by 4 so that the 16 residual additions
 //! keep activations near unit size.
 
-use super::conv::{conv, global_avgpool, maxpool, ConvSpec};
+use super::conv::{chw_to_hwc, conv, global_avgpool, maxpool, ConvSpec};
 use super::layout::{Id, Layer, Layout};
 use crate::reference::ops::{gemm, relu};
 
@@ -247,12 +247,7 @@ impl ResNet {
     pub fn forward(&self, x: &[f32], out: &mut [f32]) {
         let ResNetConfig { image: side, in_channels: c, classes, .. } = self.config;
         assert_eq!((x.len(), out.len()), (self.config.input_len(), classes), "resnet input and output");
-        let mut hwc = vec![0.0; x.len()];
-        for (ch, plane) in x.chunks_exact(side * side).enumerate() {
-            for (p, &v) in plane.iter().enumerate() {
-                hwc[p * c + ch] = v;
-            }
-        }
+        let hwc = chw_to_hwc(x, c, side);
         let mut cols = Vec::new();
         let (a, hw) = self.run_conv(&self.stem, &hwc, (side, side), &mut cols, None);
         let mut x = Vec::new();

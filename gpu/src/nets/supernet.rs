@@ -22,7 +22,7 @@
 //! compute the supernet's output for that subnet bit for bit: what
 //! actuating in place promises.
 
-use super::conv::{conv, global_avgpool, maxpool, ConvSpec};
+use super::conv::{chw_to_hwc, conv, global_avgpool, maxpool, ConvSpec};
 use super::layout::{Id, Layout};
 use super::resnet::ResNetConfig;
 use crate::reference::ops::{gemm, relu};
@@ -332,8 +332,8 @@ impl ResNetSupernet {
             w.push_values("fc.weight", &self.weights.tensor(self.fc.0).shape, self.weights.get(self.fc.0)),
             w.push_values("fc.bias", &[self.config.classes], self.weights.get(self.fc.1)),
         );
-        let dense = ResSubnet { depth: usize::MAX, width: 100 };
-        ResNetSupernet { config: self.config, weights: w, stem, stages, fc, norms: vec![(dense, stats.clone())] }
+        let norms = vec![(Self::extracted_subnet(), stats.clone())];
+        ResNetSupernet { config: self.config, weights: w, stem, stages, fc, norms }
     }
 
     /// The one subnet an extracted network serves: all of itself.
@@ -371,15 +371,7 @@ fn measure(ys: &[Vec<f32>], n: usize) -> Stats {
 }
 
 fn to_hwc(config: &ResNetConfig, x: &[f32]) -> Vec<f32> {
-    let (side, c) = (config.image, config.in_channels);
-    assert_eq!(x.len(), config.input_len(), "supernet input");
-    let mut hwc = vec![0.0; x.len()];
-    for (ch, plane) in x.chunks_exact(side * side).enumerate() {
-        for (p, &v) in plane.iter().enumerate() {
-            hwc[p * c + ch] = v;
-        }
-    }
-    hwc
+    chw_to_hwc(x, config.in_channels, config.image)
 }
 
 /// The i-th image of the calibration batch (HWC), deterministic.

@@ -116,14 +116,7 @@ mod tests {
     }
 
     fn cfg(initial: usize) -> AutoscaleConfig {
-        AutoscaleConfig {
-            period: NANOS_PER_S,
-            threshold: 0.01,
-            headroom: 0.1,
-            min_gpus: 1,
-            max_gpus: 24,
-            initial,
-        }
+        AutoscaleConfig { period: NANOS_PER_S, threshold: 0.01, headroom: 0.1, min_gpus: 1, max_gpus: 24, initial }
     }
 
     #[test]

@@ -1,0 +1,103 @@
+//! Symphony's autoscaler over a day-shaped load (`scenarios/autoscale-day.toml`):
+//! `cargo run --release -p baton-perf --bin autoscale_day [-- --out DIR]`
+//! prints each period (offered load, GPUs serving, bad rate, idle
+//! fraction, advice) and the totals — GPU-seconds used against the pool
+//! held all day, the day's bad rate — and writes autoscale-day.svg: GPUs
+//! serving against the GPUs the offered load needs (at the per-GPU rate
+//! the run itself reached where its bad rate was under 1%).
+
+use std::path::PathBuf;
+
+use baton_perf::load_scenario;
+use baton_perf::plot::{Plot, Series};
+use baton_sched::autoscale::AutoscaleConfig;
+use baton_sched::sim::run_autoscaled;
+use baton_sched::time::NANOS_PER_S;
+use baton_sched::PolicyKind;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/autoscale-day.toml");
+    let scenario = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    let rate = scenario.rate_rps.expect("the scenario has a rate");
+    let pool = scenario.cluster.backends as usize;
+    let cfg = AutoscaleConfig {
+        period: 10 * NANOS_PER_S,
+        threshold: 0.01,
+        headroom: 0.1,
+        min_gpus: 1,
+        max_gpus: pool,
+        initial: pool / 2,
+    };
+    let (report, periods) =
+        run_autoscaled(&scenario, PolicyKind::Symphony, rate, cfg).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "# {}: seed {}, mean {rate} r/s, pool {pool} GPUs, period {} s, threshold {}, headroom {}, start {} GPUs",
+        scenario.name,
+        scenario.seed,
+        cfg.period / NANOS_PER_S,
+        cfg.threshold,
+        cfg.headroom,
+        cfg.initial
+    );
+    println!("{:>8} {:>10} {:>5} {:>9} {:>6} {:>5}", "start_s", "offered", "gpus", "bad", "idle", "next");
+    for p in &periods {
+        let s = &p.signals;
+        println!(
+            "{:>8.0} {:>10.0} {:>5} {:>9.5} {:>6.3} {:>5}",
+            p.start_s,
+            p.offered_rps,
+            s.gpus,
+            s.bad_rate(),
+            s.idle_fraction,
+            p.next_gpus
+        );
+    }
+    let span = cfg.period as f64 / NANOS_PER_S as f64;
+    let gpu_s: f64 = periods.iter().map(|p| p.signals.gpus as f64 * span).sum();
+    let held = pool as f64 * span * periods.len() as f64;
+    let (bad, ended) = periods.iter().fold((0, 0), |(b, e), p| (b + p.signals.bad, e + p.signals.ended));
+    let over: usize = periods.iter().filter(|p| p.signals.bad_rate() > cfg.threshold).count();
+    // Per-GPU rate reached where the cluster kept its bad rate under the threshold and was busiest.
+    let per_gpu = periods
+        .iter()
+        .filter(|p| p.signals.bad_rate() <= cfg.threshold)
+        .map(|p| p.offered_rps / p.signals.gpus as f64)
+        .fold(0.0, f64::max);
+    println!(
+        "GPU-seconds {gpu_s:.0} of {held:.0} held by a fixed pool ({:.1}%); day's bad rate {:.5} ({bad} of {ended}); \
+         periods above {}: {over} of {}; unanswered {}; highest good rate per GPU {per_gpu:.0} r/s",
+        100.0 * gpu_s / held,
+        bad as f64 / ended.max(1) as f64,
+        cfg.threshold,
+        periods.len(),
+        report.checks.unanswered
+    );
+    let plot = Plot {
+        title: format!("{}: GPUs serving vs the load (one trace minute per second)", scenario.name),
+        x_label: "time (s; a day compressed)".into(),
+        y_label: "GPUs".into(),
+        series: vec![
+            Series {
+                name: "GPUs serving".into(),
+                points: periods.iter().map(|p| (p.start_s, p.signals.gpus as f64)).collect(),
+                dashed: false,
+            },
+            Series {
+                name: format!("load / {per_gpu:.0} r/s"),
+                points: periods.iter().map(|p| (p.start_s, p.offered_rps / per_gpu)).collect(),
+                dashed: true,
+            },
+        ],
+    };
+    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    let file = out.join("autoscale-day.svg");
+    std::fs::write(&file, plot.to_svg()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    println!("wrote {}", file.display());
+}
