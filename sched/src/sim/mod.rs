@@ -430,6 +430,9 @@ pub fn run_autoscaled(
         return Err(format!("autoscaling runs Symphony, not {}", policy.as_str()));
     }
     cfg.check()?;
+    if !scenario.faults.is_empty() {
+        return Err("autoscaling a cluster with scripted faults is not supported".into());
+    }
     let pool = scenario.cluster.backends as usize;
     if cfg.max_gpus > pool {
         return Err(format!("at most {} GPUs: the cluster has {}", cfg.max_gpus, scenario.cluster.backends));
@@ -509,23 +512,38 @@ fn run_inner(
             assert!(idle_wakeups < MAX_IDLE_WAKEUPS, "{policy_name} livelocks at t={now} (seed {seed})");
             sched.on_timeout(now);
         }
-        // Decisions, then the query stages they end and the children those
-        // spawn, until nothing moves.
-        loop {
-            while let Some(out) = sched.poll_output() {
-                idle_wakeups = 0;
-                sim.apply(now, out, seed);
-            }
-            for (inst, stage, ok) in std::mem::take(&mut sim.stage_ends) {
-                book.ended(scenario, inst, stage, ok, &mut spawn);
-            }
-            if spawn.is_empty() {
-                break;
-            }
-            for (inst, stage, deadline, model) in std::mem::take(&mut spawn) {
-                new_request(&mut sim, &mut arrivals, sched, now, model, deadline, Some((inst, stage)));
-            }
+        if settle(&mut sim, &mut arrivals, &mut book, &mut spawn, sched, now) {
+            idle_wakeups = 0;
         }
     }
     sim.report(policy_name, rate_rps, &book)
+}
+
+/// Decisions, then the query stages they end and the children those
+/// spawn, until nothing moves; whether any decision came.
+fn settle(
+    sim: &mut Sim<'_>,
+    arrivals: &mut Arrivals,
+    book: &mut QueryBook,
+    spawn: &mut Vec<Spawn>,
+    sched: &mut dyn Scheduler,
+    now: Nanos,
+) -> bool {
+    let (scenario, seed) = (sim.scenario, sim.scenario.seed);
+    let mut decided = false;
+    loop {
+        while let Some(out) = sched.poll_output() {
+            decided = true;
+            sim.apply(now, out, seed);
+        }
+        for (inst, stage, ok) in std::mem::take(&mut sim.stage_ends) {
+            book.ended(scenario, inst, stage, ok, spawn);
+        }
+        if spawn.is_empty() {
+            return decided;
+        }
+        for (inst, stage, deadline, model) in std::mem::take(spawn) {
+            new_request(sim, arrivals, sched, now, model, deadline, Some((inst, stage)));
+        }
+    }
 }
