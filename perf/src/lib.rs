@@ -33,6 +33,16 @@ pub use baton_tools::policies::{
 pub use baton_tools::{load, overhead};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO, SERVE_SCENARIO};
 
+/// The folder a harness writes its files to: `--out DIR` among `args`,
+/// else `perf/results/`.
+pub fn out_dir(args: &[String]) -> std::path::PathBuf {
+    args.iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"))
+}
+
 /// Shortens a scenario for `--quick` runs: a few simulated seconds.
 pub fn quick(mut s: baton_sched::Scenario) -> baton_sched::Scenario {
     s.warmup = s.warmup.min(500 * baton_sched::time::NANOS_PER_MS);

@@ -74,6 +74,8 @@ pub fn solve(demand: &[f64], k: usize, w: f64, start: &[usize], nodes: u64) -> R
     for row in &x {
         p.add_constraint(row.iter().flatten().map(|&v| (v, 1.0)).collect::<Vec<_>>(), ComparisonOp::Eq, 1.0);
     }
+    // Column by column: each sub-cluster's sums over the models.
+    #[allow(clippy::needless_range_loop)]
     for c in 0..k {
         let on = |coef: &dyn Fn(usize) -> f64| -> Vec<(Variable, f64)> {
             (0..n).filter_map(|m| x[m][c].map(|v| (v, coef(m)))).collect()
@@ -89,10 +91,10 @@ pub fn solve(demand: &[f64], k: usize, w: f64, start: &[usize], nodes: u64) -> R
     }
     let start = canonical(start, &order);
     let mut warm: Vec<(Variable, f64)> = Vec::new();
-    for m in 0..n {
-        for c in 0..k {
-            if let Some(v) = x[m][c] {
-                warm.push((v, f64::from(u8::from(start[m] == c))));
+    for (row, &at) in x.iter().zip(&start) {
+        for (c, v) in row.iter().enumerate() {
+            if let Some(v) = *v {
+                warm.push((v, f64::from(u8::from(at == c))));
             }
         }
     }

@@ -1,5 +1,5 @@
-//! Whole networks on the CPU, the FP32 references the GPU's whole networks
-//! are checked against (issue: full-size models on the GPU): ResNet-50
+//! Whole networks on the CPU, the FP32 references a GPU executor serving
+//! the same networks is checked against: ResNet-50
 //! (`resnet.rs`) and BERT-base (`bert.rs`), each with its layer list
 //! (`Layer`: operator, shapes, weights, multiply-accumulates), its weights
 //! as one flat buffer with a table of named tensors (`layout.rs`), and

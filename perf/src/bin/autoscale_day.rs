@@ -2,27 +2,24 @@
 //! `cargo run --release -p baton-perf --bin autoscale_day [-- --out DIR]`
 //! prints each period (offered load, GPUs serving, bad rate, idle
 //! fraction, advice) and the totals — GPU-seconds used against the pool
-//! held all day, the day's bad rate — and writes autoscale-day.svg: GPUs
+//! held all day, the day's bad rate, how much the load swings from one
+//! period to the next — beside the whole pool serving the same file,
+//! rate and seed without scaling, and writes autoscale-day.svg: GPUs
 //! serving against the GPUs the offered load needs (at the per-GPU rate
 //! the run itself reached where its bad rate was under 1%).
 
 use std::path::PathBuf;
 
-use baton_perf::load_scenario;
 use baton_perf::plot::{Plot, Series};
+use baton_perf::{load_scenario, out_dir};
 use baton_sched::autoscale::AutoscaleConfig;
-use baton_sched::sim::run_autoscaled;
+use baton_sched::sim::{run, run_autoscaled};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::PolicyKind;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"));
+    let out = out_dir(&args);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/autoscale-day.toml");
     let scenario = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
     let rate = scenario.rate_rps.expect("the scenario has a rate");
@@ -70,14 +67,30 @@ fn main() {
         .filter(|p| p.signals.bad_rate() <= cfg.threshold)
         .map(|p| p.offered_rps / p.signals.gpus as f64)
         .fold(0.0, f64::max);
+    let mut swings: Vec<f64> =
+        periods.windows(2).map(|w| (w[1].offered_rps / w[0].offered_rps.max(1.0) - 1.0).abs()).collect();
+    swings.sort_by(f64::total_cmp);
+    let offered = periods.iter().map(|p| p.offered_rps);
     println!(
-        "GPU-seconds {gpu_s:.0} of {held:.0} held by a fixed pool ({:.1}%); day's bad rate {:.5} ({bad} of {ended}); \
+        "autoscaled: GPU-seconds {gpu_s:.0} of {held:.0} held by a fixed pool ({:.1}%); day's bad rate {:.5} ({bad} of {ended}); \
          periods above {}: {over} of {}; unanswered {}; highest good rate per GPU {per_gpu:.0} r/s",
         100.0 * gpu_s / held,
         bad as f64 / ended.max(1) as f64,
         cfg.threshold,
         periods.len(),
         report.checks.unanswered
+    );
+    println!(
+        "load per period: {:.0} to {:.0} r/s; change from one period to the next: median {:.1}%, largest {:.1}%",
+        offered.clone().fold(f64::INFINITY, f64::min),
+        offered.fold(0.0, f64::max),
+        100.0 * swings[swings.len() / 2],
+        100.0 * swings.last().copied().unwrap_or(0.0)
+    );
+    let fixed = run(&scenario, PolicyKind::Symphony, rate);
+    println!(
+        "fixed pool of {pool}: bad rate {:.5}, GPU idle {:.3}, unanswered {}",
+        fixed.bad_rate, fixed.gpu_idle_fraction, fixed.checks.unanswered
     );
     let plot = Plot {
         title: format!("{}: GPUs serving vs the load (one trace minute per second)", scenario.name),

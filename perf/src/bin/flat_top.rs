@@ -5,18 +5,13 @@
 use std::path::PathBuf;
 
 use baton_perf::flat_top::run_flat_top;
-use baton_perf::{load_scenario, quick};
+use baton_perf::{load_scenario, out_dir, quick};
 use baton_sched::PolicyKind;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let is_quick = args.iter().any(|a| a == "--quick");
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"));
+    let out = out_dir(&args);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/flat-top.toml");
     let mut scenario = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
     if is_quick {

@@ -10,8 +10,10 @@
 //! measured L(b, p), slowed by what the GPU's other partition runs.
 //! Query stages spawn their children as parents complete (`queries.rs`);
 //! backends fail at the scenario's fault times, losing what they hold.
-//! Virtual time jumps from event to event; at equal times faults
-//! go first, then completions, arrivals and scheduler timers. All
+//! Under the autoscaler (`autoscaled.rs`) GPUs join and leave at period
+//! boundaries. Virtual time jumps from event to event; at equal times
+//! faults go first, then scaling steps, completions, arrivals and
+//! scheduler timers. All
 //! randomness comes from the scenario's seed, so one seed reproduces a run
 //! bit for bit.
 //!
