@@ -12,11 +12,27 @@
 //!   so that a load still rising does not cross the flat top before the
 //!   next period. `headroom = 0` is the paper's rule.
 //!
+//! The flat top reads the period's mean. A load that swings within the
+//! period (a day of function invocations: timers firing together, bursts
+//! of queue triggers) is bad in its busiest seconds while the period's
+//! mean and idle fraction say the cluster is too large, so the rule keeps
+//! removing GPUs it needs (`perf/results/autoscale_day.txt`). Peak sizing
+//! (ours, `PeakSizing`) adds what the load's shape needs: the period also
+//! reports its busiest `window`'s arrival rate, the GPUs' measured rate
+//! per busy second gives the rate one GPU sustains (`c = good / busy
+//! GPU-seconds`, averaged over periods), and the cluster is sized for
+//! the highest peak of the last `memory` periods: `ceil(peak / (c (1 −
+//! headroom)))` GPUs. Scaling out is at once (the flat-top rule's
+//! addition when it asks for more); scaling in waits until a peak has
+//! left the memory — the cooldown.
+//!
 //! The count is kept within `[min_gpus, max_gpus]`. Pure: signals in,
 //! advice out; the simulator (`sim::run_autoscaled`) measures the signals
 //! and makes GPUs join and leave.
 
-use crate::time::Nanos;
+use std::collections::VecDeque;
+
+use crate::time::{Nanos, NANOS_PER_S};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AutoscaleConfig {
@@ -30,6 +46,17 @@ pub struct AutoscaleConfig {
     pub max_gpus: usize,
     /// GPUs at the start.
     pub initial: usize,
+    /// Size for recent peaks; `None` is Symphony's flat-top rule alone.
+    pub sizing: Option<PeakSizing>,
+}
+
+/// Sizing for the busiest window of recent periods (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeakSizing {
+    /// The span over which a peak rate is measured; divides the period.
+    pub window: Nanos,
+    /// Periods whose peaks are remembered (at least 1).
+    pub memory: usize,
 }
 
 impl AutoscaleConfig {
@@ -46,6 +73,14 @@ impl AutoscaleConfig {
                 self.min_gpus, self.initial, self.max_gpus
             ));
         }
+        if let Some(p) = self.sizing {
+            if p.window == 0 || self.period % p.window != 0 || p.memory == 0 {
+                return Err(format!(
+                    "peak sizing needs a window dividing the period ({} ns, window {} ns) and a memory of at least one period",
+                    self.period, p.window
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -61,6 +96,9 @@ pub struct Signals {
     pub bad: u64,
     /// The serving GPUs' idle share of the period, in [0, 1].
     pub idle_fraction: f64,
+    /// The highest arrival rate over the period's sizing windows (r/s;
+    /// 0 when not measured).
+    pub peak_rps: f64,
 }
 
 impl Signals {
@@ -73,7 +111,7 @@ impl Signals {
     }
 }
 
-/// The GPU count for the next period.
+/// Symphony's flat-top rule: the GPU count for the next period.
 pub fn advise(cfg: &AutoscaleConfig, s: &Signals) -> usize {
     let n = s.gpus as f64;
     let r = s.bad_rate();
@@ -89,15 +127,74 @@ pub fn advise(cfg: &AutoscaleConfig, s: &Signals) -> usize {
     target.clamp(cfg.min_gpus, cfg.max_gpus)
 }
 
+/// The advice with the state peak sizing keeps between periods.
+#[derive(Clone, Debug)]
+pub struct Autoscaler {
+    cfg: AutoscaleConfig,
+    /// The rate one GPU sustains, per busy second (None until measured).
+    per_gpu: Option<f64>,
+    /// The last `memory` periods' peak rates.
+    peaks: VecDeque<f64>,
+}
+
+impl Autoscaler {
+    pub fn new(cfg: AutoscaleConfig) -> Self {
+        assert_eq!(cfg.check(), Ok(()), "a checked configuration");
+        Self { cfg, per_gpu: None, peaks: VecDeque::new() }
+    }
+
+    pub fn config(&self) -> &AutoscaleConfig {
+        &self.cfg
+    }
+
+    /// The rate one GPU sustains, as measured so far.
+    pub fn per_gpu_rps(&self) -> Option<f64> {
+        self.per_gpu
+    }
+
+    /// The GPU count for the next period.
+    pub fn advise(&mut self, s: &Signals) -> usize {
+        let flat = advise(&self.cfg, s);
+        let Some(sizing) = self.cfg.sizing else { return flat };
+        let busy_s = s.gpus as f64 * (1.0 - s.idle_fraction) * self.cfg.period as f64 / NANOS_PER_S as f64;
+        let good = s.ended.saturating_sub(s.bad) as f64;
+        // A period with little work measures little: at least one GPU-second.
+        if busy_s >= 1.0 && good > 0.0 {
+            let c = good / busy_s;
+            self.per_gpu = Some(self.per_gpu.map_or(c, |p| 0.5 * (p + c)));
+        }
+        if self.peaks.len() == sizing.memory {
+            self.peaks.pop_front();
+        }
+        self.peaks.push_back(s.peak_rps);
+        let Some(c) = self.per_gpu else { return flat };
+        let peak = self.peaks.iter().copied().fold(0.0, f64::max);
+        let sized =
+            ((peak / (c * (1.0 - self.cfg.headroom))).ceil() as usize).clamp(self.cfg.min_gpus, self.cfg.max_gpus);
+        if s.bad_rate() > self.cfg.threshold {
+            sized.max(flat)
+        } else {
+            sized
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CFG: AutoscaleConfig =
-        AutoscaleConfig { period: 1, threshold: 0.01, headroom: 0.1, min_gpus: 1, max_gpus: 64, initial: 8 };
+    const CFG: AutoscaleConfig = AutoscaleConfig {
+        period: 1,
+        threshold: 0.01,
+        headroom: 0.1,
+        min_gpus: 1,
+        max_gpus: 64,
+        initial: 8,
+        sizing: None,
+    };
 
     fn signals(gpus: usize, bad: u64, ended: u64, idle: f64) -> Signals {
-        Signals { gpus, ended, bad, idle_fraction: idle }
+        Signals { gpus, ended, bad, idle_fraction: idle, peak_rps: 0.0 }
     }
 
     #[test]
@@ -125,5 +222,37 @@ mod tests {
         assert!(AutoscaleConfig { initial: 65, ..CFG }.check().is_err());
         assert!(AutoscaleConfig { min_gpus: 0, ..CFG }.check().is_err());
         assert!(AutoscaleConfig { headroom: 1.0, ..CFG }.check().is_err());
+        let sizing = |window, memory| Some(PeakSizing { window, memory });
+        assert!(AutoscaleConfig { period: 10, sizing: sizing(3, 2), ..CFG }.check().is_err());
+        assert!(AutoscaleConfig { period: 10, sizing: sizing(5, 0), ..CFG }.check().is_err());
+        assert!(AutoscaleConfig { period: 10, sizing: sizing(0, 1), ..CFG }.check().is_err());
+        assert_eq!(AutoscaleConfig { period: 10, sizing: sizing(5, 1), ..CFG }.check(), Ok(()));
+    }
+
+    #[test]
+    fn peak_sizing_follows_the_busiest_window_and_cools_down() {
+        let cfg = AutoscaleConfig {
+            period: 10 * NANOS_PER_S,
+            sizing: Some(PeakSizing { window: NANOS_PER_S, memory: 3 }),
+            ..CFG
+        };
+        let mut a = Autoscaler::new(cfg);
+        // 8 GPUs half busy for 10 s (40 GPU-seconds) served 20,000 well:
+        // 500 r/s per busy GPU. A peak of 9,000 r/s needs 9,000 / (500 x
+        // 0.9) = 20 GPUs though the mean would fit in 4.
+        let with_peak = |peak| Signals { peak_rps: peak, ..signals(8, 0, 20_000, 0.5) };
+        assert_eq!(a.advise(&with_peak(9_000.0)), 20);
+        assert_eq!(a.per_gpu_rps(), Some(500.0));
+        // Quieter periods keep the peak until it has left the memory.
+        assert_eq!(a.advise(&with_peak(2_250.0)), 20);
+        assert_eq!(a.advise(&with_peak(2_250.0)), 20);
+        assert_eq!(a.advise(&with_peak(2_250.0)), 5);
+        // Bad above the threshold adds at least what the flat top adds:
+        // r = 0.2 adds 8 x 0.25 = 2 (sizing asks for 6 at 450 r/s per GPU).
+        let bad = Signals { peak_rps: 2_250.0, ..signals(8, 4_000, 20_000, 0.5) };
+        assert_eq!(a.advise(&bad), 10);
+        // Without sizing, the flat-top rule alone.
+        let mut paper = Autoscaler::new(CFG);
+        assert_eq!(paper.advise(&with_peak(9_000.0)), advise(&CFG, &with_peak(9_000.0)));
     }
 }

@@ -1,6 +1,7 @@
 //! The simulator under Symphony's autoscaler (`crate::autoscale`): every
 //! `period` the last period's signals — bad rate among requests that
-//! ended in it, the serving GPUs' idle fraction — become advice, and GPUs
+//! ended in it, the serving GPUs' idle fraction, the busiest sizing
+//! window's arrival rate — become advice, and GPUs
 //! join (`Scheduler::on_backend_joined`) or leave
 //! (`Scheduler::on_backend_failed`) the running cluster.
 //!
@@ -13,7 +14,7 @@
 //! policy must accept completions from a GPU it was told has left
 //! (Symphony's rank shard does).
 
-use crate::autoscale::{advise, AutoscaleConfig, Signals};
+use crate::autoscale::{AutoscaleConfig, Autoscaler, Signals};
 use crate::time::{Nanos, NANOS_PER_S};
 use crate::types::{BackendId, Scheduler};
 
@@ -38,8 +39,42 @@ pub(super) struct Counters {
     pub busy: Nanos,
 }
 
+/// Requests (query stages included) counted over windows aligned to
+/// multiples of `window`: the most any window of the period held.
+pub(super) struct PeakMeter {
+    window: Nanos,
+    index: u64,
+    count: u64,
+    peak: u64,
+}
+
+impl PeakMeter {
+    pub fn new(cfg: &AutoscaleConfig) -> Option<Self> {
+        cfg.sizing.map(|p| Self { window: p.window, index: 0, count: 0, peak: 0 })
+    }
+
+    pub fn arrive(&mut self, now: Nanos) {
+        let i = now / self.window;
+        if i != self.index {
+            self.peak = self.peak.max(self.count);
+            self.index = i;
+            self.count = 0;
+        }
+        self.count += 1;
+    }
+
+    /// The period's peak in r/s; the next period starts afresh (windows
+    /// divide the period, so none straddles two).
+    pub fn take(&mut self) -> f64 {
+        let peak = self.peak.max(self.count);
+        (self.peak, self.count) = (0, 0);
+        peak as f64 * NANOS_PER_S as f64 / self.window as f64
+    }
+}
+
 pub(super) struct Scaler {
     cfg: AutoscaleConfig,
+    advice: Autoscaler,
     serving: Vec<bool>,
     next_at: Nanos,
     last: Counters,
@@ -55,7 +90,18 @@ impl Scaler {
         for b in cfg.initial..pool {
             sched.on_backend_failed(0, BackendId(b as u32));
         }
-        Self { cfg, serving, next_at: cfg.period, last: Counters::default(), periods: Vec::new() }
+        Self {
+            cfg,
+            advice: Autoscaler::new(cfg),
+            serving,
+            next_at: cfg.period,
+            last: Counters::default(),
+            periods: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &AutoscaleConfig {
+        &self.cfg
     }
 
     pub fn next_at(&self) -> Nanos {
@@ -66,15 +112,16 @@ impl Scaler {
         self.serving.iter().filter(|&&s| s).count()
     }
 
-    /// The period ending `now`: its signals, the advice, GPUs joined or
-    /// left.
-    pub fn tick(&mut self, now: Nanos, c: Counters, sched: &mut dyn Scheduler) {
+    /// The period ending `now` (`peak_rps` from its `PeakMeter`): its
+    /// signals, the advice, GPUs joined or left.
+    pub fn tick(&mut self, now: Nanos, c: Counters, peak_rps: f64, sched: &mut dyn Scheduler) {
         let gpus = self.gpus();
         let span = self.cfg.period;
         let busy = c.busy - self.last.busy;
         let idle_fraction = (1.0 - busy as f64 / (gpus as f64 * span as f64)).clamp(0.0, 1.0);
-        let signals = Signals { gpus, ended: c.ended - self.last.ended, bad: c.bad - self.last.bad, idle_fraction };
-        let next_gpus = advise(&self.cfg, &signals);
+        let signals =
+            Signals { gpus, ended: c.ended - self.last.ended, bad: c.bad - self.last.bad, idle_fraction, peak_rps };
+        let next_gpus = self.advice.advise(&signals);
         let offered_rps = (c.arrived - self.last.arrived) as f64 * NANOS_PER_S as f64 / span as f64;
         self.periods.push(Period {
             start_s: (now - span) as f64 / NANOS_PER_S as f64,
@@ -116,7 +163,15 @@ mod tests {
     }
 
     fn cfg(initial: usize) -> AutoscaleConfig {
-        AutoscaleConfig { period: NANOS_PER_S, threshold: 0.01, headroom: 0.1, min_gpus: 1, max_gpus: 24, initial }
+        AutoscaleConfig {
+            period: NANOS_PER_S,
+            threshold: 0.01,
+            headroom: 0.1,
+            min_gpus: 1,
+            max_gpus: 24,
+            initial,
+            sizing: None,
+        }
     }
 
     #[test]
@@ -144,6 +199,29 @@ mod tests {
         let total_bad: u64 = periods.iter().map(|p| p.signals.bad).sum();
         let ended: u64 = periods.iter().map(|p| p.signals.ended).sum();
         assert!(total_bad as f64 <= 0.01 * ended as f64, "{total_bad} of {ended}");
+    }
+
+    #[test]
+    fn peak_sizing_keeps_a_spiky_load_in_slo_where_the_flat_top_does_not() {
+        // 2,000 r/s with one second in every ten at four times the rest
+        // (about 5,300 r/s against about 1,300): the periods' means and
+        // idle fractions hide the spikes. Measured once the first spike
+        // (in the second period) has been seen.
+        let mut s = scenario("poisson");
+        s.duration = 60 * NANOS_PER_S;
+        let shape: Vec<f64> = (0..60).map(|t| if t % 10 == 7 { 4.0 } else { 1.0 }).collect();
+        s.models[0].arrival = crate::arrival::Arrival::Trace { file: "spikes".into(), shape: Some(shape.into()) };
+        let period = 5 * NANOS_PER_S;
+        let flat = AutoscaleConfig { period, ..cfg(8) };
+        let sizing = Some(crate::autoscale::PeakSizing { window: NANOS_PER_S, memory: 3 });
+        let bad_rate = |cfg| {
+            let (report, periods) = run_autoscaled(&s, PolicyKind::Symphony, 2000.0, cfg).unwrap();
+            assert_eq!(report.checks.unanswered, 0);
+            let (bad, ended) = periods[2..].iter().fold((0, 0), |(b, e), p| (b + p.signals.bad, e + p.signals.ended));
+            bad as f64 / ended as f64
+        };
+        let (flat_top, sized) = (bad_rate(flat), bad_rate(AutoscaleConfig { sizing, ..flat }));
+        assert!(flat_top > 0.01 && sized <= 0.01, "flat top {flat_top}, sized {sized}");
     }
 
     #[test]

@@ -114,8 +114,10 @@ struct Sim<'a> {
     infeasible_plans: u64,
     /// Query stage requests that ended since last looked at: (instance, stage, in SLO).
     stage_ends: Vec<(u32, u16, bool)>,
-    /// Running totals for the autoscaler's signals.
+    /// Running totals for the autoscaler's signals, and its peak sizing's
+    /// window counts.
     counters: autoscaled::Counters,
+    peak: Option<autoscaled::PeakMeter>,
 }
 
 impl<'a> Sim<'a> {
@@ -136,6 +138,7 @@ impl<'a> Sim<'a> {
             infeasible_plans: 0,
             stage_ends: Vec::new(),
             counters: autoscaled::Counters::default(),
+            peak: None,
         }
     }
 
@@ -386,6 +389,9 @@ fn new_request(
     let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
     sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
     sim.counters.arrived += 1;
+    if let Some(m) = &mut sim.peak {
+        m.arrive(now);
+    }
     if sim.measured(now) {
         sim.tallies[model.index()].sent += 1;
     }
@@ -460,6 +466,7 @@ fn run_inner(
     let end = scenario.warmup + scenario.duration;
     let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
     let mut sim = Sim::new(scenario, layout(scenario, sched), end);
+    sim.peak = scaler.as_ref().and_then(|s| autoscaled::PeakMeter::new(s.config()));
     let mut book = QueryBook::new(scenario, seed);
     let mut spawn: Vec<Spawn> = Vec::new();
     let mut now: Nanos = 0;
@@ -498,7 +505,8 @@ fn run_inner(
             sim.kill(b, seed);
             sched.on_backend_failed(now, b);
         } else if let Some(s) = scaler.as_deref_mut().filter(|s| s.next_at() <= now) {
-            s.tick(now, sim.counters, sched);
+            let peak_rps = sim.peak.as_mut().map_or(0.0, autoscaled::PeakMeter::take);
+            s.tick(now, sim.counters, peak_rps, sched);
         } else if done_at.is_some_and(|d| d <= now) {
             sim.complete_next(now, sched, &mut completed);
         } else if arrive_at.is_some_and(|a| a <= now) {
