@@ -74,7 +74,7 @@ impl AutoscaleConfig {
             ));
         }
         if let Some(p) = self.sizing {
-            if p.window == 0 || self.period % p.window != 0 || p.memory == 0 {
+            if p.window == 0 || !self.period.is_multiple_of(p.window) || p.memory == 0 {
                 return Err(format!(
                     "peak sizing needs a window dividing the period ({} ns, window {} ns) and a memory of at least one period",
                     self.period, p.window
