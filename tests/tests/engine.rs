@@ -406,7 +406,7 @@ fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadRepo
         assert!(ran || !load.is_finished(), "the load ended before the first backend process ran a batch");
         ran
     });
-    let killed = a.shutdown();
+    let killed = a.kill();
     let l = load.join().unwrap();
     let (f, s, b) = (fe.shutdown(), sched.shutdown(), b.shutdown());
     assert!(killed.backends.iter().map(|x| x.batches).sum::<u64>() > 0, "the first process served before dying");
@@ -446,7 +446,7 @@ fn a_backend_process_restarted_after_dying_serves_again() {
     let first = role(all());
     let load = load_behind(&s, fe.addr.unwrap(), 400.0, 3);
     wait_for("the first backend process to run a batch", || first.progress().batches() > 0);
-    let died = first.shutdown();
+    let died = first.kill();
     std::thread::sleep(Duration::from_millis(300));
     let second = role(all());
     wait_for("the restarted backend process to run a batch", || {
@@ -461,6 +461,44 @@ fn a_backend_process_restarted_after_dying_serves_again() {
     assert_eq!(l.ok + l.late + l.dropped, l.sent);
     assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
     assert!(l.dropped > 0, "requests while no backend was up are dropped: {l:?}");
+}
+
+/// Scaling in and out under load: a backend process leaves (stopped:
+/// it runs what it was sent, then goes) and a new one joins in its place
+/// while the other serves on. Nothing is lost to the leave — no request
+/// is dropped at a load the backends left hold — and the newcomer is used.
+#[test]
+fn a_backend_process_leaving_and_one_joining_lose_nothing() {
+    use baton_core::runtime::{start_role, RoleSpec};
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let cfg = role_config();
+    let role = |spec| start_role(&s, PolicyKind::Symphony, &cfg, spec).expect("role starts");
+    let sched = role(RoleSpec::Scheduler { listen: any });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
+    let backends = |first, count| RoleSpec::Backends {
+        first,
+        count,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.peer_addr.unwrap()],
+    };
+    let (n, half) = (s.cluster.backends, s.cluster.backends / 2);
+    let (a, b) = (role(backends(0, half)), role(backends(half, n - half)));
+    let load = load_behind(&s, fe.addr.unwrap(), 300.0, 3);
+    wait_for("the first backend process to run a batch", || a.progress().batches() > 0);
+    let left = a.shutdown();
+    let joined = role(backends(0, half));
+    wait_for("the new backend process to run a batch", || {
+        assert!(!load.is_finished(), "the load ended before the new backends served");
+        joined.progress().batches() > 0
+    });
+    let l = load.join().unwrap();
+    let (f, _, b, joined) = (fe.shutdown(), sched.shutdown(), b.shutdown(), joined.shutdown());
+    let batches = |r: &baton_core::runtime::EngineReport| r.backends.iter().map(|x| x.batches).sum::<u64>();
+    assert!(batches(&left) > 0 && batches(&b) > 0 && batches(&joined) > 0);
+    assert_eq!(left.backends.iter().map(|x| x.failed_batches).sum::<u64>(), 0, "the leaving process lost nothing");
+    assert_eq!((l.unanswered, l.duplicates, l.errors, l.dropped), (0, 0, 0, 0), "{l:?}");
+    assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
 }
 
 #[test]

@@ -50,6 +50,11 @@
 //! granting the backend after that batch. (Over TCP a plan already on the
 //! wire when the backend fails is dropped by both; the frontend answers
 //! once and counts the second drop as a duplicate it refused.)
+//!
+//! A backend leaves without losing a request (`leave`, scaling in): it
+//! says so (`BackendStatus { leaving }`), the scheduler stops planning on
+//! it and says so back after every plan it sent there, and the backend
+//! is `gone` once it has run them all.
 
 use std::collections::VecDeque;
 
@@ -151,10 +156,21 @@ pub struct BackendRole {
     /// When the backend fails for good, if it does; and whether it has.
     fails_at: Option<Nanos>,
     failed: bool,
+    leaving: Leaving,
     patience: Nanos,
     max_jobs: usize,
     fetch: Fetcher,
     pub stats: BackendStats,
+}
+
+/// Where a backend is in leaving the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaving {
+    No,
+    /// Said so; plans may still come.
+    Asked,
+    /// The scheduler answered: no plan comes any more.
+    Told,
 }
 
 /// A finished batch's requests held by one frontend, with what goes back.
@@ -213,6 +229,7 @@ impl BackendRole {
             wakes: false,
             fails_at: None,
             failed: false,
+            leaving: Leaving::No,
             patience: FETCH_PATIENCE,
             max_jobs: MAX_JOBS,
             fetch: Fetcher::default(),
@@ -253,6 +270,29 @@ impl BackendRole {
     /// one-sided fetch, if on.
     pub fn frontend_joined(&mut self, fe: u32, out: &mut Vec<Envelope>) {
         self.fetch.offer(self.id, fe, out);
+    }
+
+    /// Starts leaving the cluster: tells the scheduler (once).
+    pub fn leave(&mut self, out: &mut Vec<Envelope>) {
+        if self.leaving == Leaving::No && !self.failed {
+            self.leaving = Leaving::Asked;
+            let status = fb::BackendStatus { backend: self.id, healthy: true, leaving: true, ..Default::default() };
+            out.push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+        }
+    }
+
+    /// The scheduler is unreachable: no plan comes from it any more, so a
+    /// backend leaving need not wait for its answer.
+    pub fn scheduler_lost(&mut self) {
+        if self.leaving == Leaving::Asked {
+            self.leaving = Leaving::Told;
+        }
+    }
+
+    /// Whether it has left: the scheduler sends it nothing more and it has
+    /// run everything it was sent (or it has failed).
+    pub fn gone(&self) -> bool {
+        self.failed || (self.leaving == Leaving::Told && self.jobs.is_empty() && self.running.is_empty())
     }
 
     /// The backend will fail for good at `at`.
@@ -355,6 +395,9 @@ impl BackendRole {
                 }
             }
             Message::RdmaConnect(c) if c.backend == self.id => self.fetch.on_answer(&c),
+            Message::BackendStatus(s) if s.leaving && s.backend == self.id && self.leaving == Leaving::Asked => {
+                self.leaving = Leaving::Told;
+            }
             _ => self.stats.rejected += 1,
         }
         self.poll(now, out);

@@ -10,6 +10,12 @@
 //! whose time depends on its input (Orloj learns its distributions from
 //! these), l(1) of what the batch ran otherwise, as in the simulator.
 //!
+//! A backend leaving (`BackendStatus { leaving }`, scaling in) is taken
+//! out of the policy's use as a failed one is, but its batches in flight
+//! are kept: it runs them, and their completions come as usual. The
+//! scheduler answers with the same flag, after every plan it sent there
+//! (`backend.rs` exits once it has run them).
+//!
 //! A backend that goes silent — a batch sent to it not done `silence`
 //! after its `exec_at` (a stalled device, or a plan or completion lost
 //! between roles) — is failed as if it had said so, and comes back when it
@@ -29,7 +35,7 @@ use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Sche
 use baton_wire::{fb, Message};
 
 use super::decisions::{Decisions, Sent};
-use super::{request_of, Envelope};
+use super::{request_of, Addr, Envelope};
 use crate::models::ModelTable;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,12 +74,20 @@ pub struct SchedulerRole {
     next_sweep: Nanos,
     /// Per backend: failed for silence (it rejoins when it next speaks).
     silent: Vec<bool>,
+    /// Per backend: leaving (the policy was told it is out).
+    leaving: Vec<bool>,
     pub stats: SchedulerStats,
 }
 
 /// How long past its `exec_at` a batch may stay not done before its
 /// backend counts as failed, unless set (`with_silence`).
 pub const SILENCE: Nanos = 5_000_000_000;
+
+/// The scheduler's answer to a backend leaving: no plan follows it.
+pub fn leaving_told(backend: u32) -> Envelope {
+    let status = fb::BackendStatus { backend, healthy: true, leaving: true, ..Default::default() };
+    Envelope { to: Addr::Backend(backend), msg: Message::BackendStatus(status) }
+}
 
 impl SchedulerRole {
     pub fn new(policy: Box<dyn Scheduler>, table: ModelTable, backends: u32) -> Self {
@@ -86,6 +100,7 @@ impl SchedulerRole {
             silence: SILENCE,
             next_sweep: 0,
             silent: vec![false; backends as usize],
+            leaving: vec![false; backends as usize],
             stats: SchedulerStats::default(),
         }
     }
@@ -122,13 +137,20 @@ impl SchedulerRole {
                 }
                 None => self.stats.rejected += 1,
             },
+            Message::BackendStatus(s) if s.leaving && s.backend < self.backends => {
+                if !std::mem::replace(&mut self.leaving[s.backend as usize], true) {
+                    self.policy.on_backend_failed(now, BackendId(s.backend));
+                }
+                out.push(leaving_told(s.backend));
+            }
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
                 self.backend_failed(now, BackendId(s.backend), out);
             }
             // A backend (re)starting says it is healthy: one that had failed
-            // is used again; for any other, nothing changes.
+            // (or left) is used again; for any other, nothing changes.
             Message::BackendStatus(s) if s.backend < self.backends => {
                 self.silent[s.backend as usize] = false;
+                self.leaving[s.backend as usize] = false;
                 self.policy.on_backend_joined(now, BackendId(s.backend));
             }
             _ => self.stats.rejected += 1,
@@ -170,7 +192,10 @@ impl SchedulerRole {
     /// result that did reach a frontend first wins there; the frontend
     /// refuses the second answer).
     fn backend_failed(&mut self, now: Nanos, backend: BackendId, out: &mut Vec<Envelope>) {
-        self.policy.on_backend_failed(now, backend);
+        // One that was leaving is out of the policy's use already.
+        if !self.leaving[backend.index()] {
+            self.policy.on_backend_failed(now, backend);
+        }
         let mut lost: Vec<u64> =
             self.inflight.iter().filter(|(_, (p, _))| p.backend == backend).map(|(&id, _)| id).collect();
         lost.sort_unstable();
@@ -184,7 +209,8 @@ impl SchedulerRole {
 
     /// A backend failed for silence speaks again: it is back.
     fn heard_from(&mut self, now: Nanos, backend: u32) {
-        if self.silent.get(backend as usize).copied().unwrap_or(false) {
+        let (silent, leaving) = (self.silent.get(backend as usize), self.leaving.get(backend as usize));
+        if silent.copied().unwrap_or(false) && !leaving.copied().unwrap_or(false) {
             self.silent[backend as usize] = false;
             self.policy.on_backend_joined(now, BackendId(backend));
         }

@@ -162,12 +162,17 @@ impl Part for RankRole {
             }
             // The rank shard owns backend availability: a failed backend is
             // never granted again until it is back (its batches' requests
-            // are answered by their frontends: `Lost` past the grace).
+            // are answered by their frontends: `Lost` past the grace); a
+            // leaving one neither, and is told so after its last plan.
             ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(s) }) if self.has(s.backend) => {
                 let backend = baton_sched::types::BackendId(s.backend);
-                let m = match s.healthy {
-                    true => ToRank::BackendJoined { backend, at: now },
-                    false => ToRank::BackendFailed { backend },
+                let m = match (s.healthy, s.leaving) {
+                    (true, false) => ToRank::BackendJoined { backend, at: now },
+                    (_, true) => {
+                        caused.env.push(crate::roles::scheduler::leaving_told(s.backend));
+                        ToRank::BackendFailed { backend }
+                    }
+                    (false, false) => ToRank::BackendFailed { backend },
                 };
                 self.on_message(m, &mut caused.model);
             }

@@ -79,6 +79,8 @@ pub struct RoleProcess {
     gateway: Option<Gateway>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
+    /// Set with `stop` by `kill`: backends stop without leaving.
+    killed: Arc<AtomicBool>,
     handle: glommio::ExecutorJoinHandle<EngineReport>,
 }
 
@@ -88,6 +90,8 @@ impl RoleProcess {
         &self.progress
     }
 
+    /// Stops the role; a backend process leaves the cluster first (runs
+    /// what it was sent: `sched_shard::State::leaves`).
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
         let report = self.handle.join().expect("a role's shard does not panic");
@@ -95,6 +99,13 @@ impl RoleProcess {
             g.stop();
         }
         report
+    }
+
+    /// Stops the role as if its process died: backends do not leave first
+    /// (what they hold is lost, and dropped by the scheduler).
+    pub fn kill(self) -> EngineReport {
+        self.killed.store(true, Ordering::Release);
+        self.shutdown()
     }
 }
 
@@ -155,6 +166,8 @@ pub fn start_role(
         _ => (None, None),
     };
     let (scenario, cfg2, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
+    let killed = Arc::new(AtomicBool::new(false));
+    let killed2 = Arc::clone(&killed);
     // A placed role process runs on its node's first core, its memory there.
     let placed = cfg.near.as_ref().map(|n| super::topology::place(Some(n))).transpose().map_err(EngineError::Shard)?;
     let node = placed.as_ref().and_then(|p| p.node);
@@ -178,14 +191,15 @@ pub fn start_role(
                 RoleSpec::Backends { first, count, scheduler, frontends } => {
                     let (local, table) = (first..first + count, table.read(ModelTable::clone));
                     let control = (stop2, progress2, key);
-                    backends(local, scheduler, frontends, scenario, table, cfg2, control, ready).await
+                    backends(local, scheduler, frontends, scenario, table, cfg2, control, killed2, ready).await
                 }
             }
         })
         .map_err(|e| EngineError::Shard(e.to_string()))?;
     match ready_rx.recv() {
         Ok(Ok((addr, peer_addr))) => {
-            let role = RoleProcess { addr, peer_addr, http: None, grpc: None, gateway: None, progress, stop, handle };
+            let role =
+                RoleProcess { addr, peer_addr, http: None, grpc: None, gateway: None, progress, stop, killed, handle };
             match start_gateway(bridge, cfg) {
                 Ok(gateway) => {
                     let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
@@ -258,11 +272,19 @@ async fn scheduler(
         router.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
     }
     let me = hello(fb::Role::Scheduler, 0, origin);
-    glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me)).detach();
+    let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me));
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
+    stop_accepting(accepting).await;
     router.close_all().await;
     EngineReport { scheduler: report.scheduler, ..router.report() }
+}
+
+/// A stopping role accepts no more peers before it closes their
+/// connections: one accepted while it closes would stay open with no one
+/// reading it (a backend leaving would wait on it for an answer).
+async fn stop_accepting(accepting: glommio::Task<()>) {
+    accepting.cancel().await;
 }
 
 /// The cluster clock's origin kept in `path`: read, or now, written there.
@@ -310,7 +332,7 @@ async fn frontend(
     let clock = Clock::with_origin(origin);
     let router = Rc::new(Router::new(false, cfg.max_peer_unread));
     attach(&router, Addr::Scheduler, (reader, conn, buf));
-    glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone())).detach();
+    let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone()));
     let to = Peer { addr: sched_addr, role: Addr::Scheduler, origin: Some(origin) };
     glommio::spawn_local(reconnect(Rc::clone(&router), to, key, vec![me], Arc::clone(&stop))).detach();
     let (addr_tx, addr_rx) = mpsc::channel();
@@ -349,6 +371,7 @@ async fn frontend(
         None => Err("the frontend shard stopped while starting".into()),
     });
     let r = shard.await;
+    stop_accepting(accepting).await;
     router.close_all().await;
     EngineReport {
         frontend: r.stats,
@@ -414,6 +437,7 @@ async fn backends(
     table: ModelTable,
     cfg: EngineConfig,
     (stop, progress, key): Control,
+    killed: Arc<AtomicBool>,
     ready: Ready,
 ) -> EngineReport {
     let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
@@ -437,8 +461,13 @@ async fn backends(
         let again = reconnect(Rc::clone(&router), to, key.clone(), hellos.clone(), Arc::clone(&stop));
         glommio::spawn_local(again).detach();
     }
+    // A stop makes its backends leave the cluster first (scaling in),
+    // unless they are killed.
     let state = match sched_shard::State::new(&scenario, SchedulerPart::None, local, &table, &cfg, clock.now()) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            s.leaves = Some(killed);
+            s
+        }
         Err(why) => return failed(&ready, why),
     };
     let doorbell = match doorbell() {

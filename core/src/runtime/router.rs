@@ -60,11 +60,15 @@ pub struct Router {
     pub accept_failures: Cell<u64>,
 }
 
-/// The role a message between roles is for, by its content.
-pub fn addressee(m: &Message) -> Option<Addr> {
+/// The role a message between roles is for, by its content — and, for a
+/// backend's status, by where it arrives: a process without the
+/// scheduler hears one only as the scheduler's answer to a backend
+/// leaving.
+pub fn addressee(m: &Message, hosts_scheduler: bool) -> Option<Addr> {
     let first =
         |ids: &Option<Vec<u64>>| ids.as_deref().and_then(|v| v.first()).map(|&r| Addr::Frontend(frontend_of(r)));
     match m {
+        Message::BackendStatus(s) if !hosts_scheduler => Some(Addr::Backend(s.backend)),
         Message::RequestMeta(_) | Message::BatchDone(_) | Message::BackendStatus(_) => Some(Addr::Scheduler),
         Message::BatchPlan(p) => Some(Addr::Backend(p.backend)),
         Message::Inputs(i) => Some(Addr::Backend(i.backend)),
@@ -250,7 +254,7 @@ impl Router {
                         self.refused_peers.set(self.refused_peers.get() + 1);
                         break 'read;
                     }
-                    Ok(Some(Ok(msg))) => match addressee(&msg) {
+                    Ok(Some(Ok(msg))) => match addressee(&msg, self.hosts_scheduler) {
                         Some(to) => self.deliver(Envelope { to, msg }),
                         None => self.bad_frames.set(self.bad_frames.get() + 1),
                     },

@@ -54,6 +54,10 @@ const GAUGE_PERIOD: Nanos = 1_000_000;
 /// Alarm target of the scheduler part; backend i (local) is `i + 1`.
 const SCHED: usize = 0;
 
+/// How long backends that leave at a stop wait for the scheduler's answer
+/// and their last batches.
+const LEAVE_PATIENCE: Nanos = 10_000_000_000;
+
 #[derive(Default)]
 pub struct Report {
     pub scheduler: SchedulerStats,
@@ -71,6 +75,12 @@ pub struct State {
     touched: Vec<bool>,
     /// This shard's number among the scheduler-side shards (`Gauges`).
     pub slot: usize,
+    /// With a flag: a stop makes the local backends leave the cluster
+    /// first (a backend process scaling in) unless the flag is set (the
+    /// process is killed); without, a stop is at once.
+    pub leaves: Option<Arc<AtomicBool>>,
+    /// Whether the scheduler is unreachable (a link said so).
+    scheduler_lost: bool,
 }
 
 impl State {
@@ -109,6 +119,8 @@ impl State {
             outbound: VecDeque::new(),
             touched: vec![false; targets],
             slot: 0,
+            leaves: None,
+            scheduler_lost: false,
         })
     }
 
@@ -133,14 +145,24 @@ impl State {
                 // A frontend gone: no local backend waits for its inputs; one
                 // come: local backends offer it queue pairs. (A backend gone
                 // reaches the scheduler as its BackendStatus.)
-                if let Addr::Frontend(f) = peer {
-                    for (i, b) in self.backends.iter_mut().enumerate() {
-                        match up {
-                            true => b.frontend_joined(f, &mut caused.env),
-                            false => b.frontend_lost(now, f, &mut caused.env),
+                // The scheduler gone: backends leaving wait for no answer.
+                match peer {
+                    Addr::Frontend(f) => {
+                        for (i, b) in self.backends.iter_mut().enumerate() {
+                            match up {
+                                true => b.frontend_joined(f, &mut caused.env),
+                                false => b.frontend_lost(now, f, &mut caused.env),
+                            }
+                            self.touched[i + 1] = true;
                         }
-                        self.touched[i + 1] = true;
                     }
+                    Addr::Scheduler => {
+                        self.scheduler_lost = !up;
+                        if !up {
+                            self.backends.iter_mut().for_each(BackendRole::scheduler_lost);
+                        }
+                    }
+                    Addr::Backend(_) => {}
                 }
                 queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
                 continue;
@@ -211,6 +233,21 @@ impl State {
         }
     }
 
+    /// Every local backend starts leaving the cluster (`BackendRole::leave`).
+    fn leave(&mut self, now: Nanos) {
+        let mut out = Vec::new();
+        for (i, b) in self.backends.iter_mut().enumerate() {
+            b.leave(&mut out);
+            if self.scheduler_lost {
+                b.scheduler_lost();
+            }
+            self.touched[i + 1] = true;
+        }
+        for e in out {
+            self.deliver(now, ShardMsg::Env(e));
+        }
+    }
+
     fn report(&self) -> Report {
         Report { scheduler: self.part.stats(), backends: self.backends.iter().map(|b| b.stats).collect() }
     }
@@ -248,8 +285,21 @@ pub async fn run(
     for b in &mut s.backends {
         b.set_waker(Arc::clone(&waker));
     }
-    while !stop.load(Ordering::Acquire) {
+    let mut leave_by = None;
+    loop {
         let now = clock.now();
+        if stop.load(Ordering::Acquire) {
+            if s.leaves.as_ref().is_none_or(|killed| killed.load(Ordering::Acquire)) {
+                break;
+            }
+            let by = *leave_by.get_or_insert_with(|| {
+                s.leave(now);
+                now + LEAVE_PATIENCE
+            });
+            if now >= by || (s.outbound.is_empty() && s.backends.iter().all(BackendRole::gone)) {
+                break;
+            }
+        }
         link.poll(&mut incoming);
         let mut busy = !incoming.is_empty();
         for m in incoming.drain(..) {

@@ -39,6 +39,8 @@ struct Cluster {
     answers: Vec<Answer>,
     /// Every `BatchDone` the scheduler received.
     done: Vec<fb::BatchDone>,
+    /// A backend that starts leaving the cluster at a time, if one does.
+    leaves: Option<(Nanos, u32)>,
 }
 
 impl Cluster {
@@ -58,7 +60,7 @@ impl Cluster {
         let backends =
             (0..2).map(|b| BackendRole::new(b, Box::new(table.emulated_executor(0.0, u64::from(b))))).collect();
         let fe = Frontend::new(1, capacity, 0, 0);
-        Self { fe, table, sched, backends, answers: Vec::new(), done: Vec::new() }
+        Self { fe, table, sched, backends, answers: Vec::new(), done: Vec::new(), leaves: None }
     }
 
     /// Delivers `out` and everything it causes, at `now`.
@@ -86,12 +88,17 @@ impl Cluster {
     }
 
     fn next_timer(&self) -> Option<Nanos> {
-        self.backends.iter().filter_map(|b| b.next_wake()).chain(self.sched.next_timeout()).min()
+        let leaves = self.leaves.map(|l| l.0);
+        self.backends.iter().filter_map(|b| b.next_wake()).chain(self.sched.next_timeout()).chain(leaves).min()
     }
 
     /// Fires every timer due at `now`.
     fn fire(&mut self, now: Nanos) {
         let mut out = Vec::new();
+        if let Some((_, b)) = self.leaves.filter(|l| l.0 <= now) {
+            self.backends[b as usize].leave(&mut out);
+            self.leaves = None;
+        }
         if self.sched.next_timeout().is_some_and(|t| t <= now) {
             self.sched.on_timeout(now, &mut out);
         }
@@ -229,6 +236,30 @@ fn a_backend_that_fails_loses_nothing_whether_the_policy_heeds_it_or_not() {
         let late_ok = c.answers.iter().filter(|a| a.1.status == fb::Status::Ok && a.1.id > 400).count();
         assert!(c.backends[0].stats.batches > 0 && late_ok > 100, "{policy:?}: {late_ok}");
         assert!(c.done.iter().all(|d| d.backend == 1 || d.started_ns < 300_000_000), "no batch done after the fault");
+    }
+}
+
+#[test]
+fn a_backend_that_leaves_runs_what_it_was_sent_and_gets_nothing_more() {
+    for policy in [PolicyKind::Symphony, PolicyKind::Clockwork, PolicyKind::SlackFit] {
+        let mut c = Cluster::new(policy, 100_000);
+        c.leaves = Some((300_000_000, 0));
+        let n = 450;
+        c.run(load(150.0, n));
+        let s = c.fe.stats;
+        assert_eq!((s.received, s.answered(), s.duplicates, c.fe.held()), (n, n, 0, 0), "{policy:?}: {s:?}");
+        // Nothing lost to the leave: each request ran (one GPU holds 150 r/s
+        // under each policy).
+        let ok = c.answers.iter().filter(|a| a.1.status == fb::Status::Ok).count() as u64;
+        assert_eq!(ok, n, "{policy:?}");
+        // Backend 0 served until it left, reported every batch it ran, and
+        // was sent none after the scheduler's answer (its last plans were
+        // made before the leave, so they start within an SLO of it).
+        let from_0: Vec<&fb::BatchDone> = c.done.iter().filter(|d| d.backend == 0).collect();
+        assert!(c.backends[0].gone() && !from_0.is_empty(), "{policy:?}");
+        assert_eq!(from_0.len() as u64, c.backends[0].stats.batches, "{policy:?}");
+        assert!(from_0.iter().all(|d| d.started_ns < 325_000_000), "{policy:?}: a batch planned after the leave");
+        assert!(c.done.iter().any(|d| d.backend == 1 && d.started_ns > 2_000_000_000), "{policy:?}");
     }
 }
 
