@@ -90,6 +90,8 @@ impl AutoscaleConfig {
 pub struct Signals {
     /// GPUs serving during the period.
     pub gpus: usize,
+    /// Requests that arrived in the period.
+    pub arrived: u64,
     /// Requests that ended in the period, and how many of them were bad
     /// (late or dropped).
     pub ended: u64,
@@ -108,6 +110,69 @@ impl Signals {
         } else {
             self.bad as f64 / self.ended as f64
         }
+    }
+}
+
+/// Counts a period's signals as they happen (the simulator and the
+/// engine's scheduler feed it the same events): arrivals, with the
+/// busiest sizing window's count when peak sizing is on; requests ended
+/// and how many of them bad; GPU time busy.
+#[derive(Clone, Debug)]
+pub struct Meter {
+    arrived: u64,
+    ended: u64,
+    bad: u64,
+    busy: Nanos,
+    /// Arrivals per window aligned to multiples of the window: the window,
+    /// the current one's index and count, the period's most.
+    window: Option<Nanos>,
+    index: u64,
+    count: u64,
+    peak: u64,
+}
+
+impl Meter {
+    pub fn new(cfg: &AutoscaleConfig) -> Self {
+        Self::fresh(cfg.sizing.map(|p| p.window), 0)
+    }
+
+    fn fresh(window: Option<Nanos>, index: u64) -> Self {
+        Self { arrived: 0, ended: 0, bad: 0, busy: 0, window, index, count: 0, peak: 0 }
+    }
+
+    pub fn arrive(&mut self, now: Nanos) {
+        self.arrived += 1;
+        if let Some(w) = self.window {
+            let i = now / w;
+            if i != self.index {
+                self.peak = self.peak.max(self.count);
+                (self.index, self.count) = (i, 0);
+            }
+            self.count += 1;
+        }
+    }
+
+    /// A request ended (served or dropped), `bad` if late or dropped.
+    pub fn end(&mut self, bad: bool) {
+        self.ended += 1;
+        self.bad += u64::from(bad);
+    }
+
+    /// GPU time spent on a batch.
+    pub fn busy(&mut self, gpu_time: Nanos) {
+        self.busy += gpu_time;
+    }
+
+    /// The period of `span` that ends now, on `gpus` serving GPUs; the
+    /// next starts afresh (windows divide the period, so none straddles
+    /// two).
+    pub fn take(&mut self, gpus: usize, span: Nanos) -> Signals {
+        let idle_fraction = (1.0 - self.busy as f64 / (gpus as f64 * span as f64)).clamp(0.0, 1.0);
+        let peak = self.peak.max(self.count);
+        let peak_rps = self.window.map_or(0.0, |w| peak as f64 * NANOS_PER_S as f64 / w as f64);
+        let s = Signals { gpus, arrived: self.arrived, ended: self.ended, bad: self.bad, idle_fraction, peak_rps };
+        *self = Self::fresh(self.window, self.index);
+        s
     }
 }
 
@@ -194,7 +259,24 @@ mod tests {
     };
 
     fn signals(gpus: usize, bad: u64, ended: u64, idle: f64) -> Signals {
-        Signals { gpus, ended, bad, idle_fraction: idle, peak_rps: 0.0 }
+        Signals { gpus, arrived: ended, ended, bad, idle_fraction: idle, peak_rps: 0.0 }
+    }
+
+    #[test]
+    fn the_meter_counts_a_period_and_its_busiest_window() {
+        let cfg = AutoscaleConfig { period: 10, sizing: Some(PeakSizing { window: 5, memory: 1 }), ..CFG };
+        let mut m = Meter::new(&cfg);
+        for t in [0, 1, 5, 6, 7, 9] {
+            m.arrive(t);
+        }
+        (0..5).for_each(|i| m.end(i == 0));
+        m.busy(10);
+        let s = m.take(2, 10);
+        assert_eq!((s.arrived, s.ended, s.bad, s.idle_fraction), (6, 5, 1, 0.5));
+        assert_eq!(s.peak_rps, 4.0 * NANOS_PER_S as f64 / 5.0, "4 arrivals in [5, 10)");
+        m.arrive(12);
+        let s = m.take(2, 10);
+        assert_eq!((s.arrived, s.ended, s.idle_fraction, s.peak_rps), (1, 0, 1.0, NANOS_PER_S as f64 / 5.0));
     }
 
     #[test]

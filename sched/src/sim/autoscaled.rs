@@ -14,7 +14,7 @@
 //! policy must accept completions from a GPU it was told has left
 //! (Symphony's rank shard does).
 
-use crate::autoscale::{AutoscaleConfig, Autoscaler, Signals};
+use crate::autoscale::{AutoscaleConfig, Autoscaler, Meter, Signals};
 use crate::time::{Nanos, NANOS_PER_S};
 use crate::types::{BackendId, Scheduler};
 
@@ -29,55 +29,11 @@ pub struct Period {
     pub next_gpus: usize,
 }
 
-/// What the simulator counts for the scaler, since the run began.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct Counters {
-    pub arrived: u64,
-    pub ended: u64,
-    pub bad: u64,
-    /// GPU time of every batch dispatched (charged when dispatched).
-    pub busy: Nanos,
-}
-
-/// Requests (query stages included) counted over windows aligned to
-/// multiples of `window`: the most any window of the period held.
-pub(super) struct PeakMeter {
-    window: Nanos,
-    index: u64,
-    count: u64,
-    peak: u64,
-}
-
-impl PeakMeter {
-    pub fn new(cfg: &AutoscaleConfig) -> Option<Self> {
-        cfg.sizing.map(|p| Self { window: p.window, index: 0, count: 0, peak: 0 })
-    }
-
-    pub fn arrive(&mut self, now: Nanos) {
-        let i = now / self.window;
-        if i != self.index {
-            self.peak = self.peak.max(self.count);
-            self.index = i;
-            self.count = 0;
-        }
-        self.count += 1;
-    }
-
-    /// The period's peak in r/s; the next period starts afresh (windows
-    /// divide the period, so none straddles two).
-    pub fn take(&mut self) -> f64 {
-        let peak = self.peak.max(self.count);
-        (self.peak, self.count) = (0, 0);
-        peak as f64 * NANOS_PER_S as f64 / self.window as f64
-    }
-}
-
 pub(super) struct Scaler {
     cfg: AutoscaleConfig,
     advice: Autoscaler,
     serving: Vec<bool>,
     next_at: Nanos,
-    last: Counters,
     pub periods: Vec<Period>,
 }
 
@@ -95,7 +51,6 @@ impl Scaler {
             advice: Autoscaler::new(cfg),
             serving,
             next_at: cfg.period,
-            last: Counters::default(),
             periods: Vec::new(),
         }
     }
@@ -112,17 +67,14 @@ impl Scaler {
         self.serving.iter().filter(|&&s| s).count()
     }
 
-    /// The period ending `now` (`peak_rps` from its `PeakMeter`): its
-    /// signals, the advice, GPUs joined or left.
-    pub fn tick(&mut self, now: Nanos, c: Counters, peak_rps: f64, sched: &mut dyn Scheduler) {
-        let gpus = self.gpus();
+    /// The period ending `now`, as `meter` counted it: its signals, the
+    /// advice, GPUs joined or left.
+    pub fn tick(&mut self, now: Nanos, meter: &mut Meter, sched: &mut dyn Scheduler) {
         let span = self.cfg.period;
-        let busy = c.busy - self.last.busy;
-        let idle_fraction = (1.0 - busy as f64 / (gpus as f64 * span as f64)).clamp(0.0, 1.0);
-        let signals =
-            Signals { gpus, ended: c.ended - self.last.ended, bad: c.bad - self.last.bad, idle_fraction, peak_rps };
+        let signals = meter.take(self.gpus(), span);
+        let gpus = signals.gpus;
         let next_gpus = self.advice.advise(&signals);
-        let offered_rps = (c.arrived - self.last.arrived) as f64 * NANOS_PER_S as f64 / span as f64;
+        let offered_rps = signals.arrived as f64 * NANOS_PER_S as f64 / span as f64;
         self.periods.push(Period {
             start_s: (now - span) as f64 / NANOS_PER_S as f64,
             offered_rps,
@@ -139,7 +91,6 @@ impl Scaler {
             self.serving[b] = false;
             sched.on_backend_failed(now, BackendId(b as u32));
         }
-        self.last = c;
         self.next_at = now + span;
     }
 }

@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use queries::{QueryBook, Spawn};
 use report::{to_us, ModelTally, RunSummary};
 
-use crate::autoscale::AutoscaleConfig;
+use crate::autoscale::{AutoscaleConfig, Meter};
 use crate::build;
 use crate::policy::PolicyKind;
 use crate::rng::Rng;
@@ -114,10 +114,8 @@ struct Sim<'a> {
     infeasible_plans: u64,
     /// Query stage requests that ended since last looked at: (instance, stage, in SLO).
     stage_ends: Vec<(u32, u16, bool)>,
-    /// Running totals for the autoscaler's signals, and its peak sizing's
-    /// window counts.
-    counters: autoscaled::Counters,
-    peak: Option<autoscaled::PeakMeter>,
+    /// The autoscaler's signals, counted (when it runs).
+    meter: Option<Meter>,
 }
 
 impl<'a> Sim<'a> {
@@ -137,8 +135,7 @@ impl<'a> Sim<'a> {
             batch_sizes: BTreeMap::new(),
             infeasible_plans: 0,
             stage_ends: Vec::new(),
-            counters: autoscaled::Counters::default(),
-            peak: None,
+            meter: None,
         }
     }
 
@@ -219,8 +216,9 @@ impl<'a> Sim<'a> {
         assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
         r.state = State::Done;
         let r = *r;
-        self.counters.ended += 1;
-        self.counters.bad += 1;
+        if let Some(m) = &mut self.meter {
+            m.end(true);
+        }
         if let Some((inst, stage)) = r.stage {
             self.stage_ends.push((inst, stage, false));
         }
@@ -291,7 +289,9 @@ impl<'a> Sim<'a> {
         be.busy_until = finish;
         let (w0, w1) = self.window;
         self.busy += self.layout.gpu_time(plan.backend.index(), finish.min(w1).saturating_sub(start.max(w0)));
-        self.counters.busy += self.layout.gpu_time(plan.backend.index(), finish - start);
+        if let Some(m) = &mut self.meter {
+            m.busy(self.layout.gpu_time(plan.backend.index(), finish - start));
+        }
         if self.measured(start) {
             *self.batch_sizes.entry(b).or_default() += 1;
             let t = &mut self.tallies[plan.model.index()];
@@ -351,8 +351,9 @@ impl<'a> Sim<'a> {
             let r = &mut self.records[id.0 as usize];
             r.state = State::Done;
             let r = *r;
-            self.counters.ended += 1;
-            self.counters.bad += u64::from(now > r.deadline);
+            if let Some(m) = &mut self.meter {
+                m.end(now > r.deadline);
+            }
             if let Some((inst, stage)) = r.stage {
                 self.stage_ends.push((inst, stage, now <= r.deadline));
             }
@@ -388,8 +389,7 @@ fn new_request(
     // A static model's request takes l(1) alone.
     let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
     sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
-    sim.counters.arrived += 1;
-    if let Some(m) = &mut sim.peak {
+    if let Some(m) = &mut sim.meter {
         m.arrive(now);
     }
     if sim.measured(now) {
@@ -466,7 +466,7 @@ fn run_inner(
     let end = scenario.warmup + scenario.duration;
     let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
     let mut sim = Sim::new(scenario, layout(scenario, sched), end);
-    sim.peak = scaler.as_ref().and_then(|s| autoscaled::PeakMeter::new(s.config()));
+    sim.meter = scaler.as_ref().map(|s| Meter::new(s.config()));
     let mut book = QueryBook::new(scenario, seed);
     let mut spawn: Vec<Spawn> = Vec::new();
     let mut now: Nanos = 0;
@@ -505,8 +505,7 @@ fn run_inner(
             sim.kill(b, seed);
             sched.on_backend_failed(now, b);
         } else if let Some(s) = scaler.as_deref_mut().filter(|s| s.next_at() <= now) {
-            let peak_rps = sim.peak.as_mut().map_or(0.0, autoscaled::PeakMeter::take);
-            s.tick(now, sim.counters, peak_rps, sched);
+            s.tick(now, sim.meter.as_mut().expect("metered while autoscaled"), sched);
         } else if done_at.is_some_and(|d| d <= now) {
             sim.complete_next(now, sched, &mut completed);
         } else if arrive_at.is_some_and(|a| a <= now) {
