@@ -167,7 +167,11 @@ impl Meter {
     /// next starts afresh (windows divide the period, so none straddles
     /// two).
     pub fn take(&mut self, gpus: usize, span: Nanos) -> Signals {
-        let idle_fraction = (1.0 - self.busy as f64 / (gpus as f64 * span as f64)).clamp(0.0, 1.0);
+        // No GPU serving is idle time of none: nothing to remove.
+        let idle_fraction = match gpus {
+            0 => 0.0,
+            _ => (1.0 - self.busy as f64 / (gpus as f64 * span as f64)).clamp(0.0, 1.0),
+        };
         let peak = self.peak.max(self.count);
         let peak_rps = self.window.map_or(0.0, |w| peak as f64 * NANOS_PER_S as f64 / w as f64);
         let s = Signals { gpus, arrived: self.arrived, ended: self.ended, bad: self.bad, idle_fraction, peak_rps };

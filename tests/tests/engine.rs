@@ -501,6 +501,82 @@ fn a_backend_process_leaving_and_one_joining_lose_nothing() {
     assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
 }
 
+/// Symphony's autoscaler in the engine, followed by a supervisor (this
+/// test) that starts a backend process (one GPU each) when the scheduler
+/// advises more GPUs and stops the newest when it advises fewer: a load
+/// one GPU cannot hold makes the cluster grow, a light one shrink it, and
+/// every request is answered exactly once throughout (none lost to the
+/// processes leaving).
+#[test]
+fn backend_processes_follow_the_autoscalers_advice() {
+    use baton_core::roles::autoscaling::{Advice, AdviceSink};
+    use baton_core::runtime::{start_role, RoleProcess, RoleSpec};
+    use baton_sched::autoscale::AutoscaleConfig;
+    use std::sync::{Arc, Mutex};
+    let s = scenario();
+    let pool = s.cluster.backends as usize;
+    let advice: Arc<Mutex<Vec<Advice>>> = Arc::default();
+    let sink = {
+        let advice = Arc::clone(&advice);
+        AdviceSink(Arc::new(move |a: &Advice| advice.lock().unwrap().push(*a)))
+    };
+    let scaling = AutoscaleConfig {
+        period: 500_000_000,
+        threshold: 0.01,
+        headroom: 0.1,
+        min_gpus: 1,
+        max_gpus: pool,
+        initial: pool,
+        sizing: None,
+    };
+    let any = "127.0.0.1:0".parse().unwrap();
+    let cfg = role_config();
+    let sched_cfg = EngineConfig { autoscale: Some((scaling, sink)), ..role_config() };
+    let sched = start_role(&s, PolicyKind::Symphony, &sched_cfg, RoleSpec::Scheduler { listen: any }).unwrap();
+    let role = |spec| start_role(&s, PolicyKind::Symphony, &cfg, spec).expect("role starts");
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
+    let gpu = |b| RoleSpec::Backends {
+        first: b as u32,
+        count: 1,
+        scheduler: sched.addr.unwrap(),
+        frontends: vec![fe.peer_addr.unwrap()],
+    };
+    let mut serving: Vec<RoleProcess> = vec![role(gpu(0))];
+    let (mut most, mut left) = (1, Vec::new());
+    for (rate, secs) in [(1_500.0, 4), (100.0, 4)] {
+        let load = load_behind(&s, fe.addr.unwrap(), rate, secs);
+        while !load.is_finished() {
+            let advised = advice.lock().unwrap().last().map_or(serving.len(), |a| a.gpus);
+            while serving.len() < advised {
+                serving.push(role(gpu(serving.len())));
+            }
+            while serving.len() > advised {
+                left.push(serving.pop().unwrap().shutdown());
+            }
+            most = most.max(serving.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let l = load.join().unwrap();
+        assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{rate} r/s: {l:?}");
+        assert_eq!(l.ok + l.late + l.dropped, l.sent);
+        println!(
+            "{rate} r/s: sent {} ok {} late {} dropped {} bad rate {:.4}",
+            l.sent, l.ok, l.late, l.dropped, l.bad_rate
+        );
+        if rate < 1_000.0 {
+            assert!(l.bad_rate < 0.01, "the light load is served well on what is left: {l:?}");
+        }
+    }
+    let advised: Vec<usize> = advice.lock().unwrap().iter().map(|a| a.gpus).collect();
+    println!("advice per period: {advised:?}; most serving {most}, at the end {}", serving.len());
+    assert!(most > 1 && serving.len() < most, "grew to {most}, shrank to {}: advice {advised:?}", serving.len());
+    assert!(!left.is_empty() && left.iter().all(|r| r.backends.iter().all(|b| b.failed_batches == 0)));
+    let f = fe.shutdown();
+    assert_eq!((f.frontend.answered(), f.frontend.duplicates, f.held_at_stop), (f.frontend.received, 0, 0), "{f:?}");
+    serving.into_iter().for_each(|p| drop(p.shutdown()));
+    sched.shutdown();
+}
+
 #[test]
 fn slackfit_keeps_serving_at_lower_accuracy_when_half_the_gpus_die() {
     // SuperServe's fault experiment run for real: 8 emulated GPUs, 4 of

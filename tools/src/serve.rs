@@ -23,9 +23,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
+use baton_core::roles::autoscaling::{Advice, AdviceSink};
 use baton_core::runtime::auth::{ClusterKey, KeyError};
 use baton_core::runtime::topology::Near;
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
@@ -33,6 +35,8 @@ use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
 use baton_net::kserve::GatewayConfig;
 use baton_net::rdma::{Fabric, OpenError};
+use baton_sched::autoscale::{AutoscaleConfig, PeakSizing};
+use baton_sched::time::NANOS_PER_S;
 use baton_sched::{PolicyKind, Scenario};
 use baton_tools::load::{self, LoadConfig};
 use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
@@ -248,6 +252,18 @@ pub struct SchedulerArgs {
     /// that running frontends and backends use, and they take it back.
     #[arg(long)]
     clock_origin_file: Option<PathBuf>,
+    /// Symphony's autoscaler: every this many seconds, log the period's
+    /// signals and the GPUs to serve next (`baton scheduler: autoscale:
+    /// ...` on stderr); start or stop backend processes to follow it.
+    #[arg(long)]
+    autoscale_period: Option<f64>,
+    /// Size for the busiest second of this many periods (peak sizing; 0:
+    /// Symphony's flat-top rule alone).
+    #[arg(long, default_value_t = 0)]
+    autoscale_memory: usize,
+    /// Idle share kept when advising fewer GPUs.
+    #[arg(long, default_value_t = 0.1)]
+    autoscale_headroom: f64,
 }
 
 #[derive(clap::Args)]
@@ -512,7 +528,7 @@ fn role(
     name: &str,
     spec: RoleSpec,
     plan_rate: Option<f64>,
-    (gateway, clock_origin_file): (GatewayConfig, Option<PathBuf>),
+    (gateway, clock_origin_file, autoscale): (GatewayConfig, Option<PathBuf>, Option<(AutoscaleConfig, AdviceSink)>),
 ) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
@@ -526,6 +542,7 @@ fn role(
         gateway,
         cluster_key: key,
         clock_origin_file,
+        autoscale,
         ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)?
     };
     // The loopback fabric is memory of one process: roles in processes of
@@ -556,19 +573,56 @@ fn role(
 
 pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
     let spec = RoleSpec::Scheduler { listen: a.listen };
-    role(&a.role, "scheduler", spec, a.plan_rate, (GatewayConfig::default(), a.clock_origin_file))
+    let (s, _) = scenario(&a.role.engine)?;
+    let autoscale = a.autoscale_period.map(|p| autoscaling(&a, p, s.cluster.backends as usize)).transpose()?;
+    role(&a.role, "scheduler", spec, a.plan_rate, (GatewayConfig::default(), a.clock_origin_file, autoscale))
+}
+
+/// The autoscaler `baton scheduler --autoscale-period` runs, for a pool of
+/// `pool` GPUs, logging each period's advice on stderr.
+fn autoscaling(a: &SchedulerArgs, period_s: f64, pool: usize) -> Result<(AutoscaleConfig, AdviceSink), String> {
+    if !(period_s.is_finite() && (0.001..=86_400.0).contains(&period_s)) {
+        return Err(format!("--autoscale-period: seconds from 0.001 to 86400, got {period_s}"));
+    }
+    let period = (period_s * NANOS_PER_S as f64).round() as u64;
+    // Peak windows of a second where they divide the period, else the period.
+    let window = if period.is_multiple_of(NANOS_PER_S) { NANOS_PER_S } else { period };
+    let sizing = (a.autoscale_memory > 0).then_some(PeakSizing { window, memory: a.autoscale_memory });
+    let cfg = AutoscaleConfig {
+        period,
+        threshold: 0.01,
+        headroom: a.autoscale_headroom,
+        min_gpus: 1,
+        max_gpus: pool,
+        initial: pool,
+        sizing,
+    };
+    cfg.check().map_err(|e| format!("--autoscale-*: {e}"))?;
+    let sink = AdviceSink(Arc::new(|a: &Advice| {
+        let s = &a.signals;
+        eprintln!(
+            "baton scheduler: autoscale: {} GPUs serving, {} arrived (busiest window {:.0} r/s), bad rate {:.4}, idle {:.3}: serve {} GPUs",
+            s.gpus,
+            s.arrived,
+            s.peak_rps,
+            s.bad_rate(),
+            s.idle_fraction,
+            a.gpus
+        );
+    }));
+    Ok((cfg, sink))
 }
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
     let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, peers: a.peer_listen, scheduler: a.scheduler };
-    role(&a.role, "frontend", spec, None, (a.gateway.config(a.role.engine.max_connections), None))
+    role(&a.role, "frontend", spec, None, (a.gateway.config(a.role.engine.max_connections), None, None))
 }
 
 pub fn backend(a: BackendArgs) -> Result<(), String> {
     let (s, _) = scenario(&a.role.engine)?;
     let count = a.count.unwrap_or(s.cluster.backends.saturating_sub(a.first));
     let spec = RoleSpec::Backends { first: a.first, count, scheduler: a.scheduler, frontends: a.frontends.clone() };
-    role(&a.role, "backend", spec, None, (GatewayConfig::default(), None))
+    role(&a.role, "backend", spec, None, (GatewayConfig::default(), None, None))
 }
 
 pub fn load(a: LoadArgs) -> Result<(), String> {

@@ -118,6 +118,7 @@ fn samples() -> Vec<Message> {
             free_at_ns: 77,
             loaded_models: Some(vec![1, 2, 3]),
             memory_free_mb: 12_000,
+            leaving: true,
         }),
         Message::ModelLoad(fb::ModelLoad { model: 1, name: Some("vgg16".into()), backend: 2, max_batch: 32, id: 3 }),
         Message::ModelUnload(fb::ModelUnload { model: 1, backend: 2, name: Some("vgg16".into()), id: 4 }),

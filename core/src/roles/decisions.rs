@@ -56,12 +56,15 @@ pub struct Sent {
     pub batch_id: u64,
     pub plan: BatchPlan,
     pub apps: Vec<AppId>,
+    /// Each member's deadline.
+    pub deadlines: Vec<Nanos>,
 }
 
 /// What the scheduler remembers of a request it holds.
 #[derive(Clone, Copy, Debug)]
 struct Seen {
     at: Nanos,
+    deadline: Nanos,
     app: AppId,
     model: u32,
     /// Where its input lies for an RDMA READ, if registered.
@@ -97,7 +100,7 @@ impl Decisions {
     /// The scheduler sees request `r` at `now`, its input registered at
     /// `input` if it says so (the plan passes it on to the backend).
     pub fn saw(&mut self, r: &Request, now: Nanos, input: Option<fb::InputAt>) {
-        self.seen.insert(r.id.0, Seen { at: now, app: r.app, model: r.model.0, input });
+        self.seen.insert(r.id.0, Seen { at: now, deadline: r.deadline, app: r.app, model: r.model.0, input });
     }
 
     /// Requests seen and not yet dispatched or dropped.
@@ -140,13 +143,14 @@ impl Decisions {
                 self.batches += 1;
                 let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
                 let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
-                let unseen = Seen { at: 0, app: AppId(0), model: plan.model.0, input: None };
+                let unseen = Seen { at: 0, deadline: Nanos::MAX, app: AppId(0), model: plan.model.0, input: None };
                 let seen: Vec<Seen> = requests.iter().map(|r| self.seen.remove(r).unwrap_or(unseen)).collect();
                 let apps = seen.iter().map(|s| s.app).collect();
                 let inputs = seen.iter().any(|s| s.input.is_some()).then(|| {
                     let none = fb::InputAt { addr: 0, rkey: 0, len: 0 };
                     seen.iter().map(|s| s.input.unwrap_or(none)).collect()
                 });
+                let deadlines = seen.iter().map(|s| s.deadline).collect();
                 let seen = seen.iter().map(|s| s.at).collect();
                 // A prefix batch runs its group's trunk (the plan's expected
                 // finish counts the trunk alone); another, its model.
@@ -169,7 +173,7 @@ impl Decisions {
                     inputs,
                 };
                 out.push(Envelope { to: Addr::Backend(plan.backend.0), msg: Message::BatchPlan(msg) });
-                Ok(Some(Sent { batch_id, plan, apps }))
+                Ok(Some(Sent { batch_id, plan, apps, deadlines }))
             }
             Output::Dropped { request, reason } => {
                 self.drop(request.0, wire_reason(reason));

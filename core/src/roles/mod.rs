@@ -13,6 +13,7 @@
 //! runtime decides whether one travels through an in-process ring or a TCP
 //! connection.
 
+pub mod autoscaling;
 pub mod backend;
 pub mod decisions;
 pub mod fetch;

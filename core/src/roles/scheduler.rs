@@ -13,7 +13,9 @@
 //! A backend leaving (`BackendStatus { leaving }`, scaling in) is taken
 //! out of the policy's use as a failed one is, but its batches in flight
 //! are kept: it runs them, and their completions come as usual. The
-//! scheduler answers with the same flag, after every plan it sent there
+//! scheduler answers with the same flag once the policy has taken the
+//! news (Symphony's rank shard hears it a message delay later:
+//! `with_policy_delay`), so the answer follows every plan sent there
 //! (`backend.rs` exits once it has run them).
 //!
 //! A backend that goes silent — a batch sent to it not done `silence`
@@ -34,6 +36,7 @@ use baton_sched::time::Nanos;
 use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Scheduler};
 use baton_wire::{fb, Message};
 
+use super::autoscaling::Autoscaling;
 use super::decisions::{Decisions, Sent};
 use super::{request_of, Addr, Envelope};
 use crate::models::ModelTable;
@@ -66,8 +69,9 @@ pub struct SchedulerRole {
     policy: Box<dyn Scheduler>,
     backends: u32,
     decisions: Decisions,
-    /// Batches sent and not yet done, by batch id, with their members' apps.
-    inflight: HashMap<u64, (BatchPlan, Vec<AppId>)>,
+    /// Batches sent and not yet done, by batch id, with their members' apps
+    /// and deadlines.
+    inflight: HashMap<u64, (BatchPlan, Vec<AppId>, Vec<Nanos>)>,
     completed: Vec<Completed>,
     silence: Nanos,
     /// When batches in flight are next looked over for silent backends.
@@ -76,6 +80,12 @@ pub struct SchedulerRole {
     silent: Vec<bool>,
     /// Per backend: leaving (the policy was told it is out).
     leaving: Vec<bool>,
+    /// Symphony's autoscaling signals and advice, when on.
+    autoscaling: Option<Autoscaling>,
+    /// Answers to backends leaving, each due once the policy has heard.
+    leave_answers: Vec<(Nanos, u32)>,
+    /// How long the policy takes to hear of a backend's change.
+    policy_delay: Nanos,
     pub stats: SchedulerStats,
 }
 
@@ -101,6 +111,9 @@ impl SchedulerRole {
             next_sweep: 0,
             silent: vec![false; backends as usize],
             leaving: vec![false; backends as usize],
+            autoscaling: None,
+            leave_answers: Vec::new(),
+            policy_delay: 0,
             stats: SchedulerStats::default(),
         }
     }
@@ -110,6 +123,26 @@ impl SchedulerRole {
     pub fn starting_at(mut self, first: u64) -> Self {
         self.decisions = Decisions::new(self.decisions.table().clone(), first);
         self
+    }
+
+    /// The policy hears of a backend failing `delay` after it is told (a
+    /// message between Symphony's shards).
+    pub fn with_policy_delay(mut self, delay: Nanos) -> Self {
+        self.policy_delay = delay;
+        self
+    }
+
+    /// Counts the autoscaler's signals and takes its advice each period.
+    pub fn with_autoscaling(mut self, a: Autoscaling) -> Self {
+        self.autoscaling = Some(a);
+        self
+    }
+
+    /// Tells the autoscaler whether backend `b` is in use.
+    fn in_use(&mut self, b: u32, up: bool) {
+        if let Some(a) = &mut self.autoscaling {
+            a.set_up(b as usize, up);
+        }
     }
 
     /// Fails a backend whose batch is not done `silence` after its `exec_at`.
@@ -128,12 +161,18 @@ impl SchedulerRole {
                 self.stats.requests += 1;
                 let req = request_of(&m);
                 self.decisions.saw(&req, now, m.input);
+                if let Some(a) = &mut self.autoscaling {
+                    a.arrived(now);
+                }
                 self.policy.on_request(now, req);
             }
             Message::BatchDone(d) => match self.inflight.remove(&d.batch_id) {
-                Some((plan, apps)) => {
+                Some((plan, apps, deadlines)) => {
                     let measured = d.requests.as_deref().zip(d.solo_ns.as_deref());
                     self.batch_done(now, &plan, &apps, d.started_ns, measured);
+                    if let Some(a) = &mut self.autoscaling {
+                        a.batch_done(now, d.started_ns, d.failed, &deadlines);
+                    }
                 }
                 None => self.stats.rejected += 1,
             },
@@ -141,7 +180,8 @@ impl SchedulerRole {
                 if !std::mem::replace(&mut self.leaving[s.backend as usize], true) {
                     self.policy.on_backend_failed(now, BackendId(s.backend));
                 }
-                out.push(leaving_told(s.backend));
+                self.in_use(s.backend, false);
+                self.leave_answers.push((now + self.policy_delay, s.backend));
             }
             Message::BackendStatus(s) if !s.healthy && s.backend < self.backends => {
                 self.backend_failed(now, BackendId(s.backend), out);
@@ -152,6 +192,7 @@ impl SchedulerRole {
                 self.silent[s.backend as usize] = false;
                 self.leaving[s.backend as usize] = false;
                 self.policy.on_backend_joined(now, BackendId(s.backend));
+                self.in_use(s.backend, true);
             }
             _ => self.stats.rejected += 1,
         }
@@ -196,8 +237,9 @@ impl SchedulerRole {
         if !self.leaving[backend.index()] {
             self.policy.on_backend_failed(now, backend);
         }
+        self.in_use(backend.0, false);
         let mut lost: Vec<u64> =
-            self.inflight.iter().filter(|(_, (p, _))| p.backend == backend).map(|(&id, _)| id).collect();
+            self.inflight.iter().filter(|(_, (p, ..))| p.backend == backend).map(|(&id, _)| id).collect();
         lost.sort_unstable();
         for id in lost {
             for r in self.inflight.remove(&id).expect("listed").0.requests {
@@ -213,6 +255,7 @@ impl SchedulerRole {
         if silent.copied().unwrap_or(false) && !leaving.copied().unwrap_or(false) {
             self.silent[backend as usize] = false;
             self.policy.on_backend_joined(now, BackendId(backend));
+            self.in_use(backend, true);
         }
     }
 
@@ -225,8 +268,8 @@ impl SchedulerRole {
             self.next_sweep = now + (self.silence / 4).max(10_000_000);
             let silence = self.silence;
             let mut silent: Vec<BackendId> = (self.inflight.values())
-                .filter(|(p, _)| p.exec_at.saturating_add(silence) <= now)
-                .map(|(p, _)| p.backend)
+                .filter(|(p, ..)| p.exec_at.saturating_add(silence) <= now)
+                .map(|(p, ..)| p.backend)
                 .collect();
             silent.sort_unstable();
             silent.dedup();
@@ -239,11 +282,24 @@ impl SchedulerRole {
             self.policy.on_timeout(now);
         }
         self.drain(now, out);
+        if let Some(a) = &mut self.autoscaling {
+            a.on_timeout(now);
+        }
+        // After the policy's timers: it has heard of the leave by now.
+        self.leave_answers.retain(|&(at, b)| {
+            let due = at <= now;
+            if due {
+                out.push(leaving_told(b));
+            }
+            !due
+        });
     }
 
     pub fn next_timeout(&self) -> Option<Nanos> {
         let sweep = (!self.inflight.is_empty()).then_some(self.next_sweep);
-        self.policy.next_timeout().into_iter().chain(sweep).min()
+        let period = self.autoscaling.as_ref().map(Autoscaling::next_timeout);
+        let answers = self.leave_answers.iter().map(|a| a.0).min();
+        self.policy.next_timeout().into_iter().chain(sweep).chain(period).chain(answers).min()
     }
 
     pub fn inflight(&self) -> usize {
@@ -253,8 +309,8 @@ impl SchedulerRole {
     fn drain(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
         while let Some(o) = self.policy.poll_output() {
             match self.decisions.push(o, out) {
-                Ok(Some(Sent { batch_id, plan, apps })) => {
-                    self.inflight.insert(batch_id, (plan, apps));
+                Ok(Some(Sent { batch_id, plan, apps, deadlines })) => {
+                    self.inflight.insert(batch_id, (plan, apps, deadlines));
                 }
                 Ok(None) => {}
                 Err(refused) => {
@@ -268,5 +324,8 @@ impl SchedulerRole {
         self.decisions.flush(out);
         self.stats.batches = self.decisions.batches;
         self.stats.dropped = self.decisions.dropped;
+        if let Some(a) = &mut self.autoscaling {
+            a.dropped(self.decisions.dropped);
+        }
     }
 }

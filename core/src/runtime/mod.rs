@@ -168,6 +168,9 @@ pub struct EngineConfig {
     /// keeps the clock that running frontends and backends use, and they
     /// take it back (without one, each run has a clock of its own).
     pub clock_origin_file: Option<std::path::PathBuf>,
+    /// Symphony's autoscaler: the scheduler counts its signals and gives
+    /// its advice to the sink each period (`roles/autoscaling.rs`).
+    pub autoscale: Option<(baton_sched::autoscale::AutoscaleConfig, crate::roles::autoscaling::AdviceSink)>,
 }
 
 impl Default for EngineConfig {
@@ -193,6 +196,7 @@ impl Default for EngineConfig {
             gateway: GatewayConfig::default(),
             cluster_key: None,
             clock_origin_file: None,
+            autoscale: None,
         }
     }
 }

@@ -14,6 +14,7 @@ use baton_wire::Message;
 use super::link::ShardMsg;
 use super::EngineConfig;
 use crate::models::ModelTable;
+use crate::roles::autoscaling::Autoscaling;
 use crate::roles::scheduler::{SchedulerRole, SchedulerStats};
 use crate::roles::symphony::{model_of, ModelShardRole, RankRole};
 use crate::roles::{Addr, Envelope};
@@ -33,8 +34,15 @@ pub enum SchedulerPart {
 }
 
 impl SchedulerPart {
-    /// The part for a cluster of `backends` backends.
-    pub fn build(self, scenario: &Scenario, table: &ModelTable, cfg: &EngineConfig, backends: u32) -> Box<dyn Part> {
+    /// The part for a cluster of `backends` backends, starting at `now`.
+    pub fn build(
+        self,
+        scenario: &Scenario,
+        table: &ModelTable,
+        cfg: &EngineConfig,
+        backends: u32,
+        now: Nanos,
+    ) -> Box<dyn Part> {
         let spec = &scenario.cluster;
         match self {
             SchedulerPart::None => Box::new(Nothing),
@@ -42,7 +50,13 @@ impl SchedulerPart {
                 let policy = build::scheduler(p, scenario, cfg.plan_rate_rps);
                 // Batch ids from the Unix clock: a restarted scheduler's
                 // never match a batch its last run left in flight.
-                Box::new(SchedulerRole::new(policy, table.clone(), backends).starting_at(crate::clock::unix_ns()))
+                let role = SchedulerRole::new(policy, table.clone(), backends)
+                    .starting_at(crate::clock::unix_ns())
+                    .with_policy_delay(scenario.knobs.msg_delay);
+                Box::new(match &cfg.autoscale {
+                    Some((a, sink)) => role.with_autoscaling(Autoscaling::new(*a, sink.clone(), backends, now)),
+                    None => role,
+                })
             }
             SchedulerPart::Rank => Box::new(RankRole::new(spec)),
             SchedulerPart::Models { index, of, rule } => {

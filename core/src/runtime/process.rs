@@ -407,7 +407,9 @@ struct Peer {
 async fn reconnect(router: Rc<Router>, to: Peer, key: ClusterKey, hellos: Vec<fb::Hello>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
         glommio::timer::sleep(RECONNECT).await;
-        if router.reaches(to.role) {
+        // A process stopping closes its connections: not to be reopened
+        // (a backend that left would join again).
+        if router.reaches(to.role) || stop.load(Ordering::Acquire) {
             continue;
         }
         match connect(to.addr, &key, &hellos, RECONNECT).await {

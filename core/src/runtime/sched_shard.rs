@@ -94,7 +94,7 @@ impl State {
     ) -> Result<Self, String> {
         let n = table.backends(scenario.cluster.backends);
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
-        let part = part.build(scenario, table, cfg, n);
+        let part = part.build(scenario, table, cfg, n, now);
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {

@@ -46,13 +46,7 @@ impl Scaler {
         for b in cfg.initial..pool {
             sched.on_backend_failed(0, BackendId(b as u32));
         }
-        Self {
-            cfg,
-            advice: Autoscaler::new(cfg),
-            serving,
-            next_at: cfg.period,
-            periods: Vec::new(),
-        }
+        Self { cfg, advice: Autoscaler::new(cfg), serving, next_at: cfg.period, periods: Vec::new() }
     }
 
     pub fn config(&self) -> &AutoscaleConfig {
