@@ -541,3 +541,17 @@ fn sim_runs_a_partitioned_cluster_and_refuses_what_it_cannot_split() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run multi-model queries"));
 }
+
+#[test]
+fn scheduler_refuses_a_bad_autoscaling_setting_and_says_which() {
+    for (args, key) in [
+        (vec!["--autoscale-period", "0"], "--autoscale-period"),
+        (vec!["--autoscale-period", "nan"], "--autoscale-period"),
+        (vec!["--autoscale-period", "1", "--autoscale-headroom", "1.5"], "--autoscale-*"),
+    ] {
+        let out = baton(&[&["scheduler", "--listen", "127.0.0.1:0"], &args[..]].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{args:?}: `{err}` does not name {key}");
+    }
+}
