@@ -378,27 +378,52 @@ fn only_roles_holding_the_cluster_secret_are_peers() {
     assert!(sc.refused_peers >= 2, "{sc:?}");
 }
 
+/// A scheduler and a frontend as role processes of `s` under `policy`
+/// (the scheduler configured by `sched_cfg`), for backend processes to
+/// join.
+struct Roles<'a> {
+    s: &'a Scenario,
+    policy: PolicyKind,
+    sched: baton_core::runtime::RoleProcess,
+    fe: baton_core::runtime::RoleProcess,
+}
+
+impl<'a> Roles<'a> {
+    fn start(s: &'a Scenario, policy: PolicyKind, sched_cfg: &EngineConfig) -> Self {
+        use baton_core::runtime::{start_role, RoleSpec};
+        let any = "127.0.0.1:0".parse().unwrap();
+        let sched = start_role(s, policy, sched_cfg, RoleSpec::Scheduler { listen: any }).expect("scheduler starts");
+        let spec = RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() };
+        let fe = start_role(s, policy, &role_config(), spec).expect("frontend starts");
+        Self { s, policy, sched, fe }
+    }
+
+    /// A process of backends `first .. first + count`, joined.
+    fn backends(&self, first: u32, count: u32) -> baton_core::runtime::RoleProcess {
+        let spec = baton_core::runtime::RoleSpec::Backends {
+            first,
+            count,
+            scheduler: self.sched.addr.unwrap(),
+            frontends: vec![self.fe.peer_addr.unwrap()],
+        };
+        baton_core::runtime::start_role(self.s, self.policy, &role_config(), spec).expect("backends start")
+    }
+
+    fn client_addr(&self) -> std::net::SocketAddr {
+        self.fe.addr.unwrap()
+    }
+}
+
 /// Serves `s` with its backends in two processes, the first holding
 /// backends `0..half` — and kills it once it has run a batch, with `rate`
 /// r/s of load still running for `secs`. Checks that every request is
 /// answered exactly once and the other process carried on; returns the
 /// load's report.
 fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadReport {
-    use baton_core::runtime::{start_role, RoleSpec};
-    let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = role_config();
-    let role = |spec| start_role(s, s.policy, &cfg, spec).expect("role starts");
-    let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
-    let backends = |first, count| RoleSpec::Backends {
-        first,
-        count,
-        scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.peer_addr.unwrap()],
-    };
+    let roles = Roles::start(s, s.policy, &role_config());
     let (n, half) = (s.cluster.backends, s.cluster.backends / 2);
-    let (a, b) = (role(backends(0, half)), role(backends(half, n - half)));
-    let load = load_behind(s, fe.addr.unwrap(), rate_rps, secs);
+    let (a, b) = (roles.backends(0, half), roles.backends(half, n - half));
+    let load = load_behind(s, roles.client_addr(), rate_rps, secs);
     // The first process dies once it has run a batch, with the load still
     // running (it runs the first backends, so it gets work early on).
     wait_for("the first backend process to run a batch", || {
@@ -408,7 +433,7 @@ fn serve_and_kill_half(s: &Scenario, rate_rps: f64, secs: u64) -> load::LoadRepo
     });
     let killed = a.kill();
     let l = load.join().unwrap();
-    let (f, s, b) = (fe.shutdown(), sched.shutdown(), b.shutdown());
+    let (f, s, b) = (roles.fe.shutdown(), roles.sched.shutdown(), b.shutdown());
     assert!(killed.backends.iter().map(|x| x.batches).sum::<u64>() > 0, "the first process served before dying");
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     assert_eq!(l.ok + l.late + l.dropped, l.sent);
@@ -430,31 +455,20 @@ fn a_backend_process_that_dies_loses_no_request() {
 /// every request is answered exactly once throughout.
 #[test]
 fn a_backend_process_restarted_after_dying_serves_again() {
-    use baton_core::runtime::{start_role, RoleSpec};
     let s = scenario();
-    let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = role_config();
-    let role = |spec| start_role(&s, PolicyKind::Clockwork, &cfg, spec).expect("role starts");
-    let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
-    let all = || RoleSpec::Backends {
-        first: 0,
-        count: s.cluster.backends,
-        scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.peer_addr.unwrap()],
-    };
-    let first = role(all());
-    let load = load_behind(&s, fe.addr.unwrap(), 400.0, 3);
+    let roles = Roles::start(&s, PolicyKind::Clockwork, &role_config());
+    let first = roles.backends(0, s.cluster.backends);
+    let load = load_behind(&s, roles.client_addr(), 400.0, 3);
     wait_for("the first backend process to run a batch", || first.progress().batches() > 0);
     let died = first.kill();
     std::thread::sleep(Duration::from_millis(300));
-    let second = role(all());
+    let second = roles.backends(0, s.cluster.backends);
     wait_for("the restarted backend process to run a batch", || {
         assert!(!load.is_finished(), "the load ended before the restarted backends served");
         second.progress().batches() > 0
     });
     let l = load.join().unwrap();
-    let (f, _, again) = (fe.shutdown(), sched.shutdown(), second.shutdown());
+    let (f, _, again) = (roles.fe.shutdown(), roles.sched.shutdown(), second.shutdown());
     assert!(died.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
     assert!(again.backends.iter().map(|x| x.batches).sum::<u64>() > 0, "the scheduler uses the backends again");
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
@@ -469,31 +483,20 @@ fn a_backend_process_restarted_after_dying_serves_again() {
 /// is dropped at a load the backends left hold — and the newcomer is used.
 #[test]
 fn a_backend_process_leaving_and_one_joining_lose_nothing() {
-    use baton_core::runtime::{start_role, RoleSpec};
     let s = scenario();
-    let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = role_config();
-    let role = |spec| start_role(&s, PolicyKind::Symphony, &cfg, spec).expect("role starts");
-    let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
-    let backends = |first, count| RoleSpec::Backends {
-        first,
-        count,
-        scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.peer_addr.unwrap()],
-    };
+    let roles = Roles::start(&s, PolicyKind::Symphony, &role_config());
     let (n, half) = (s.cluster.backends, s.cluster.backends / 2);
-    let (a, b) = (role(backends(0, half)), role(backends(half, n - half)));
-    let load = load_behind(&s, fe.addr.unwrap(), 300.0, 3);
+    let (a, b) = (roles.backends(0, half), roles.backends(half, n - half));
+    let load = load_behind(&s, roles.client_addr(), 300.0, 3);
     wait_for("the first backend process to run a batch", || a.progress().batches() > 0);
     let left = a.shutdown();
-    let joined = role(backends(0, half));
+    let joined = roles.backends(0, half);
     wait_for("the new backend process to run a batch", || {
         assert!(!load.is_finished(), "the load ended before the new backends served");
         joined.progress().batches() > 0
     });
     let l = load.join().unwrap();
-    let (f, _, b, joined) = (fe.shutdown(), sched.shutdown(), b.shutdown(), joined.shutdown());
+    let (f, _, b, joined) = (roles.fe.shutdown(), roles.sched.shutdown(), b.shutdown(), joined.shutdown());
     let batches = |r: &baton_core::runtime::EngineReport| r.backends.iter().map(|x| x.batches).sum::<u64>();
     assert!(batches(&left) > 0 && batches(&b) > 0 && batches(&joined) > 0);
     assert_eq!(left.backends.iter().map(|x| x.failed_batches).sum::<u64>(), 0, "the leaving process lost nothing");
@@ -510,7 +513,7 @@ fn a_backend_process_leaving_and_one_joining_lose_nothing() {
 #[test]
 fn backend_processes_follow_the_autoscalers_advice() {
     use baton_core::roles::autoscaling::{Advice, AdviceSink};
-    use baton_core::runtime::{start_role, RoleProcess, RoleSpec};
+    use baton_core::runtime::RoleProcess;
     use baton_sched::autoscale::AutoscaleConfig;
     use std::sync::{Arc, Mutex};
     let s = scenario();
@@ -529,26 +532,17 @@ fn backend_processes_follow_the_autoscalers_advice() {
         initial: pool,
         sizing: None,
     };
-    let any = "127.0.0.1:0".parse().unwrap();
-    let cfg = role_config();
     let sched_cfg = EngineConfig { autoscale: Some((scaling, sink)), ..role_config() };
-    let sched = start_role(&s, PolicyKind::Symphony, &sched_cfg, RoleSpec::Scheduler { listen: any }).unwrap();
-    let role = |spec| start_role(&s, PolicyKind::Symphony, &cfg, spec).expect("role starts");
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
-    let gpu = |b| RoleSpec::Backends {
-        first: b as u32,
-        count: 1,
-        scheduler: sched.addr.unwrap(),
-        frontends: vec![fe.peer_addr.unwrap()],
-    };
-    let mut serving: Vec<RoleProcess> = vec![role(gpu(0))];
+    let roles = Roles::start(&s, PolicyKind::Symphony, &sched_cfg);
+    let gpu = |b: usize| roles.backends(b as u32, 1);
+    let mut serving: Vec<RoleProcess> = vec![gpu(0)];
     let (mut most, mut left) = (1, Vec::new());
     for (rate, secs) in [(1_500.0, 4), (100.0, 4)] {
-        let load = load_behind(&s, fe.addr.unwrap(), rate, secs);
+        let load = load_behind(&s, roles.client_addr(), rate, secs);
         while !load.is_finished() {
             let advised = advice.lock().unwrap().last().map_or(serving.len(), |a| a.gpus);
             while serving.len() < advised {
-                serving.push(role(gpu(serving.len())));
+                serving.push(gpu(serving.len()));
             }
             while serving.len() > advised {
                 left.push(serving.pop().unwrap().shutdown());
@@ -571,10 +565,10 @@ fn backend_processes_follow_the_autoscalers_advice() {
     println!("advice per period: {advised:?}; most serving {most}, at the end {}", serving.len());
     assert!(most > 1 && serving.len() < most, "grew to {most}, shrank to {}: advice {advised:?}", serving.len());
     assert!(!left.is_empty() && left.iter().all(|r| r.backends.iter().all(|b| b.failed_batches == 0)));
-    let f = fe.shutdown();
+    let f = roles.fe.shutdown();
     assert_eq!((f.frontend.answered(), f.frontend.duplicates, f.held_at_stop), (f.frontend.received, 0, 0), "{f:?}");
     serving.into_iter().for_each(|p| drop(p.shutdown()));
-    sched.shutdown();
+    roles.sched.shutdown();
 }
 
 #[test]
