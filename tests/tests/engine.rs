@@ -504,71 +504,45 @@ fn a_backend_process_leaving_and_one_joining_lose_nothing() {
     assert_eq!((f.frontend.received, f.frontend.answered(), f.held_at_stop), (l.sent, l.sent, 0), "{f:?}");
 }
 
-/// Symphony's autoscaler in the engine, followed by a supervisor (this
-/// test) that starts a backend process (one GPU each) when the scheduler
-/// advises more GPUs and stops the newest when it advises fewer: a load
-/// one GPU cannot hold makes the cluster grow, a light one shrink it, and
-/// every request is answered exactly once throughout (none lost to the
-/// processes leaving).
+/// Symphony's autoscaler in the engine (`scenarios/autoscale-step.toml`:
+/// 1,500 r/s for 6 s, more than one GPU holds, then 100 r/s), followed by
+/// a supervisor that starts a one-GPU backend process when the scheduler
+/// advises more GPUs and stops the newest when it advises fewer: the
+/// cluster grows from one, shrinks again, every request is answered
+/// exactly once (none lost to a process leaving), and the client's bad
+/// rate stays near the simulator's on the same file, rate and seed.
 #[test]
 fn backend_processes_follow_the_autoscalers_advice() {
-    use baton_core::roles::autoscaling::{Advice, AdviceSink};
-    use baton_core::runtime::RoleProcess;
     use baton_sched::autoscale::AutoscaleConfig;
-    use std::sync::{Arc, Mutex};
-    let s = scenario();
-    let pool = s.cluster.backends as usize;
-    let advice: Arc<Mutex<Vec<Advice>>> = Arc::default();
-    let sink = {
-        let advice = Arc::clone(&advice);
-        AdviceSink(Arc::new(move |a: &Advice| advice.lock().unwrap().push(*a)))
-    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/autoscale-step.toml");
+    let s = baton_perf::report::load_scenario(&path).expect("shipped");
+    let rate = s.rate_rps.unwrap();
     let scaling = AutoscaleConfig {
         period: 500_000_000,
         threshold: 0.01,
         headroom: 0.1,
         min_gpus: 1,
-        max_gpus: pool,
-        initial: pool,
+        max_gpus: s.cluster.backends as usize,
+        initial: 1,
         sizing: None,
     };
-    let sched_cfg = EngineConfig { autoscale: Some((scaling, sink)), ..role_config() };
-    let roles = Roles::start(&s, PolicyKind::Symphony, &sched_cfg);
-    let gpu = |b: usize| roles.backends(b as u32, 1);
-    let mut serving: Vec<RoleProcess> = vec![gpu(0)];
-    let (mut most, mut left) = (1, Vec::new());
-    for (rate, secs) in [(1_500.0, 4), (100.0, 4)] {
-        let load = load_behind(&s, roles.client_addr(), rate, secs);
-        while !load.is_finished() {
-            let advised = advice.lock().unwrap().last().map_or(serving.len(), |a| a.gpus);
-            while serving.len() < advised {
-                serving.push(gpu(serving.len()));
-            }
-            while serving.len() > advised {
-                left.push(serving.pop().unwrap().shutdown());
-            }
-            most = most.max(serving.len());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let l = load.join().unwrap();
-        assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{rate} r/s: {l:?}");
-        assert_eq!(l.ok + l.late + l.dropped, l.sent);
-        println!(
-            "{rate} r/s: sent {} ok {} late {} dropped {} bad rate {:.4}",
-            l.sent, l.ok, l.late, l.dropped, l.bad_rate
-        );
-        if rate < 1_000.0 {
-            assert!(l.bad_rate < 0.01, "the light load is served well on what is left: {l:?}");
-        }
-    }
-    let advised: Vec<usize> = advice.lock().unwrap().iter().map(|a| a.gpus).collect();
-    println!("advice per period: {advised:?}; most serving {most}, at the end {}", serving.len());
-    assert!(most > 1 && serving.len() < most, "grew to {most}, shrank to {}: advice {advised:?}", serving.len());
-    assert!(!left.is_empty() && left.iter().all(|r| r.backends.iter().all(|b| b.failed_batches == 0)));
-    let f = roles.fe.shutdown();
-    assert_eq!((f.frontend.answered(), f.frontend.duplicates, f.held_at_stop), (f.frontend.received, 0, 0), "{f:?}");
-    serving.into_iter().for_each(|p| drop(p.shutdown()));
-    roles.sched.shutdown();
+    let load = LoadConfig {
+        connections: 2,
+        input_floats: vec![FLOATS],
+        ..LoadConfig::new(role_config().listen, rate, Duration::from_nanos(s.duration))
+    };
+    let e = baton_tools::supervise::run_autoscaled(&s, &role_config(), scaling, load).unwrap();
+    let (sim, _) = baton_sched::sim::run_autoscaled(&s, PolicyKind::Symphony, rate, scaling).unwrap();
+    let l = &e.load;
+    let advised: Vec<usize> = e.advice.iter().map(|a| a.gpus).collect();
+    println!("advice per period: {advised:?}; bad rate {:.4} (simulator {:.4})", l.bad_rate, sim.bad_rate);
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert_eq!(l.ok + l.late + l.dropped, l.sent);
+    let f = e.frontend.frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates, e.frontend.held_at_stop), (l.sent, l.sent, 0, 0));
+    assert!(e.most > 1 && e.last.len() < e.most, "grew to {}, shrank to {}: {advised:?}", e.most, e.last.len());
+    assert!(!e.left.is_empty() && e.left.iter().flat_map(|r| &r.backends).all(|b| b.failed_batches == 0));
+    assert!(l.bad_rate < sim.bad_rate + 0.05, "engine {} vs simulator {}", l.bad_rate, sim.bad_rate);
 }
 
 #[test]

@@ -5,10 +5,13 @@
 //! generator over the binary protocol (`load`, on `baton_net::client`) and
 //! its overhead parts (`overhead`), scenario files and the built-in
 //! scenarios (`scenarios`), and the policies' goodput side by side
-//! (`policies`). The product depends on no harness.
+//! (`policies`), and a supervisor that follows the autoscaler's advice
+//! with backend processes (`supervise`). The product depends on no
+//! harness.
 
 pub mod faultproxy;
 pub mod load;
 pub mod overhead;
 pub mod policies;
 pub mod scenarios;
+pub mod supervise;
