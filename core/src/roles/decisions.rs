@@ -56,7 +56,7 @@ pub struct Sent {
     pub batch_id: u64,
     pub plan: BatchPlan,
     pub apps: Vec<AppId>,
-    /// Each member's deadline.
+    /// Each member's deadline, if kept (`Decisions::keep_deadlines`).
     pub deadlines: Vec<Nanos>,
 }
 
@@ -82,13 +82,17 @@ pub struct Decisions {
     seen: HashMap<u64, Seen>,
     pub batches: u64,
     pub dropped: u64,
+    /// Whether a dispatch says its members' deadlines (`Sent::deadlines`;
+    /// else empty: no allocation per batch for nobody).
+    pub keep_deadlines: bool,
 }
 
 impl Decisions {
     /// Batch ids start at `first_batch`.
     pub fn new(table: ModelTable, first_batch: u64) -> Self {
         assert!(table.models.iter().all(|m| !m.latency.is_empty()), "every model has l(1)");
-        Self { table, next_batch: first_batch, drops: Vec::new(), seen: HashMap::new(), batches: 0, dropped: 0 }
+        let (drops, seen) = (Vec::new(), HashMap::new());
+        Self { table, next_batch: first_batch, drops, seen, batches: 0, dropped: 0, keep_deadlines: false }
     }
 
     /// Whether request metadata names a model and one of its apps; a peer
@@ -150,7 +154,10 @@ impl Decisions {
                     let none = fb::InputAt { addr: 0, rkey: 0, len: 0 };
                     seen.iter().map(|s| s.input.unwrap_or(none)).collect()
                 });
-                let deadlines = seen.iter().map(|s| s.deadline).collect();
+                let deadlines = match self.keep_deadlines {
+                    true => seen.iter().map(|s| s.deadline).collect(),
+                    false => Vec::new(),
+                };
                 let seen = seen.iter().map(|s| s.at).collect();
                 // A prefix batch runs its group's trunk (the plan's expected
                 // finish counts the trunk alone); another, its model.

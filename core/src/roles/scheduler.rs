@@ -121,7 +121,9 @@ impl SchedulerRole {
     /// Gives batch ids from `first` on: a restarted scheduler starts where
     /// its last run's ids are not, e.g. from the clock.
     pub fn starting_at(mut self, first: u64) -> Self {
+        let keep_deadlines = self.decisions.keep_deadlines;
         self.decisions = Decisions::new(self.decisions.table().clone(), first);
+        self.decisions.keep_deadlines = keep_deadlines;
         self
     }
 
@@ -135,6 +137,7 @@ impl SchedulerRole {
     /// Counts the autoscaler's signals and takes its advice each period.
     pub fn with_autoscaling(mut self, a: Autoscaling) -> Self {
         self.autoscaling = Some(a);
+        self.decisions.keep_deadlines = true;
         self
     }
 
