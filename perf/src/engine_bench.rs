@@ -35,10 +35,14 @@ fn scenario(name: &str) -> Scenario {
 }
 
 /// One load run against `target`: one connection (fewer generator threads
-/// on a small machine), a 2 s drain.
+/// on a small machine), the scenario's warm-up first (not counted, as the
+/// simulator skips it), a 2 s drain.
 fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize) -> LoadReport {
-    let lc =
-        LoadConfig { input_floats: vec![input_floats], ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs)) };
+    let lc = LoadConfig {
+        input_floats: vec![input_floats],
+        warmup: Duration::from_nanos(s.warmup),
+        ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs))
+    };
     load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -82,18 +86,22 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
     r
 }
 
+/// The precision of both goodput searches, the simulator's and the
+/// engine's: a bracket within 1% of its upper end.
+pub const GOODPUT_TOLERANCE: f64 = 0.01;
+
+/// The simulator's goodput on `s`, searched as the engine's is.
+pub fn sim_goodput(s: &Scenario) -> f64 {
+    find_goodput(s, s.policy, GOODPUT_TOLERANCE).goodput_rps
+}
+
 /// The engine's goodput: the highest rate at which at most 1% of requests
 /// are bad as the client sees them, by search around `guess` (one fresh
 /// engine and `run(rate)` per probe) until the bracket is within
-/// `rel_tolerance` of its upper end, or `max_probes` ran.
-pub fn engine_goodput(
-    guess: f64,
-    rel_tolerance: f64,
-    max_probes: usize,
-    run: &dyn Fn(f64) -> LoadReport,
-) -> (f64, Vec<(f64, bool)>) {
-    let good = |r: &LoadReport| r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0;
-    search_rate(guess, (1.1, 0.8), rel_tolerance, max_probes, &mut |rate| good(&run(rate)))
+/// `GOODPUT_TOLERANCE` of its upper end, or `max_probes` ran.
+pub fn engine_goodput(guess: f64, max_probes: usize, run: &dyn Fn(f64) -> LoadReport) -> (f64, Vec<(f64, bool)>) {
+    let good = |r: &LoadReport| r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0 && r.unanswered == 0;
+    search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, max_probes, &mut |rate| good(&run(rate)))
 }
 
 /// The highest rate `ok` passes, by search from `guess`: scaled by
@@ -161,10 +169,9 @@ pub struct EndToEnd {
 pub fn table4(secs: f64, probes: usize) -> EndToEnd {
     let mut s = scenario("table4-resnet50.toml");
     s.duration = (secs * 1e9) as u64;
-    let rate = find_goodput(&s, s.policy, 0.01).goodput_rps;
-    s.warmup = 0;
+    let rate = sim_goodput(&s);
     let sim = simulate(&s, s.policy, rate);
-    let (engine_goodput_rps, goodput_probes) = engine_goodput(rate, 0.02, probes, &|r| serve_and_load(&s, r, secs).0);
+    let (engine_goodput_rps, goodput_probes) = engine_goodput(rate, probes, &|r| serve_and_load(&s, r, secs).0);
     let (engine, report) = serve_and_load(&s, rate, secs);
     EndToEnd {
         sim_goodput_rps: rate,

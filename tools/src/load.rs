@@ -33,7 +33,12 @@ const EARLY: Nanos = 50_000;
 pub struct LoadConfig {
     pub target: SocketAddr,
     pub rate_rps: f64,
+    /// Seconds of sending that count, after `warmup`.
     pub duration: Duration,
+    /// Seconds of sending first that do not count (the scenario's
+    /// `warmup_s`, as `baton sim` skips it): those requests are sent and
+    /// must be answered exactly once, but their answers are not tallied.
+    pub warmup: Duration,
     pub connections: usize,
     /// Floats in each request's input (the server's `--input-floats`): one
     /// size for every model, or one per model of the scenario.
@@ -53,6 +58,7 @@ impl LoadConfig {
             target,
             rate_rps,
             duration,
+            warmup: Duration::ZERO,
             connections: 1,
             input_floats: vec![baton_core::models::DEFAULT_INPUT_FLOATS],
             drain: Duration::from_secs(2),
@@ -67,6 +73,11 @@ pub struct LoadReport {
     pub target: String,
     pub offered_rps: f64,
     pub duration_s: f64,
+    /// Sent first and not counted below but in `unanswered` and
+    /// `duplicates` (`LoadConfig::warmup`).
+    pub warmup_s: f64,
+    pub warmup_sent: u64,
+    /// Sent after the warm-up: what the counts below are of.
     pub sent: u64,
     /// Answered ok within the SLO.
     pub ok: u64,
@@ -74,6 +85,7 @@ pub struct LoadReport {
     pub late: u64,
     pub dropped: u64,
     pub errors: u64,
+    /// Of every request sent, warm-up included.
     pub unanswered: u64,
     pub duplicates: u64,
     pub bad_rate: f64,
@@ -145,12 +157,13 @@ pub struct Planned {
     pub work: Option<f32>,
 }
 
-/// The requests of one run, in time order: the simulator's arrivals, and
-/// each request's app and work drawn as the simulator draws them.
-pub fn schedule(scenario: &Scenario, rate_rps: f64, duration: Duration) -> Result<Vec<Planned>, LoadError> {
-    let end = duration.as_nanos() as Nanos;
+/// The requests of one run of `length` (warm-up included), in time order:
+/// the simulator's arrivals, and each request's app and work drawn as the
+/// simulator draws them.
+pub fn schedule(scenario: &Scenario, rate_rps: f64, length: Duration) -> Result<Vec<Planned>, LoadError> {
+    let end = length.as_nanos() as Nanos;
     let mut arrivals = Arrivals::new(scenario, rate_rps, scenario.seed, end);
-    let mut out = Vec::with_capacity((rate_rps * duration.as_secs_f64() * 1.05) as usize + 16);
+    let mut out = Vec::with_capacity((rate_rps * length.as_secs_f64() * 1.05) as usize + 16);
     while let Some((at, src)) = arrivals.pop() {
         match src {
             Source::Model(m) => {
@@ -208,6 +221,8 @@ struct Shared {
     answers: AtomicU64,
     /// How many of `slo` are models'.
     models: usize,
+    /// Requests sent before this (ns since `start`) are not tallied.
+    warmup: Nanos,
 }
 
 /// Lowers the calling thread's CPU priority (nice 10). The generator often
@@ -246,6 +261,9 @@ fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
                 continue;
             }
             shared.answers.fetch_add(1, Ordering::Relaxed);
+            if at < shared.warmup {
+                continue;
+            }
             let latency = now.saturating_sub(at);
             if r.status != fb::Status::Ok {
                 t.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
@@ -296,7 +314,9 @@ fn percentile_ms(v: &mut [u32], q: f64) -> f64 {
 
 /// Sends `scenario`'s requests to `cfg.target` and accounts for the answers.
 pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
-    let schedule = schedule(scenario, cfg.rate_rps, cfg.duration)?;
+    let schedule = schedule(scenario, cfg.rate_rps, cfg.warmup + cfg.duration)?;
+    let warmup = cfg.warmup.as_nanos() as Nanos;
+    let warmup_sent = schedule.partition_point(|p| p.at < warmup) as u64;
     let slo: Vec<Nanos> =
         scenario.models.iter().map(|m| m.spec.slo).chain(scenario.queries.iter().map(|q| q.slo)).collect();
     let max_slo = slo.iter().copied().max().unwrap_or(0);
@@ -314,6 +334,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         sent: (0..n).map(|_| AtomicU64::new(0)).collect(),
         schedule,
         models: scenario.models.len(),
+        warmup,
         slo,
         answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
         answers: AtomicU64::new(0),
@@ -420,19 +441,21 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             (0..c).for_each(|_| bump(&mut t.failed_stages, k.clone()));
         }
     }
-    let sent = n as u64;
+    let sent = n as u64 - warmup_sent;
     let answered_ok = t.latency_us.len() as u64;
     let secs = cfg.duration.as_secs_f64();
     Ok(LoadReport {
         target: cfg.target.to_string(),
         offered_rps: cfg.rate_rps,
         duration_s: secs,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        warmup_sent,
         sent,
         ok: t.ok,
         late: t.late,
         dropped: t.dropped,
         errors: t.errors,
-        unanswered: sent - (t.ok + t.late + t.dropped + t.errors),
+        unanswered: n as u64 - shared.answers.load(Ordering::Relaxed),
         duplicates: t.duplicates,
         bad_rate: if sent == 0 { 0.0 } else { 1.0 - t.ok as f64 / sent as f64 },
         goodput_rps: t.ok as f64 / secs,
@@ -457,8 +480,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
 pub fn print(r: &LoadReport) {
     let cores = if r.generator_cores.is_empty() { "any".to_string() } else { format!("{:?}", r.generator_cores) };
     println!(
-        "target {}  offered {:.0} r/s for {:.1} s  generator on cores {cores}",
-        r.target, r.offered_rps, r.duration_s
+        "target {}  offered {:.0} r/s for {:.1} s after {:.1} s of warm-up ({} sent, not counted)  generator on cores {cores}",
+        r.target, r.offered_rps, r.duration_s, r.warmup_s, r.warmup_sent
     );
     println!(
         "sent {}  ok {}  late {}  dropped {}  errors {}  unanswered {}  duplicates {}",

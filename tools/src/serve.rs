@@ -311,9 +311,14 @@ pub struct LoadArgs {
     /// Aggregate offered rate, requests/s (default: the file's rate_rps).
     #[arg(long)]
     rate: Option<f64>,
-    /// Seconds of sending.
+    /// Seconds of sending that count.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Seconds of sending first that do not count, as `baton sim` skips
+    /// them (default: the file's warmup_s); every request is still
+    /// answered exactly once.
+    #[arg(long)]
+    warmup: Option<f64>,
     /// Seconds to wait for the last answers after the last send (beyond
     /// the longest SLO); the run ends as soon as every request is answered.
     #[arg(long, default_value_t = 2.0)]
@@ -342,9 +347,13 @@ pub struct DemoArgs {
     /// Aggregate offered rate (default: the file's rate_rps).
     #[arg(long)]
     rate: Option<f64>,
-    /// Seconds of load.
+    /// Seconds of load that count.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Seconds of load first that do not count, in the engine's run and
+    /// the simulator's alike (default: the file's warmup_s).
+    #[arg(long)]
+    warmup: Option<f64>,
     /// Cores to pin the load generator's threads to (default: not pinned).
     #[arg(long, value_delimiter = ',')]
     load_cores: Vec<usize>,
@@ -406,6 +415,14 @@ fn positive(name: &str, x: f64) -> Result<f64, String> {
         Ok(x)
     } else {
         Err(format!("{name}: must be positive, got {x}"))
+    }
+}
+
+/// `--warmup`, or the file's `warmup_s`.
+fn warmup_of(s: &Scenario, given: Option<f64>) -> Result<Duration, String> {
+    match given {
+        None => Ok(Duration::from_nanos(s.warmup)),
+        Some(w) => Duration::try_from_secs_f64(w).map_err(|_| format!("--warmup: must be at least 0, got {w}")),
     }
 }
 
@@ -635,6 +652,7 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         target: a.target,
         rate_rps: rate_of(&s, a.rate, "--rate")?,
         duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
+        warmup: warmup_of(&s, a.warmup)?,
         connections: a.connections.max(1),
         input_floats: a.input_floats,
         drain: Duration::try_from_secs_f64(a.drain)
@@ -655,17 +673,20 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
     let rate = rate_of(&s, a.rate, "--rate")?;
     let duration = positive("--duration", a.duration)?;
+    let warmup = warmup_of(&s, a.warmup)?;
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let engine = start(&s, policy, &config(&a.engine, listen, rate)?).map_err(|e| e.to_string())?;
     eprintln!(
-        "baton demo: serving {} on {}; {rate} r/s for {duration} s ...",
+        "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up ...",
         serving(&s, policy, &a.engine, &engine.cores),
-        engine.addr
+        engine.addr,
+        warmup.as_secs_f64()
     );
     let cfg = LoadConfig {
         target: engine.addr,
         rate_rps: rate,
         duration: Duration::from_secs_f64(duration),
+        warmup,
         connections: 4,
         input_floats: request_sizes(&a.engine, &s)?,
         drain: Duration::from_secs(2),
@@ -677,7 +698,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let measured = measured.map_err(|e| e.to_string())?;
     // The simulator's prediction: same file, rate, seed and policy.
     let mut sim_s = s.clone();
-    sim_s.warmup = 0;
+    sim_s.warmup = cfg.warmup.as_nanos() as u64;
     sim_s.duration = cfg.duration.as_nanos() as u64;
     let predicted = baton_sched::sim::run(&sim_s, policy, rate);
     if a.json {

@@ -21,7 +21,7 @@ fn main() {
     let secs = if quick { 1.0 } else { 10.0 };
     // `--throughput` runs only part 2.
     let only_throughput = std::env::args().any(|a| a == "--throughput");
-    let e = (!only_throughput).then(|| table4(secs, if quick { 2 } else { 6 }));
+    let e = (!only_throughput).then(|| table4(secs, if quick { 2 } else { 8 }));
     if let Some(e) = &e {
         print_table4(e);
     }

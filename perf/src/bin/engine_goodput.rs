@@ -5,14 +5,13 @@
 //! seed), then the engine's, found the same way from the client's side
 //! (`engine_bench::engine_goodput`: the highest rate at <= 1% bad — for a
 //! query scenario, bad queries), each probe served for S seconds (default:
-//! the file's duration), at most N probes (default 6). Prints one line per
+//! the file's duration), at most N probes (default 8). Prints one line per
 //! file with the ratio and the run at the simulator's rate (exactly-once
 //! counts, the engine's time beyond its plan in four parts, drops). Check `uptime` first: the engine needs both cores.
 
-use baton_perf::engine_bench::{engine_goodput, serve_and_load};
+use baton_perf::engine_bench::{engine_goodput, serve_and_load, sim_goodput};
 use baton_perf::overhead::one_line;
 use baton_perf::report::load_scenario;
-use baton_sched::sim::find_goodput;
 
 fn flag(name: &str) -> Option<f64> {
     let args: Vec<String> = std::env::args().collect();
@@ -29,14 +28,13 @@ fn main() {
         .map(|x| x.1)
         .collect();
     assert!(!files.is_empty(), "usage: engine_goodput FILE.. [--secs S] [--probes N]");
-    let probes = flag("--probes").map_or(6, |p| p as usize);
+    let probes = flag("--probes").map_or(8, |p| p as usize);
     for f in files {
         let mut s = load_scenario(std::path::Path::new(f)).unwrap_or_else(|e| panic!("{e}"));
         let secs = flag("--secs").unwrap_or(s.duration as f64 / 1e9);
         s.duration = (secs * 1e9) as u64;
-        let sim = find_goodput(&s, s.policy, 0.01).goodput_rps;
-        s.warmup = 0;
-        let (engine, tried) = engine_goodput(sim, 0.02, probes, &|r| serve_and_load(&s, r, secs).0);
+        let sim = sim_goodput(&s);
+        let (engine, tried) = engine_goodput(sim, probes, &|r| serve_and_load(&s, r, secs).0);
         let (at_sim, report) = serve_and_load(&s, sim, secs);
         println!(
             "{} / {}: sim goodput {sim:.1} r/s, engine goodput {engine:.1} r/s (ratio {:.3}; probes {tried:?})",

@@ -7,9 +7,8 @@
 //! `cargo run --release -p baton-perf --bin engine_prefix -- [--secs S] [--probes N] [K..]`.
 //! Check `uptime` first: the engine needs both cores.
 
-use baton_perf::engine_bench::{engine_goodput, serve_and_load};
+use baton_perf::engine_bench::{engine_goodput, serve_and_load, sim_goodput};
 use baton_perf::nexus_bench::game_text;
-use baton_sched::sim::find_goodput;
 use baton_sched::{PolicyKind, Scenario};
 
 fn main() {
@@ -36,9 +35,9 @@ fn main() {
         };
         // Where the simulator fits nothing the engine is not searched.
         let goodputs = |s: &Scenario| {
-            let sim = find_goodput(s, PolicyKind::Nexus, 0.02).goodput_rps;
+            let sim = sim_goodput(s);
             let engine = match sim > 0.0 {
-                true => engine_goodput(sim, 0.02, probes, &|r| serve_and_load(s, r, secs).0).0,
+                true => engine_goodput(sim, probes, &|r| serve_and_load(s, r, secs).0).0,
                 false => 0.0,
             };
             (sim, engine)
