@@ -195,15 +195,22 @@ impl ModelTable {
     /// model, their own measure of an input's work).
     pub fn for_executor(s: &Scenario, choice: &ExecutorChoice, input_floats: usize) -> Result<Self, Unsupported> {
         let Some((kind, infos)) = choice.served()? else { return Self::from_scenario(s, input_floats) };
-        if !s.cluster.prefixes.is_empty() {
-            // Its models have no shared trunk with heads to run a group's batch.
-            return Err(Unsupported(format!("prefix groups on the {kind} executor (the emulated one runs them)")));
+        for g in &s.cluster.prefixes {
+            check_trunk(s, g, kind, &infos)?;
         }
         Self::build(s, |spec| {
             let names = || infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
             let info = infos.iter().find(|i| i.name == spec.name).ok_or_else(|| {
                 Unsupported(format!("`{}` is not a model of the {kind} executor (it has {})", spec.name, names()))
             })?;
+            if info.heads > 0 {
+                let why = format!(
+                    "`{0}` is a shared trunk of the {kind} executor: serve its variants (`{0}-0`, ...) as members \
+                     of a [[prefixes]] group named `{0}`",
+                    spec.name
+                );
+                return Err(Unsupported(why));
+            }
             if spec.profile.max_batch() > info.max_batch {
                 let why = format!(
                     "`{}` is profiled to batch {}, the {kind} executor runs at most {}",
@@ -365,6 +372,42 @@ fn table(p: &baton_sched::profile::Profile) -> Vec<Nanos> {
     (1..=p.max_batch()).map(|b| p.latency(b)).collect()
 }
 
+/// A prefix group `g` on an executor's models (`infos`): `g` names one of
+/// them with heads on a shared trunk, and its members are that trunk's
+/// variants, `{g}-{head}`.
+fn check_trunk(
+    s: &Scenario,
+    g: &baton_sched::types::PrefixGroup,
+    kind: &str,
+    infos: &[ModelInfo],
+) -> Result<(), Unsupported> {
+    let trunks = || infos.iter().filter(|i| i.heads > 0).map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
+    let Some(trunk) = infos.iter().find(|i| i.name == g.name && i.heads > 0) else {
+        let why =
+            format!("prefix group `{}` is not a shared trunk of the {kind} executor (it has {})", g.name, trunks());
+        return Err(Unsupported(why));
+    };
+    for m in &g.members {
+        let name = &s.models[m.index()].spec.name;
+        if !head_of(&g.name, name).is_some_and(|h| h < trunk.heads) {
+            let why = format!(
+                "prefix group `{}`: `{name}` is not one of its trunk's variants (`{0}-0` to `{0}-{}`)",
+                g.name,
+                trunk.heads - 1
+            );
+            return Err(Unsupported(why));
+        }
+    }
+    // A group's batches are capped by its members' (`nexus::sessions`),
+    // each checked against the executor like any model.
+    Ok(())
+}
+
+/// The head of a trunk's variant named `{trunk}-{head}`.
+fn head_of(trunk: &str, variant: &str) -> Option<u16> {
+    variant.strip_prefix(trunk)?.strip_prefix('-')?.parse().ok()
+}
+
 /// The scenario's prefix groups.
 fn prefixes_of(s: &Scenario) -> Vec<PrefixEntry> {
     let groups = s.cluster.prefixes.iter();
@@ -378,30 +421,60 @@ fn prefixes_of(s: &Scenario) -> Vec<PrefixEntry> {
 }
 
 /// An executor addressed by this table's model ids: the scenario's model
-/// `i` is the executor's model of the same name (the table was checked to
-/// name only models it has).
+/// `i` is the executor's model of the same name, and prefix group `g`
+/// (`ModelTable::trunk_id`) the executor's shared trunk of the group's
+/// name, a batch's heads (members' places in the group) turned into the
+/// trunk's (`{trunk}-{head}`). The table was checked to name only models
+/// and trunks it has (`check_trunk`).
 struct ByName {
     inner: Box<dyn Executor>,
-    /// `ids[i]`: the executor's id of the table's model i.
+    /// `ids[i]`: the executor's id of the table's model i, then of each
+    /// group's trunk.
     ids: Vec<u32>,
+    /// `heads[g][place]`: the trunk's head of group g's member at `place`.
+    heads: Vec<Vec<u16>>,
     infos: Vec<ModelInfo>,
+    /// A batch's heads as the trunk numbers them, reused.
+    scratch: Vec<u16>,
 }
 
 impl ByName {
     fn new(table: &ModelTable, inner: Box<dyn Executor>) -> Self {
         let (mut ids, mut infos) = (Vec::new(), Vec::new());
-        for m in &table.models {
+        let names = table.models.iter().map(|m| &m.name).chain(table.prefixes.iter().map(|g| &g.name));
+        for name in names {
             let id =
-                inner.models().iter().position(|i| i.name == m.name).expect("the table names the executor's models");
+                inner.models().iter().position(|i| &i.name == name).expect("the table names the executor's models");
             ids.push(id as u32);
             infos.push(inner.models()[id].clone());
         }
-        Self { inner, ids, infos }
+        let heads = table
+            .prefixes
+            .iter()
+            .map(|g| {
+                let head = |&m: &u32| head_of(&g.name, &table.models[m as usize].name).expect("checked");
+                g.members.iter().map(head).collect()
+            })
+            .collect();
+        Self { inner, ids, heads, infos, scratch: Vec::new() }
     }
 
-    fn translate<'a>(&self, batch: &Batch<'a>) -> Result<Batch<'a>, ExecError> {
+    /// `batch` in the executor's ids; a prefix batch's heads in `scratch`.
+    fn translate<'a>(&self, batch: &Batch<'a>, scratch: &'a mut Vec<u16>) -> Result<Batch<'a>, ExecError> {
         let model = *self.ids.get(batch.model as usize).ok_or(ExecError::UnknownModel { model: batch.model })?;
-        Ok(Batch { model, ..*batch })
+        let group = (batch.model as usize).checked_sub(self.ids.len() - self.heads.len());
+        let heads = match (batch.heads, group.and_then(|g| self.heads.get(g))) {
+            (Some(places), Some(heads)) => {
+                scratch.clear();
+                for &p in places {
+                    let h = heads.get(usize::from(p)).ok_or_else(|| ExecError::Heads(format!("no member at {p}")))?;
+                    scratch.push(*h);
+                }
+                Some(&scratch[..])
+            }
+            (heads, _) => heads,
+        };
+        Ok(Batch { model, heads, ..*batch })
     }
 }
 
@@ -411,13 +484,17 @@ impl Executor for ByName {
     }
 
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
-        let b = self.translate(batch)?;
-        self.inner.run(&b, outputs)
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let ran = self.translate(batch, &mut scratch).and_then(|b| self.inner.run(&b, outputs));
+        self.scratch = scratch;
+        ran
     }
 
     fn launch(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
-        let b = self.translate(batch)?;
-        self.inner.launch(&b, outputs)
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let launched = self.translate(batch, &mut scratch).and_then(|b| self.inner.launch(&b, outputs));
+        self.scratch = scratch;
+        launched
     }
 
     fn poll(&mut self, outputs: &mut Vec<Vec<f32>>) -> Option<Result<Duration, ExecError>> {

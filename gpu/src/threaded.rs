@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo, Waker};
 
-/// A batch handed to the thread: owned copies of the inputs.
+/// A batch handed to the thread: owned copies of the inputs (and heads).
 struct Job {
     model: u32,
     variant: Option<u16>,
     inputs: Vec<Vec<f32>>,
+    heads: Option<Vec<u16>>,
 }
 
 type Outcome = Result<(Vec<Vec<f32>>, Duration), ExecError>;
@@ -68,7 +69,8 @@ impl Threaded {
                 let mut outputs = Vec::new();
                 while let Ok(job) = job_rx.recv() {
                     let refs: Vec<&[f32]> = job.inputs.iter().map(Vec::as_slice).collect();
-                    let batch = Batch { model: job.model, variant: job.variant, heads: None, inputs: &refs };
+                    let heads = job.heads.as_deref();
+                    let batch = Batch { model: job.model, variant: job.variant, heads, inputs: &refs };
                     let outcome = inner.run(&batch, &mut outputs).map(|t| (std::mem::take(&mut outputs), t));
                     if done_tx.send(outcome).is_err() {
                         return;
@@ -140,6 +142,7 @@ impl Executor for Threaded {
             model: batch.model,
             variant: batch.variant,
             inputs: batch.inputs.iter().map(|x| x.to_vec()).collect(),
+            heads: batch.heads.map(<[u16]>::to_vec),
         };
         self.jobs.as_ref().ok_or_else(Self::gone)?.send(job).map_err(|_| Self::gone())?;
         self.in_flight = true;

@@ -111,3 +111,106 @@ fn the_cpu_supernet_answers_exactly_what_the_subnet_it_reports_computes() {
     }
     assert!(used.len() >= 2, "subnets checked: {used:?}");
 }
+
+/// A scenario of `members` in one prefix group `group` under Nexus
+/// (generous SLOs: this checks what is computed).
+fn prefix_scenario(group: &str, members: &[&str]) -> baton_sched::Scenario {
+    let mut t = format!(
+        "name = \"cpu-prefix-test\"\nseed = 3\nduration_s = 5\nwarmup_s = 0\n[cluster]\ngpus = 1\n\
+         [[prefixes]]\nname = \"{group}\"\nalpha_ms = 0.2\nbeta_ms = 0.2\n[policy]\nname = \"nexus\"\n",
+    );
+    for m in members {
+        t += &format!(
+            "[[models]]\nname = \"{m}\"\nprefix_of = \"{group}\"\nalpha_ms = 0.01\nbeta_ms = 0.01\nmax_batch = 4\n\
+             slo_ms = 50.0\nweight = 1.0\n"
+        );
+    }
+    baton_sched::Scenario::parse(&t).unwrap_or_else(|e| panic!("{e}\n{t}"))
+}
+
+/// Prefix batching on the CPU: batches mixing the trunk's variants run the
+/// trunk once and each variant's head over its own requests, and every
+/// answer is bit for bit what its variant, run whole, computes.
+#[test]
+fn a_cpu_prefix_group_answers_each_variant_as_it_computes_whole() {
+    let members = ["mlp-0", "mlp-3", "mlp-7"];
+    let s = prefix_scenario("mlp", &members);
+    let cpu = CpuConfig::serving();
+    let cfg = EngineConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        executor: ExecutorChoice::Cpu(cpu),
+        plan_rate_rps: 300.0,
+        ..Default::default()
+    };
+    let e = start(&s, s.policy, &cfg).expect("the engine starts on the CPU executor");
+    let len = cpu.shared.input;
+    let n = 96u64;
+    let mut conn = TcpStream::connect(e.addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let req = fb::InferRequest {
+            id: i,
+            model: Some(members[i as usize % members.len()].into()),
+            slo_ns: 50_000_000,
+            inputs: Some(vec![fb::Tensor {
+                name: None,
+                dtype: fb::DType::F32,
+                shape: Some(vec![len as i64]),
+                data: Some(input(i, len).iter().flat_map(|x| x.to_le_bytes()).collect()),
+            }]),
+            ..Default::default()
+        };
+        bytes.extend(encode(&Message::InferRequest(req)).unwrap());
+    }
+    // All at once: the group's session batches them across variants.
+    conn.write_all(&bytes).unwrap();
+    let (mut buf, mut answers) = (FrameBuf::default(), Vec::new());
+    while answers.len() < n as usize {
+        match buf.next_frame().expect("valid frames") {
+            Some(Ok(Message::InferResponse(r))) => answers.push(r),
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {
+                let k = conn.read(buf.spare()).expect("answers come");
+                assert!(k > 0, "closed after {} answers", answers.len());
+                buf.filled(k);
+            }
+        }
+    }
+    let r = e.shutdown();
+    assert_eq!((r.frontend.received, r.frontend.answered(), r.frontend.duplicates), (n, n, 0));
+    let mut whole = cpu.build_shared();
+    let ok: Vec<_> = answers.iter().filter(|a| a.status == fb::Status::Ok).collect();
+    assert!(ok.len() as u64 >= n / 2, "{} of {n} ok", ok.len());
+    let mut largest = 0;
+    for a in ok {
+        let head: u32 = members[a.id as usize % members.len()][4..].parse().unwrap();
+        let x = input(a.id, len);
+        let mut want = Vec::new();
+        let batch = baton_gpu::Batch { model: 1 + head, variant: None, heads: None, inputs: &[&x] };
+        baton_gpu::Executor::run(&mut whole, &batch, &mut want).unwrap();
+        let got = f32s(a.outputs.as_ref().unwrap()[0].data.as_deref().unwrap());
+        assert_eq!(got, want[0], "request {} on head {head}", a.id);
+        largest = largest.max(a.timing.as_ref().map_or(0, |t| t.batch_size));
+    }
+    assert!(largest > members.len() as u32, "batches mixed the variants: largest {largest}");
+}
+
+/// A prefix group the CPU executor has no trunk for, or a member that is
+/// not its trunk's variant, is refused at start, saying which.
+#[test]
+fn a_cpu_prefix_group_that_is_not_the_trunks_is_refused() {
+    let cfg = EngineConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        executor: ExecutorChoice::Cpu(CpuConfig::small()),
+        ..Default::default()
+    };
+    for (group, members, says) in [
+        ("mlp", &["mlp-0", "mlp-9"][..], "`mlp-9` is not one of its trunk's variants (`mlp-0` to `mlp-2`)"),
+        ("trunk", &["trunk-0"][..], "prefix group `trunk` is not a shared trunk of the CPU executor (it has mlp)"),
+    ] {
+        let s = prefix_scenario(group, members);
+        let err = start(&s, s.policy, &cfg).err().expect("refused").to_string();
+        assert!(err.contains(says), "{err}");
+    }
+}

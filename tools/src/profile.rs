@@ -83,6 +83,10 @@ pub struct Args {
     /// CPU: write a histogram of the solo times by app here (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// CPU: write a second scenario here, of the shared trunk's variants
+    /// served as a prefix group under Nexus (`cpu-prefix`).
+    #[arg(long)]
+    prefix_out: Option<PathBuf>,
     /// CPU: measure the whole networks (ResNet-50, BERT-base) instead.
     #[arg(long)]
     nets: bool,
@@ -194,10 +198,17 @@ fn cpu_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
         );
     }
     eprintln!("{}: kappa {:.4} (rms {:.3}, {} batches)", p.dynamic, p.kappa.kappa, p.kappa.rms, p.kappa.points);
+    eprintln!("{} trunk: l(b) ms = {}", p.prefix.trunk_name, row(&p.prefix.trunk));
+    eprintln!("{} head: l(b) ms = {}", p.prefix.trunk_name, row(&p.prefix.head));
     write_scenario(a, &cpu_scenario::scenario_text(&p, a.slo_factor, a.slo_p99_multiple)?)?;
     let write = |flag: &str, path: &PathBuf, body: &str| {
         std::fs::write(path, body).map_err(|e| format!("{flag} {}: {e}", path.display()))
     };
+    if let Some(path) = &a.prefix_out {
+        let text = cpu_scenario::prefix_scenario_text(&p, a.slo_factor);
+        Scenario::parse(&text).map_err(|e| format!("profile: the prefix scenario does not parse: {e}"))?;
+        write("--prefix-out", path, &text)?;
+    }
     if let Some(path) = &a.csv {
         write("--csv", path, &cpu_scenario::csv(&p))?;
     }

@@ -63,10 +63,31 @@ impl SharedTrunk {
             .map(|l| Dense::new(&mut g, if l == 0 { shape.input } else { shape.hidden }, shape.hidden))
             .collect();
         let heads = (0..shape.heads).map(|_| Dense::new(&mut g, shape.hidden, shape.classes)).collect();
+        Self { trunk, heads, infos: Self::infos(name, shape, max_batch) }
+    }
+
+    /// What `new` serves: model 0 the trunk with its heads (`name`), then
+    /// each variant whole (`{name}-{h}`).
+    pub fn infos(name: &str, shape: SharedShape, max_batch: u32) -> Vec<ModelInfo> {
         let plain = |name: String| ModelInfo::fixed(&name, shape.input, shape.classes, max_batch);
         let mut infos = vec![ModelInfo { heads: shape.heads, ..plain(name.into()) }];
         infos.extend((0..shape.heads).map(|h| plain(format!("{name}-{h}"))));
-        Self { trunk, heads, infos }
+        infos
+    }
+
+    /// What `b` inputs take through the trunk alone and through one head
+    /// alone, the median of `reps` runs each: a prefix group's profile
+    /// (`baton profile --executor cpu`).
+    pub fn time_parts(&self, b: usize, reps: usize) -> (Duration, Duration) {
+        let input = self.trunk[0].fan_in;
+        let xs: Vec<Vec<f32>> =
+            (0..b).map(|i| (0..input).map(|k| ((i * input + k) as f32 * 0.37).sin()).collect()).collect();
+        let inputs: Vec<&[f32]> = xs.iter().map(|x| x.as_slice()).collect();
+        let hidden = self.trunk(&inputs);
+        let trunk = median(reps, &mut || drop(std::hint::black_box(self.trunk(&inputs))));
+        let mut y = Vec::new();
+        let head = median(reps, &mut || self.heads[0].forward(std::hint::black_box(&hidden), b, &mut y));
+        (trunk, head)
     }
 
     /// The trunk's activations of `inputs`, stacked.
@@ -100,6 +121,19 @@ impl SharedTrunk {
             }
         }
     }
+}
+
+/// The median time of `reps` (at least one) calls of `f`.
+fn median(reps: usize, f: &mut dyn FnMut()) -> Duration {
+    let mut t: Vec<Duration> = (0..reps.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    t.sort_unstable();
+    t[t.len() / 2]
 }
 
 impl Executor for SharedTrunk {

@@ -10,7 +10,10 @@
 //!   highest), each run alone; and kappa, fitted to batches of b = 2..=B
 //!   members of mixed lengths (each member's app drawn by weight) against
 //!   the median solo time of their longest length (each batch's time the
-//!   median of 3 runs, after 3 warm-ups).
+//!   median of 3 runs, after 3 warm-ups);
+//! - the shared trunk (`mlp`) and one of its heads, b = 1..B, each the
+//!   median of `reps` runs, timed apart on the calling thread (through the
+//!   executor a variant runs whole): a prefix group's two profiles.
 
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ use baton_gpu::supernet::default_subnets;
 use baton_gpu::{Batch, ExecError, Executor, Threaded};
 use baton_sched::rng::Rng;
 
-use super::cpu_scenario::{AppProfile, CpuProfile, FixedTable, SubnetTable};
+use super::cpu_scenario::{AppProfile, CpuProfile, FixedTable, PrefixProfile, SubnetTable};
 use super::fit::{fit_kappa, BatchPoint};
 
 pub struct Options {
@@ -128,6 +131,14 @@ pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
     }
     let kappa =
         fit_kappa(&points).ok_or_else(|| ExecError::Device("no mixed batch to fit kappa to (max batch 1?)".into()))?;
+    let shared = cfg.build_shared();
+    let parts: Vec<_> = (1..=o.max_batch as usize).map(|b| shared.time_parts(b, o.reps)).collect();
+    let prefix = PrefixProfile {
+        trunk_name: baton_gpu::reference::cpu::SHARED_TRUNK.into(),
+        heads: cfg.shared.heads,
+        trunk: parts.iter().map(|p| p.0).collect(),
+        head: parts.iter().map(|p| p.1).collect(),
+    };
     Ok(CpuProfile {
         command: o.command.clone(),
         reps: o.reps,
@@ -137,5 +148,6 @@ pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
         dynamic: varlen::NAME.into(),
         kappa,
         apps,
+        prefix,
     })
 }

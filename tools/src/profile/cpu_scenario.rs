@@ -40,6 +40,16 @@ impl AppProfile {
     }
 }
 
+/// The shared trunk's and one head's l(b), b = 1..=B, timed apart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefixProfile {
+    pub trunk_name: String,
+    /// Heads the trunk has: its variants are `{trunk_name}-0`, ...
+    pub heads: u16,
+    pub trunk: Vec<Duration>,
+    pub head: Vec<Duration>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuProfile {
     /// The command line that measured it, for the header.
@@ -52,6 +62,51 @@ pub struct CpuProfile {
     pub dynamic: String,
     pub kappa: KappaFit,
     pub apps: Vec<AppProfile>,
+    pub prefix: PrefixProfile,
+}
+
+/// Variants of the shared trunk the prefix scenario serves.
+const PREFIX_VARIANTS: u16 = 4;
+
+/// The prefix scenario: `PREFIX_VARIANTS` variants of the shared trunk on
+/// one GPU (the CPU executor's thread), equal Poisson load, one
+/// `[[prefixes]]` group under Nexus. The trunk and the head as Symphony's
+/// linear fits l(b) = alpha b + beta of their tables (a prefix group's
+/// profiles are linear); each variant's SLO `slo_factor` x its whole l(B);
+/// the rate 70% of what one core sustains batching B across the variants
+/// (the trunk once, each variant's head over its share).
+pub fn prefix_scenario_text(p: &CpuProfile, slo_factor: f64) -> String {
+    let pp = &p.prefix;
+    let linear = |t: &[Duration]| {
+        let (a, b) = baton_gpu::cuda::profile::fit(&t.iter().map(|l| ms(*l)).collect::<Vec<_>>());
+        (a.max(0.0), b.max(0.0))
+    };
+    let ((ta, tb), (ha, hb)) = (linear(&pp.trunk), linear(&pp.head));
+    let (b, k) = (f64::from(p.max_batch), f64::from(PREFIX_VARIANTS.min(pp.heads)));
+    let batch_ms = ta * b + tb + ha * b + hb * k;
+    let slo = slo_factor * ((ta + ha) * b + tb + hb).max(CTRL_DELAY_US as f64 / 1e3);
+    let (command, trunk, max_batch, reps) = (&p.command, &pp.trunk_name, p.max_batch, p.reps);
+    let capacity = b * 1e3 / batch_ms;
+    let mut t = format!(
+        "# Measured by `baton profile --executor cpu` (`--prefix-out`):\n\
+         #   {command}\n\
+         # `{trunk}`: a trunk of dense ReLU layers shared by variants `{trunk}-0`.. that differ\n\
+         # in their classifier head. The trunk and one head timed apart for b = 1..{max_batch},\n\
+         # the median of {reps} runs each; their least-squares fits below. A batch mixing the\n\
+         # variants runs the trunk once and each head over its own rows.\n\
+         # Rate: 70% of what one core sustains batching {max_batch} across {k} variants ({capacity:.0} r/s).\n\
+         name = \"cpu-prefix\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\nrate_rps = {:.0}\n\n\
+         [cluster]\ngpus = 1\nctrl_delay_us = {CTRL_DELAY_US}\ndata_delay_us = 0\n\n\
+         [[prefixes]]\nname = \"{trunk}\"\nalpha_ms = {ta:.4}\nbeta_ms = {tb:.4}\n",
+        0.7 * capacity,
+    );
+    for h in 0..PREFIX_VARIANTS.min(pp.heads) {
+        t += &format!(
+            "\n[[models]]\nname = \"{trunk}-{h}\"\nprefix_of = \"{trunk}\"\nalpha_ms = {ha:.4}\nbeta_ms = {hb:.4}\n\
+             max_batch = {max_batch}\nslo_ms = {slo:.3}\nweight = 1.0\narrival = \"poisson\"\n"
+        );
+    }
+    t + "\n[policy]\nname = \"nexus\"\n"
 }
 
 /// The scenario's dispatch delay (one backend thread in the same process).
@@ -224,7 +279,28 @@ mod tests {
             dynamic: "encoder-varlen".into(),
             kappa: KappaFit { kappa: 1.08, points: 30, rms: 0.05 },
             apps: vec![app("short", 1..=16, 0.01), app("long", 49..=64, 0.3)],
+            prefix: PrefixProfile {
+                trunk_name: "mlp".into(),
+                heads: 10,
+                trunk: vec![us(200), us(300), us(400), us(500)],
+                head: vec![us(10), us(12), us(14), us(16)],
+            },
         }
+    }
+
+    #[test]
+    fn the_prefix_scenario_is_a_group_of_the_trunks_variants_with_the_fitted_parts() {
+        let text = prefix_scenario_text(&profile(), 2.0);
+        let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let names: Vec<&str> = s.models.iter().map(|m| m.spec.name.as_str()).collect();
+        assert_eq!(names, ["mlp-0", "mlp-1", "mlp-2", "mlp-3"]);
+        let g = &s.cluster.prefixes[0];
+        assert_eq!((g.name.as_str(), g.members.len()), ("mlp", 4));
+        // Fits: the trunk 0.1 b + 0.1 ms, a head 0.002 b + 0.008 ms.
+        assert_eq!(g.prefix.latency(2), 300_000);
+        let (_, suffix) = s.models[0].spec.prefix.as_ref().expect("a member");
+        assert_eq!(suffix.latency(2), 12_000);
+        assert_eq!(s.policy, baton_sched::policy::PolicyKind::Nexus);
     }
 
     #[test]
