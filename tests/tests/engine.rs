@@ -62,6 +62,7 @@ fn request(id: u64, model: &str, slo_ms: u64, floats: usize) -> fb::InferRequest
         }]),
         app_name: None,
         query: None,
+        path_ns: 0,
     }
 }
 
@@ -262,6 +263,8 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
     let l = load::run(&s, &cfg).expect("load runs");
     let r = e.shutdown();
     assert!(l.sent > 0 && l.warmup_sent > 0, "{l:?}");
+    // More than a window of answers: the generator measured its path.
+    assert!(l.path_p99_us > 0.0, "{l:?}");
     assert_eq!(l.ok + l.late + l.dropped + l.errors, l.sent);
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     let f = r.frontend;

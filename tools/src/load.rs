@@ -13,7 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_core::runtime::clients::{client_request, Target};
@@ -25,6 +25,7 @@ use baton_wire::fb;
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
+use baton_core::roles::reserve::P99Window;
 
 /// How early a request may go out with an earlier one (one OS sleep's slop).
 const EARLY: Nanos = 50_000;
@@ -115,6 +116,9 @@ pub struct LoadReport {
     pub overhead_histograms: Overhead,
     /// The longest the generator ran behind its schedule.
     pub max_send_lag_ms: f64,
+    /// The network path both ways the generator last told the frontend
+    /// (`InferRequest.path_ns`: the p99 over a window of answers), µs.
+    pub path_p99_us: f64,
     /// The cores the generator's threads were pinned to (empty: any).
     pub generator_cores: Vec<usize>,
     pub drop_reasons: Vec<(String, u64)>,
@@ -223,6 +227,11 @@ struct Shared {
     models: usize,
     /// Requests sent before this (ns since `start`) are not tallied.
     warmup: Nanos,
+    /// The network path both ways of every answer, all connections', by
+    /// window (`reserve.rs`), and its last p99, which every request tells
+    /// the frontend (`InferRequest.path_ns`; 0 until a window is complete).
+    path: Mutex<P99Window>,
+    path_ns: AtomicU64,
 }
 
 /// Lowers the calling thread's CPU priority (nice 10). The generator often
@@ -261,6 +270,14 @@ fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
                 continue;
             }
             shared.answers.fetch_add(1, Ordering::Relaxed);
+            if let Some(tm) = &r.timing {
+                // Round trip less the server's part: exact on each clock.
+                let round_trip = now.saturating_sub(shared.sent[r.id as usize].load(Ordering::Relaxed));
+                let mut path = shared.path.lock().expect("no reader panics holding it");
+                if path.observe(round_trip.saturating_sub(tm.written_ns.saturating_sub(tm.received_ns))) {
+                    shared.path_ns.store(path.p99(), Ordering::Relaxed);
+                }
+            }
             if at < shared.warmup {
                 continue;
             }
@@ -335,6 +352,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         schedule,
         models: scenario.models.len(),
         warmup,
+        path: Mutex::new(P99Window::default()),
+        path_ns: AtomicU64::new(0),
         slo,
         answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
         answers: AtomicU64::new(0),
@@ -386,7 +405,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                 }
                 None => (Target::Model(&names[model]), shared.slo[model], p.work),
             };
-            let req = client_request(next as u64, target, slo, p.app, floats(model), first);
+            let mut req = client_request(next as u64, target, slo, p.app, floats(model), first);
+            req.path_ns = shared.path_ns.load(Ordering::Relaxed);
             senders[conn].queue(req).expect("a request fits a frame");
             conn = (conn + 1) % senders.len();
             next += 1;
@@ -470,6 +490,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         overhead: t.overhead.report(),
         overhead_histograms: t.overhead,
         max_send_lag_ms: max_lag as f64 / 1e6,
+        path_p99_us: shared.path_ns.load(Ordering::Relaxed) as f64 / 1e3,
         generator_cores: cfg.cores.clone(),
         drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),

@@ -49,7 +49,7 @@ pub struct OverheadReport {
 }
 
 /// The four parts' histograms, in nanoseconds.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Overhead {
     parts: [Histogram<u64>; 4],
     clock_skew: u64,
@@ -62,6 +62,13 @@ impl Default for Overhead {
         // 1 ns to 1 hour at 3 significant digits.
         let h = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
         Self { parts: [h(), h(), h(), h()], clock_skew: 0 }
+    }
+}
+
+/// Their percentiles (`report`), not every bucket.
+impl std::fmt::Debug for Overhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Overhead {{ {:?} }}", self.report())
     }
 }
 

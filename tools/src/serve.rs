@@ -78,7 +78,9 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = 0)]
     poll_us: u64,
     /// The least each frontend keeps back of every SLO for the client's
-    /// network path, microseconds (it adds what it measures around batches).
+    /// network path, microseconds: more for a client that says its path is
+    /// longer (`InferRequest.path_ns`, as `baton load` does); it adds what
+    /// it measures around batches.
     #[arg(long, default_value_t = DEFAULT_RESERVE_FLOOR / 1_000)]
     reserve_us: u64,
     /// Connections the frontend keeps open at most (clients and peer

@@ -27,6 +27,7 @@ fn samples() -> Vec<Message> {
             inputs: Some(vec![image.clone(), tensor("mask", &[8], fb::DType::U8, 8)]),
             app_name: Some("long".into()),
             query: None,
+            path_ns: 180_000,
         }),
         Message::InferResponse(fb::InferResponse {
             id: 42,
@@ -175,6 +176,7 @@ fn request_with(inputs: Vec<fb::Tensor>) -> Vec<u8> {
         inputs: Some(inputs),
         app_name: None,
         query: None,
+        path_ns: 0,
     }))
     .unwrap()
 }
@@ -298,6 +300,7 @@ fn offsets_aliasing_one_blob_cannot_amplify_a_frame() {
         .inputs(inputs)
         .app_name_as_null()
         .query_as_null()
+        .path_ns(0)
         .finish(&mut b);
     let payload = b.finish(root, None).to_vec();
     let frame =

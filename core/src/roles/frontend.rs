@@ -255,7 +255,7 @@ impl Frontend {
         // Checked: exactly one tensor; its bytes move, uncopied, into the store.
         let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
-        let reserved = self.reserve.of(req.slo_ns);
+        let reserved = self.reserve.of(req.slo_ns, req.path_ns);
         let held = Held {
             conn,
             client_id: req.id,

@@ -142,6 +142,7 @@ pub fn client_request(
         }]),
         app_name: None,
         query,
+        path_ns: 0,
     }
 }
 

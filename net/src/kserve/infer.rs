@@ -169,8 +169,16 @@ fn request(door: &dyn Door, call: &mut Call) -> Result<(ModelInfo, fb::InferRequ
     };
     let name = Some(info.name.clone());
     let (model, query) = if info.query { (None, name) } else { (name, None) };
-    let req =
-        fb::InferRequest { id: 0, model, query, slo_ns, app: 0, app_name: call.app.take(), inputs: Some(vec![tensor]) };
+    let req = fb::InferRequest {
+        id: 0,
+        model,
+        query,
+        slo_ns,
+        app: 0,
+        app_name: call.app.take(),
+        inputs: Some(vec![tensor]),
+        path_ns: 0,
+    };
     Ok((info, req))
 }
 

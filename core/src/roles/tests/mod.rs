@@ -492,3 +492,19 @@ fn a_drop_passes_its_cause_to_the_client() {
         (3, fb::Status::Dropped, fb::DropReason::BadPlan, Some(why))
     );
 }
+
+/// A client that measured its network path says so, and the frontend
+/// plans its request that much earlier (its floor is 0 in these tests),
+/// the client's deadline unchanged.
+#[test]
+fn a_clients_measured_path_is_kept_back_when_its_request_is_planned() {
+    let mut c = Cluster::new(PolicyKind::Symphony, 100);
+    let (now, slo) = (1_000, ms_to_nanos(25.0));
+    let plain = c.fe.admit(now, 7, request(0, "m", 25.0, &[0.0; FLOATS]), &c.table).unwrap();
+    let told = fb::InferRequest { path_ns: 180_000, ..request(1, "m", 25.0, &[0.0; FLOATS]) };
+    let told = c.fe.admit(now, 7, told, &c.table).unwrap();
+    assert_eq!((plain.deadline_ns, told.deadline_ns), (now + slo, now + slo - 180_000));
+    // Bounded: no more than a tenth of the SLO.
+    let greedy = fb::InferRequest { path_ns: slo, ..request(2, "m", 25.0, &[0.0; FLOATS]) };
+    assert_eq!(c.fe.admit(now, 7, greedy, &c.table).unwrap().deadline_ns, now + slo - slo / 10);
+}
