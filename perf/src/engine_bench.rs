@@ -34,13 +34,21 @@ fn scenario(name: &str) -> Scenario {
     load_scenario(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Where the engine and the generator run: cores of their own where the
+/// machine has two or more (`load::split_cores`: the engine's first), else
+/// anywhere.
+pub fn placement() -> (Option<Vec<usize>>, Vec<usize>) {
+    load::split_cores().map_or((None, Vec::new()), |(server, generator)| (Some(server), generator))
+}
+
 /// One load run against `target`: one connection (fewer generator threads
-/// on a small machine), the scenario's warm-up first (not counted, as the
-/// simulator skips it), a 2 s drain.
+/// on a small machine) on the generator's cores, the scenario's warm-up
+/// first (not counted, as the simulator skips it), a 2 s drain.
 fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize) -> LoadReport {
     let lc = LoadConfig {
         input_floats: vec![input_floats],
         warmup: Duration::from_nanos(s.warmup),
+        cores: placement().1,
         ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs))
     };
     load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
@@ -55,7 +63,7 @@ pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, Engine
 /// The same, with Symphony's model shards on `model_shards` shards of their own.
 pub fn serve_sharded_and_load(s: &Scenario, rate: f64, secs: f64, model_shards: usize) -> (LoadReport, EngineReport) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let cfg = EngineConfig { listen, plan_rate_rps: rate, model_shards, ..Default::default() };
+    let cfg = EngineConfig { listen, plan_rate_rps: rate, model_shards, cores: placement().0, ..Default::default() };
     let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
     let r = drive(s, engine.addr, rate, secs, cfg.input_floats);
     (r, engine.shutdown())
@@ -67,7 +75,7 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
     let any: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     // A fresh secret each run: the roles are this process's own.
     let key = ClusterKey::new(format!("bench {:?}", std::time::SystemTime::now()).as_bytes()).expect("long enough");
-    let cfg = EngineConfig { plan_rate_rps: rate, cluster_key: Some(key), ..Default::default() };
+    let cfg = EngineConfig { plan_rate_rps: rate, cluster_key: Some(key), cores: placement().0, ..Default::default() };
     let start = |spec| start_role(s, s.policy, &cfg, spec).unwrap_or_else(|e| panic!("{e}"));
     let sched = start(RoleSpec::Scheduler { listen: any });
     let sched_addr = sched.addr.expect("listens");

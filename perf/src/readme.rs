@@ -344,8 +344,11 @@ fn engine_bench(text: &str, wire: &str) -> Result<String, String> {
         Ok(format!("{:.2}%", 100.0 * (after(l, "late ")? + after(l, "dropped ")?) / sent))
     };
     let (tcp, split) = (line("the same load with frontend")?, line("the same load with Symphony")?);
+    let placed = line("engine on cores")?.trim();
     let mut s = format!(
-        "Table 4 ResNet50 (8 GPUs, 25 ms SLO, Poisson), 10 s runs: goodput (the highest\nrate at <= 1% bad as the client sees it, by search) **{} r/s** for the engine\nagainst {} r/s for `baton sim` on the same file and seed: **{:.3}**\n({} probes).\n\nAt the simulator's goodput rate ({} requests):\n\n",
+        "{}{} (every run below).\n\nTable 4 ResNet50 (8 GPUs, 25 ms SLO, Poisson), 10 s runs: goodput (the highest\nrate at <= 1% bad as the client sees it, by search) **{} r/s** for the engine\nagainst {} r/s for `baton sim` on the same file and seed: **{:.3}**\n({} probes).\n\nAt the simulator's goodput rate ({} requests):\n\n",
+        placed[..1].to_uppercase(),
+        &placed[1..],
         thousands(after(t4, "engine ")?, 1),
         thousands(after(t4, "sim ")?, 1),
         after(t4, "ratio ")?,

@@ -70,6 +70,10 @@ pub struct EngineArgs {
     /// Place the shards on the NUMA node network interface NAME hangs off.
     #[arg(long, group = "near", value_name = "NAME")]
     near_nic: Option<String>,
+    /// Pin the shards to these cores only (comma-separated; of those the
+    /// placement allows), leaving the rest to a client on the same machine.
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
     /// What runs the batches.
     #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
     executor: ExecutorKind,
@@ -356,7 +360,9 @@ pub struct DemoArgs {
     /// the simulator's alike (default: the file's warmup_s).
     #[arg(long)]
     warmup: Option<f64>,
-    /// Cores to pin the load generator's threads to (default: not pinned).
+    /// Cores to pin the load generator's threads to (default: the last
+    /// quarter of the machine's, at least one, the engine on the others,
+    /// unless `--cores` places the engine).
     #[arg(long, value_delimiter = ',')]
     load_cores: Vec<usize>,
     #[arg(long)]
@@ -448,6 +454,7 @@ fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineCo
             (_, _, Some(nic)) => Some(Near::Nic(nic.clone())),
             _ => None,
         },
+        cores: (!a.cores.is_empty()).then(|| a.cores.clone()),
         executor: a.executor.choice(),
         poll: Duration::from_micros(a.poll_us),
         reserve_floor: a.reserve_us * 1_000,
@@ -677,9 +684,17 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     let duration = positive("--duration", a.duration)?;
     let warmup = warmup_of(&s, a.warmup)?;
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let engine = start(&s, policy, &config(&a.engine, listen, rate)?).map_err(|e| e.to_string())?;
+    let mut engine_cfg = config(&a.engine, listen, rate)?;
+    let mut load_cores = a.load_cores.clone();
+    // Unless told where each side goes, the engine and the generator get
+    // cores of their own (`load::split_cores`).
+    let placed = engine_cfg.near.is_some() || engine_cfg.cores.is_some() || !load_cores.is_empty();
+    if let (false, Some((server, generator))) = (placed, load::split_cores()) {
+        (engine_cfg.cores, load_cores) = (Some(server), generator);
+    }
+    let engine = start(&s, policy, &engine_cfg).map_err(|e| e.to_string())?;
     eprintln!(
-        "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up ...",
+        "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up, generator on cores {load_cores:?} ...",
         serving(&s, policy, &a.engine, &engine.cores),
         engine.addr,
         warmup.as_secs_f64()
@@ -693,7 +708,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         input_floats: request_sizes(&a.engine, &s)?,
         drain: Duration::from_secs(2),
         progress: !a.json,
-        cores: a.load_cores.clone(),
+        cores: load_cores,
     };
     let measured = load::run(&s, &cfg);
     let report = engine.shutdown();

@@ -144,6 +144,9 @@ pub struct EngineConfig {
     /// Pin every shard to cores of a NUMA node (that named, or that a GPU
     /// or NIC hangs off) and bind its memory there (None: any core).
     pub near: Option<topology::Near>,
+    /// Pin the shards, round-robin, to these of the cores placement allows
+    /// (None: all of them), leaving the others to a co-located client.
+    pub cores: Option<Vec<usize>>,
     /// One-sided input fetch: frontends keep inputs in this fabric's
     /// registered memory (`rdma_region_bytes` each) and backends READ them
     /// (None: backends fetch inputs over TCP).
@@ -188,6 +191,7 @@ impl Default for EngineConfig {
             plan_rate_rps: 0.0,
             model_shards: 0,
             near: None,
+            cores: None,
             fabric: None,
             rdma_region_bytes: DEFAULT_RDMA_REGION,
             executor: ExecutorChoice::Emulated,
@@ -449,7 +453,8 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
     let bells: Vec<Bell> = doorbells.as_slice().iter().map(Doorbell::bell).collect();
     let fe_doorbell = doorbells.next().expect("a frontend shard");
-    let topology::Placement { cores, node } = topology::place(cfg.near.as_ref()).map_err(EngineError::Shard)?;
+    let topology::Placement { cores, node } =
+        topology::place_on(cfg.near.as_ref(), cfg.cores.as_deref()).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
     let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
     // The scheduler side: shard 1 holds the policy (or Symphony's rank

@@ -168,8 +168,12 @@ pub fn start_role(
     let (scenario, cfg2, stop2, progress2) = (scenario.clone(), cfg.clone(), Arc::clone(&stop), Arc::clone(&progress));
     let killed = Arc::new(AtomicBool::new(false));
     let killed2 = Arc::clone(&killed);
-    // A placed role process runs on its node's first core, its memory there.
-    let placed = cfg.near.as_ref().map(|n| super::topology::place(Some(n))).transpose().map_err(EngineError::Shard)?;
+    // A placed role process runs on its node's (or its listed) first core,
+    // its memory there.
+    let placed = match (&cfg.near, &cfg.cores) {
+        (None, None) => None,
+        (near, only) => Some(super::topology::place_on(near.as_ref(), only.as_deref()).map_err(EngineError::Shard)?),
+    };
     let node = placed.as_ref().and_then(|p| p.node);
     let pin = placed.map_or(Placement::Unbound, |p| Placement::Fixed(p.cores[0]));
     let handle = LocalExecutorBuilder::new(pin)

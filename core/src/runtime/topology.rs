@@ -55,6 +55,20 @@ pub struct Placement {
     pub node: Option<usize>,
 }
 
+/// The placement for `near` (None: every core this process may run on),
+/// kept to the cores in `only` where the operator lists them (the load
+/// generator on the others, say).
+pub fn place_on(near: Option<&Near>, only: Option<&[usize]>) -> Result<Placement, String> {
+    let mut p = place(near)?;
+    if let Some(only) = only {
+        p.cores.retain(|c| only.contains(c));
+        if p.cores.is_empty() {
+            return Err(format!("none of the cores {only:?} is one this process may run on (near {near:?})"));
+        }
+    }
+    Ok(p)
+}
+
 /// The placement for `near` (None: every core this process may run on).
 pub fn place(near: Option<&Near>) -> Result<Placement, String> {
     let allowed: Vec<usize> = core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();

@@ -21,6 +21,13 @@ fn main() {
     let secs = if quick { 1.0 } else { 10.0 };
     // `--throughput` runs only part 2.
     let only_throughput = std::env::args().any(|a| a == "--throughput");
+    let (engine_cores, generator_cores) = baton_perf::engine_bench::placement();
+    let any = |c: &[usize]| if c.is_empty() { "any".to_string() } else { format!("{c:?}") };
+    println!(
+        "engine on cores {}, load generator on cores {}",
+        any(engine_cores.as_deref().unwrap_or(&[])),
+        any(&generator_cores)
+    );
     let e = (!only_throughput).then(|| table4(secs, if quick { 2 } else { 8 }));
     if let Some(e) = &e {
         print_table4(e);
