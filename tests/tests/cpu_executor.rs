@@ -26,6 +26,38 @@ fn input(i: u64, len: usize) -> Vec<f32> {
     (0..len).map(|k| ((i * 31 + k as u64) as f32 * 0.07).sin()).collect()
 }
 
+/// Request `id` of `model` with `input(id, len)`, its frame.
+fn request(id: u64, model: &str, len: usize) -> Vec<u8> {
+    let req = fb::InferRequest {
+        id,
+        model: Some(model.into()),
+        slo_ns: 50_000_000,
+        inputs: Some(vec![fb::Tensor {
+            name: None,
+            dtype: fb::DType::F32,
+            shape: Some(vec![len as i64]),
+            data: Some(input(id, len).iter().flat_map(|x| x.to_le_bytes()).collect()),
+        }]),
+        ..Default::default()
+    };
+    encode(&Message::InferRequest(req)).unwrap()
+}
+
+/// Reads answers from `conn` into `answers` until it holds `n`.
+fn read_until(conn: &mut TcpStream, buf: &mut FrameBuf, answers: &mut Vec<fb::InferResponse>, n: usize) {
+    while answers.len() < n {
+        match buf.next_frame().expect("valid frames") {
+            Some(Ok(Message::InferResponse(r))) => answers.push(r),
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {
+                let k = conn.read(buf.spare()).expect("answers come");
+                assert!(k > 0, "closed after {} answers", answers.len());
+                buf.filled(k);
+            }
+        }
+    }
+}
+
 /// Serves the CPU profile's scenario with its load moved to the supernet,
 /// under `policy`, and sends it `waves` waves of a batch each (every wave
 /// answered before the next); returns the answers.
@@ -48,34 +80,9 @@ fn serve_supernet(policy: &str, waves: u64) -> Vec<fb::InferResponse> {
     conn.set_read_timeout(Some(PATIENCE)).unwrap();
     let (mut buf, mut answers) = (FrameBuf::default(), Vec::new());
     for w in 0..waves {
-        let mut bytes = Vec::new();
-        for i in w * wave..(w + 1) * wave {
-            let req = fb::InferRequest {
-                id: i,
-                model: Some("supernet".into()),
-                slo_ns: 50_000_000,
-                inputs: Some(vec![fb::Tensor {
-                    name: None,
-                    dtype: fb::DType::F32,
-                    shape: Some(vec![len as i64]),
-                    data: Some(input(i, len).iter().flat_map(|x| x.to_le_bytes()).collect()),
-                }]),
-                ..Default::default()
-            };
-            bytes.extend(encode(&Message::InferRequest(req)).unwrap());
-        }
+        let bytes: Vec<u8> = (w * wave..(w + 1) * wave).flat_map(|i| request(i, "supernet", len)).collect();
         conn.write_all(&bytes).unwrap();
-        while answers.len() < ((w + 1) * wave) as usize {
-            match buf.next_frame().expect("valid frames") {
-                Some(Ok(Message::InferResponse(r))) => answers.push(r),
-                Some(other) => panic!("unexpected {other:?}"),
-                None => {
-                    let k = conn.read(buf.spare()).expect("answers come");
-                    assert!(k > 0, "closed after {} answers", answers.len());
-                    buf.filled(k);
-                }
-            }
-        }
+        read_until(&mut conn, &mut buf, &mut answers, ((w + 1) * wave) as usize);
     }
     let r = e.shutdown();
     let n = waves * wave;
@@ -133,9 +140,11 @@ fn prefix_scenario(group: &str, members: &[&str]) -> baton_sched::Scenario {
 /// answer is bit for bit what its variant, run whole, computes.
 #[test]
 fn a_cpu_prefix_group_answers_each_variant_as_it_computes_whole() {
-    let members = ["mlp-0", "mlp-3", "mlp-7"];
+    // The small shapes (three heads, batches of 4): this checks what is
+    // computed, in a debug build too.
+    let members = ["mlp-0", "mlp-1", "mlp-2"];
     let s = prefix_scenario("mlp", &members);
-    let cpu = CpuConfig::serving();
+    let cpu = CpuConfig::small();
     let cfg = EngineConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         executor: ExecutorChoice::Cpu(cpu),
@@ -147,36 +156,11 @@ fn a_cpu_prefix_group_answers_each_variant_as_it_computes_whole() {
     let n = 96u64;
     let mut conn = TcpStream::connect(e.addr).unwrap();
     conn.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut bytes = Vec::new();
-    for i in 0..n {
-        let req = fb::InferRequest {
-            id: i,
-            model: Some(members[i as usize % members.len()].into()),
-            slo_ns: 50_000_000,
-            inputs: Some(vec![fb::Tensor {
-                name: None,
-                dtype: fb::DType::F32,
-                shape: Some(vec![len as i64]),
-                data: Some(input(i, len).iter().flat_map(|x| x.to_le_bytes()).collect()),
-            }]),
-            ..Default::default()
-        };
-        bytes.extend(encode(&Message::InferRequest(req)).unwrap());
-    }
     // All at once: the group's session batches them across variants.
+    let bytes: Vec<u8> = (0..n).flat_map(|i| request(i, members[i as usize % members.len()], len)).collect();
     conn.write_all(&bytes).unwrap();
     let (mut buf, mut answers) = (FrameBuf::default(), Vec::new());
-    while answers.len() < n as usize {
-        match buf.next_frame().expect("valid frames") {
-            Some(Ok(Message::InferResponse(r))) => answers.push(r),
-            Some(other) => panic!("unexpected {other:?}"),
-            None => {
-                let k = conn.read(buf.spare()).expect("answers come");
-                assert!(k > 0, "closed after {} answers", answers.len());
-                buf.filled(k);
-            }
-        }
-    }
+    read_until(&mut conn, &mut buf, &mut answers, n as usize);
     let r = e.shutdown();
     assert_eq!((r.frontend.received, r.frontend.answered(), r.frontend.duplicates), (n, n, 0));
     let mut whole = cpu.build_shared();
@@ -193,7 +177,9 @@ fn a_cpu_prefix_group_answers_each_variant_as_it_computes_whole() {
         assert_eq!(got, want[0], "request {} on head {head}", a.id);
         largest = largest.max(a.timing.as_ref().map_or(0, |t| t.batch_size));
     }
-    assert!(largest > members.len() as u32, "batches mixed the variants: largest {largest}");
+    // The group's one queue is in arrival order and arrivals go round the
+    // variants, so any batch of two or more mixed them.
+    assert!(largest >= 2, "batches mixed the variants: largest {largest}");
 }
 
 /// A prefix group the CPU executor has no trunk for, or a member that is
