@@ -389,7 +389,7 @@ fn check_trunk(
     };
     for m in &g.members {
         let name = &s.models[m.index()].spec.name;
-        if !head_of(&g.name, name).is_some_and(|h| h < trunk.heads) {
+        if head_of(&g.name, name).is_none_or(|h| h >= trunk.heads) {
             let why = format!(
                 "prefix group `{}`: `{name}` is not one of its trunk's variants (`{0}-0` to `{0}-{}`)",
                 g.name,
