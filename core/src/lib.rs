@@ -21,5 +21,6 @@ pub mod models;
 pub mod partitions;
 pub mod publish;
 pub mod roles;
+pub mod routes;
 pub mod runtime;
 pub mod timer;

@@ -54,6 +54,9 @@ pub struct ModelEntry {
     /// Served now: a model unloaded at run time is refused (`Unloaded`)
     /// until it is loaded again.
     pub loaded: bool,
+    /// The sub-cluster whose scheduler takes its requests (0 unless the
+    /// cluster is partitioned: `routes.rs`).
+    pub subcluster: u32,
 }
 
 /// Models sharing all but their last layers (Nexus's prefix batching): a
@@ -363,6 +366,7 @@ impl ModelEntry {
             dynamic,
             suffix: spec.prefix.as_ref().map(|(_, suffix)| table(suffix)),
             loaded: true,
+            subcluster: 0,
         })
     }
 }

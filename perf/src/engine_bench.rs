@@ -79,7 +79,7 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
     let start = |spec| start_role(s, s.policy, &cfg, spec).unwrap_or_else(|e| panic!("{e}"));
     let sched = start(RoleSpec::Scheduler { listen: any });
     let sched_addr = sched.addr.expect("listens");
-    let fe = start(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched_addr });
+    let fe = start(RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![sched_addr] });
     let fe_addr = fe.addr.expect("listens");
     let be = start(RoleSpec::Backends {
         first: 0,

@@ -334,7 +334,8 @@ fn only_roles_holding_the_cluster_secret_are_peers() {
     let role = |cfg: &EngineConfig, spec| start_role(&s, s.policy, cfg, spec);
     let sched = role(&cfg, RoleSpec::Scheduler { listen: any }).unwrap();
     let fe =
-        role(&cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() }).unwrap();
+        role(&cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![sched.addr.unwrap()] })
+            .unwrap();
     let all = || RoleSpec::Backends {
         first: 0,
         count: s.cluster.backends,
@@ -399,7 +400,7 @@ impl<'a> Roles<'a> {
         use baton_core::runtime::{start_role, RoleSpec};
         let any = "127.0.0.1:0".parse().unwrap();
         let sched = start_role(s, policy, sched_cfg, RoleSpec::Scheduler { listen: any }).expect("scheduler starts");
-        let spec = RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() };
+        let spec = RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![sched.addr.unwrap()] };
         let fe = start_role(s, policy, &role_config(), spec).expect("frontend starts");
         Self { s, policy, sched, fe }
     }
@@ -757,8 +758,13 @@ fn flood_behind_deaf_scheduler(cfg: &EngineConfig) -> (u64, fb::InferResponse, b
     let s = scenario();
     let any = "127.0.0.1:0".parse().unwrap();
     let (sched, deaf) = deaf_scheduler(cfg.cluster_key.as_ref().unwrap());
-    let fe = start_role(&s, s.policy, cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched })
-        .expect("the frontend starts");
+    let fe = start_role(
+        &s,
+        s.policy,
+        cfg,
+        RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![sched] },
+    )
+    .expect("the frontend starts");
     let _deaf = deaf.join().unwrap();
     let mut c = Client::at(fe.addr.unwrap());
     let mut writer = c.s.try_clone().unwrap();

@@ -115,7 +115,7 @@ fn roles_over_tcp_connect_queue_pairs_and_read() {
     };
     let role = |spec| start_role(&s, s.policy, &cfg, spec).expect("role starts");
     let sched = role(RoleSpec::Scheduler { listen: any });
-    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler: sched.addr.unwrap() });
+    let fe = role(RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![sched.addr.unwrap()] });
     let spec = RoleSpec::Backends {
         first: 0,
         count: s.cluster.backends,

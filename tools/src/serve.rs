@@ -28,9 +28,12 @@ use std::time::{Duration, Instant};
 
 use baton_core::models::{ExecutorChoice, ModelTable, DEFAULT_INPUT_FLOATS};
 use baton_core::roles::autoscaling::{Advice, AdviceSink};
+use baton_core::routes::Routes;
 use baton_core::runtime::auth::{ClusterKey, KeyError};
 use baton_core::runtime::topology::Near;
-use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec, DEFAULT_RESERVE_FLOOR};
+use baton_core::runtime::{
+    start, start_role, EngineConfig, EngineReport, RoleProcess, RoleSpec, DEFAULT_RESERVE_FLOOR,
+};
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
 use baton_net::kserve::GatewayConfig;
@@ -270,6 +273,11 @@ pub struct SchedulerArgs {
     /// Idle share kept when advising fewer GPUs.
     #[arg(long, default_value_t = 0.1)]
     autoscale_headroom: f64,
+    /// In a cluster partitioned into sub-clusters (`baton partition`),
+    /// the one this scheduler plans for: its backends are started with the
+    /// same number, and frontends list it at this place in --scheduler.
+    #[arg(long, default_value_t = 0)]
+    subcluster: u32,
 }
 
 #[derive(clap::Args)]
@@ -281,8 +289,16 @@ pub struct FrontendArgs {
     /// Where backends connect (apart from clients).
     #[arg(long, default_value = "127.0.0.1:7702")]
     peer_listen: SocketAddr,
-    #[arg(long, default_value = "127.0.0.1:7701")]
-    scheduler: SocketAddr,
+    /// The scheduler, or in a partitioned cluster each sub-cluster's
+    /// scheduler in order, comma-separated (with --routes).
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7701")]
+    scheduler: Vec<SocketAddr>,
+    /// The routing table of a partitioned cluster: `baton partition
+    /// --json`'s output (each sub-cluster's models and GPUs). Read again
+    /// whenever the file changes: a model moved there takes its new
+    /// requests to its new sub-cluster's scheduler.
+    #[arg(long)]
+    routes: Option<PathBuf>,
     #[command(flatten)]
     gateway: GatewayArgs,
     /// This frontend's place in the backends' --frontends list.
@@ -296,6 +312,9 @@ pub struct BackendArgs {
     role: RoleArgs,
     #[arg(long, default_value = "127.0.0.1:7701")]
     scheduler: SocketAddr,
+    /// The sub-cluster of that scheduler (its --subcluster).
+    #[arg(long, default_value_t = 0)]
+    subcluster: u32,
     /// Every frontend's address for backends (its --peer-listen), in
     /// index order, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7702")]
@@ -548,27 +567,42 @@ fn run_until_stopped(duration: Option<f64>) {
     }
 }
 
-/// `baton scheduler | frontend | backend`: one role, over TCP.
-fn role(
-    a: &RoleArgs,
-    name: &str,
-    spec: RoleSpec,
+/// What one role's command sets beyond the engine's options.
+#[derive(Default)]
+struct RoleOptions {
     plan_rate: Option<f64>,
-    (gateway, clock_origin_file, autoscale): (GatewayConfig, Option<PathBuf>, Option<(AutoscaleConfig, AdviceSink)>),
-) -> Result<(), String> {
+    gateway: GatewayConfig,
+    clock_origin_file: Option<PathBuf>,
+    autoscale: Option<(AutoscaleConfig, AdviceSink)>,
+    subcluster: u32,
+    /// A frontend's routing table, followed while the role runs.
+    routes: Option<PathBuf>,
+}
+
+/// The routing table in `path`, for `s`.
+fn read_routes(s: &baton_sched::Scenario, path: &std::path::Path) -> Result<Routes, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Routes::from_json(s, &text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `baton scheduler | frontend | backend`: one role, over TCP.
+fn role(a: &RoleArgs, name: &str, spec: RoleSpec, o: RoleOptions) -> Result<(), String> {
     let (s, policy) = scenario(&a.engine)?;
-    let plan_rate = plan_rate.or(s.rate_rps).unwrap_or(0.0);
+    let plan_rate = o.plan_rate.or(s.rate_rps).unwrap_or(0.0);
     // A missing secret is `start_role`'s to report, after what it checks first.
     let key = match ClusterKey::from_file_or_env(a.cluster_secret_file.as_deref()) {
         Ok(k) => Some(k),
         Err(KeyError::Missing) => None,
         Err(e) => return Err(e.to_string()),
     };
+    let routes = o.routes.as_deref().map(|p| read_routes(&s, p)).transpose()?;
     let cfg = EngineConfig {
-        gateway,
+        gateway: o.gateway,
         cluster_key: key,
-        clock_origin_file,
-        autoscale,
+        clock_origin_file: o.clock_origin_file,
+        autoscale: o.autoscale,
+        subcluster: o.subcluster,
+        routes,
         ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)?
     };
     // The loopback fabric is memory of one process: roles in processes of
@@ -585,7 +619,10 @@ fn role(
         (Some(addr), None) => eprintln!("baton {name}: {} on {addr}", s.name),
         (None, _) => eprintln!("baton {name}: {} connected", s.name),
     }
-    run_until_stopped(a.duration);
+    match &o.routes {
+        Some(path) => follow_routes(&p, &s, path, a.duration),
+        None => run_until_stopped(a.duration),
+    }
     let report = p.shutdown();
     if a.json {
         let mut j = engine_json(&report);
@@ -597,11 +634,35 @@ fn role(
     Ok(())
 }
 
+/// Runs like `run_until_stopped`, publishing the routing table in `path`
+/// to frontend `p` whenever the file changes (a table that does not fit
+/// is reported and the last good one kept).
+fn follow_routes(p: &RoleProcess, s: &baton_sched::Scenario, path: &std::path::Path, duration: Option<f64>) {
+    let started = Instant::now();
+    let limit = duration.map(Duration::from_secs_f64);
+    let changed = || std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut seen = changed();
+    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = changed();
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match read_routes(s, path).and_then(|r| p.reroute(s, &r).map_err(|e| e.to_string())) {
+            Ok(()) => eprintln!("baton frontend: routes from {} published", path.display()),
+            Err(why) => eprintln!("baton frontend: {why}; the last routes stay"),
+        }
+    }
+}
+
 pub fn scheduler(a: SchedulerArgs) -> Result<(), String> {
     let spec = RoleSpec::Scheduler { listen: a.listen };
     let (s, _) = scenario(&a.role.engine)?;
     let autoscale = a.autoscale_period.map(|p| autoscaling(&a, p, s.cluster.backends as usize)).transpose()?;
-    role(&a.role, "scheduler", spec, a.plan_rate, (GatewayConfig::default(), a.clock_origin_file, autoscale))
+    let (plan_rate, clock_origin_file, subcluster) = (a.plan_rate, a.clock_origin_file.clone(), a.subcluster);
+    let o = RoleOptions { plan_rate, clock_origin_file, autoscale, subcluster, ..RoleOptions::default() };
+    role(&a.role, "scheduler", spec, o)
 }
 
 /// The autoscaler `baton scheduler --autoscale-period` runs, for a pool of
@@ -640,15 +701,16 @@ fn autoscaling(a: &SchedulerArgs, period_s: f64, pool: usize) -> Result<(Autosca
 }
 
 pub fn frontend(a: FrontendArgs) -> Result<(), String> {
-    let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, peers: a.peer_listen, scheduler: a.scheduler };
-    role(&a.role, "frontend", spec, None, (a.gateway.config(a.role.engine.max_connections), None, None))
+    let spec = RoleSpec::Frontend { index: a.index, listen: a.listen, peers: a.peer_listen, schedulers: a.scheduler };
+    let gateway = a.gateway.config(a.role.engine.max_connections);
+    role(&a.role, "frontend", spec, RoleOptions { gateway, routes: a.routes, ..RoleOptions::default() })
 }
 
 pub fn backend(a: BackendArgs) -> Result<(), String> {
     let (s, _) = scenario(&a.role.engine)?;
     let count = a.count.unwrap_or(s.cluster.backends.saturating_sub(a.first));
     let spec = RoleSpec::Backends { first: a.first, count, scheduler: a.scheduler, frontends: a.frontends.clone() };
-    role(&a.role, "backend", spec, None, (GatewayConfig::default(), None, None))
+    role(&a.role, "backend", spec, RoleOptions { subcluster: a.subcluster, ..RoleOptions::default() })
 }
 
 pub fn load(a: LoadArgs) -> Result<(), String> {

@@ -83,7 +83,7 @@ pub fn run_autoscaled(
     let sched_cfg = EngineConfig { autoscale: Some((scaling, sink)), ..cfg.clone() };
     let sched = role(&sched_cfg, RoleSpec::Scheduler { listen: any })?;
     let scheduler = sched.addr.expect("a scheduler listens");
-    let fe = role(cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, scheduler })?;
+    let fe = role(cfg, RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers: vec![scheduler] })?;
     let frontends = vec![fe.peer_addr.expect("a frontend listens for backends")];
     let gpu = |b| {
         let spec = RoleSpec::Backends { first: b, count: 1, scheduler, frontends: frontends.clone() };

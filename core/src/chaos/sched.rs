@@ -29,7 +29,9 @@ impl Scheduler {
                 s.on_message(now, msg, out);
                 true
             }
-            Scheduler::Split(parts) => pump(parts, now, ShardMsg::Env(Envelope { to: Addr::Scheduler, msg }), out) == 0,
+            Scheduler::Split(parts) => {
+                pump(parts, now, ShardMsg::Env(Envelope { to: Addr::Scheduler(0), msg }), out) == 0
+            }
         }
     }
 

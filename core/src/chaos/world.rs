@@ -117,12 +117,12 @@ impl<'a> World<'a> {
 
     fn addrs(&self) -> Vec<Addr> {
         let fes = (0..self.cfg.frontends).map(Addr::Frontend);
-        std::iter::once(Addr::Scheduler).chain(fes).chain((0..self.cfg.backends).map(Addr::Backend)).collect()
+        std::iter::once(Addr::Scheduler(0)).chain(fes).chain((0..self.cfg.backends).map(Addr::Backend)).collect()
     }
 
     fn key(&self, a: Addr) -> u32 {
         match a {
-            Addr::Scheduler => 0,
+            Addr::Scheduler(_) => 0,
             Addr::Frontend(f) => 1 + f,
             Addr::Backend(b) => 1 + self.cfg.frontends + b,
         }
@@ -138,14 +138,14 @@ impl<'a> World<'a> {
     fn talking(&self) -> Vec<(Addr, Addr)> {
         let fes = (0..self.cfg.frontends).map(Addr::Frontend);
         let bes = (0..self.cfg.backends).map(Addr::Backend);
-        let with_sched = fes.clone().chain(bes.clone()).map(|a| (a, Addr::Scheduler));
+        let with_sched = fes.clone().chain(bes.clone()).map(|a| (a, Addr::Scheduler(0)));
         let be_fe = bes.flat_map(|b| fes.clone().map(move |f| (b, f)));
         with_sched.chain(be_fe).collect()
     }
 
     fn up(&self, a: Addr) -> bool {
         match a {
-            Addr::Scheduler => self.sched.role.is_some(),
+            Addr::Scheduler(_) => self.sched.role.is_some(),
             Addr::Frontend(f) => self.fes[f as usize].role.is_some(),
             Addr::Backend(b) => self.bes[b as usize].role.is_some(),
         }
@@ -153,7 +153,7 @@ impl<'a> World<'a> {
 
     fn run_of(&self, a: Addr) -> u32 {
         match a {
-            Addr::Scheduler => self.sched.run,
+            Addr::Scheduler(_) => self.sched.run,
             Addr::Frontend(f) => self.fes[f as usize].run,
             Addr::Backend(b) => self.bes[b as usize].run,
         }
@@ -174,7 +174,7 @@ impl<'a> World<'a> {
         let run = self.run_of(a) + 1;
         let first_id = u64::from(run) << RUN_SHIFT;
         match a {
-            Addr::Scheduler => {
+            Addr::Scheduler(_) => {
                 let role = match cfg.model_shards {
                     0 => {
                         let policy = baton_sched::build::scheduler(cfg.policy, &self.scenario, cfg.rate);
@@ -336,7 +336,7 @@ impl<'a> World<'a> {
         if self.sched.role.as_ref().and_then(|s| s.next_timeout()).is_some_and(|t| t <= now) {
             let mut out = Vec::new();
             self.sched.role.as_mut().expect("up").on_timeout(now, &mut out);
-            self.send_all(Addr::Scheduler, out);
+            self.send_all(Addr::Scheduler(0), out);
         }
         for b in 0..self.cfg.backends {
             self.on_backend(b, |be, out| {
@@ -369,7 +369,7 @@ impl<'a> World<'a> {
                     self.ledger.frontend_crashed(f, self.fes[f as usize].run);
                 }
                 match a {
-                    Addr::Scheduler => self.sched.role = None,
+                    Addr::Scheduler(_) => self.sched.role = None,
                     Addr::Frontend(f) => self.fes[f as usize].role = None,
                     Addr::Backend(b) => self.bes[b as usize].role = None,
                 }
@@ -409,9 +409,9 @@ impl<'a> World<'a> {
         // A frontend that cannot reach the scheduler knows it from the start
         // (its process would fail to connect).
         if let Addr::Frontend(f) = a {
-            if !self.link(a, Addr::Scheduler).up {
+            if !self.link(a, Addr::Scheduler(0)).up {
                 let now = self.now;
-                self.on_frontend(f, |fe, table, answers, _| fe.peer_lost(now, Addr::Scheduler, table, answers));
+                self.on_frontend(f, |fe, table, answers, _| fe.peer_lost(now, Addr::Scheduler(0), table, answers));
             }
         }
     }
@@ -436,7 +436,7 @@ impl<'a> World<'a> {
             };
             let now = self.now;
             self.on_frontend(f, |fe, table, answers, out| match fe.admit(now, 0, req, table) {
-                Ok(meta) => out.push(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }),
+                Ok(meta) => out.push(Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(meta) }),
                 Err(answer) => answers.push((0, *answer)),
             });
         }
@@ -459,12 +459,12 @@ impl<'a> World<'a> {
                     self.ledger.violations.push(format!("frontend {f} was sent a {kind:?}"));
                 }
             }
-            Addr::Scheduler => {
+            Addr::Scheduler(_) => {
                 let (mut out, kind) = (Vec::new(), msg.kind());
                 if !self.sched.role.as_mut().expect("delivered to a live role").on_message(now, msg, &mut out) {
                     self.ledger.violations.push(format!("the scheduler was sent a {kind:?} no part takes"));
                 }
-                self.send_all(Addr::Scheduler, out);
+                self.send_all(Addr::Scheduler(0), out);
             }
             Addr::Backend(b) => self.on_backend(b, |be, out| be.on_message(now, msg, out)),
         }
@@ -477,11 +477,11 @@ impl<'a> World<'a> {
                 true => fe.peer_joined(peer),
                 false => fe.peer_lost(now, peer, table, answers),
             }),
-            (Addr::Scheduler, Addr::Backend(b)) => {
+            (Addr::Scheduler(_), Addr::Backend(b)) => {
                 let status = fb::BackendStatus { backend: b, healthy: up, ..Default::default() };
                 let mut out = Vec::new();
                 self.sched.role.as_mut().expect("up").on_message(now, Message::BackendStatus(status), &mut out);
-                self.send_all(Addr::Scheduler, out);
+                self.send_all(Addr::Scheduler(0), out);
             }
             (Addr::Backend(b), Addr::Frontend(f)) if !up => self.on_backend(b, |be, out| be.frontend_lost(now, f, out)),
             _ => {}
@@ -500,7 +500,7 @@ impl<'a> World<'a> {
         let (mut answers, mut out) = (Vec::new(), Vec::new());
         let late_before = fe.stats.late;
         step(fe, &self.table, &mut answers, &mut out);
-        out.extend(fe.spawned().map(|m| Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(m) }));
+        out.extend(fe.spawned().map(|m| Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(m) }));
         let (late, held) = (fe.stats.late - late_before, fe.held());
         let late_seen = answers.iter().filter(|(_, a)| self.ledger.answer(self.now, f, a)).count() as u64;
         if late != late_seen {

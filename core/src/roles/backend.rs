@@ -160,6 +160,8 @@ pub struct BackendRole {
     patience: Nanos,
     max_jobs: usize,
     fetch: Fetcher,
+    /// The scheduler it reports to: its sub-cluster's.
+    scheduler: Addr,
     pub stats: BackendStats,
 }
 
@@ -233,6 +235,7 @@ impl BackendRole {
             patience: FETCH_PATIENCE,
             max_jobs: MAX_JOBS,
             fetch: Fetcher::default(),
+            scheduler: Addr::Scheduler(0),
             stats: BackendStats::default(),
         }
     }
@@ -240,6 +243,13 @@ impl BackendRole {
     /// Reads registered inputs with `reader` (one-sided RDMA READs).
     pub fn with_reader(mut self, reader: Box<dyn baton_net::rdma::InputReader>) -> Self {
         self.fetch = Fetcher::reading(reader);
+        self
+    }
+
+    /// Reports to the scheduler of sub-cluster `k` (0 unless the cluster
+    /// is partitioned).
+    pub fn in_subcluster(mut self, k: u32) -> Self {
+        self.scheduler = Addr::Scheduler(k);
         self
     }
 
@@ -277,7 +287,7 @@ impl BackendRole {
         if self.leaving == Leaving::No && !self.failed {
             self.leaving = Leaving::Asked;
             let status = fb::BackendStatus { backend: self.id, healthy: true, leaving: true, ..Default::default() };
-            out.push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+            out.push(Envelope { to: self.scheduler, msg: Message::BackendStatus(status) });
         }
     }
 
@@ -316,7 +326,7 @@ impl BackendRole {
         self.jobs.clear();
         self.running.clear();
         let status = fb::BackendStatus { backend: self.id, healthy: false, ..Default::default() };
-        out.push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+        out.push(Envelope { to: self.scheduler, msg: Message::BackendStatus(status) });
     }
 
     /// A plan for a failed backend: its requests answered `BackendFailed`.
@@ -375,7 +385,7 @@ impl BackendRole {
                     failed: true,
                     ..Default::default()
                 };
-                out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
+                out.push(Envelope { to: self.scheduler, msg: Message::BatchDone(done) });
             }
             Message::BatchPlan(p) if p.backend == self.id && !p.requests.as_deref().unwrap_or(&[]).is_empty() => {
                 let (awaiting, reading) = self.fetch.start(self.id, &p, out);
@@ -613,7 +623,7 @@ impl BackendRole {
             requests: (!r.solo.is_empty()).then(|| r.requests.clone()),
             solo_ns: solo(r.solo),
         };
-        out.push(Envelope { to: Addr::Scheduler, msg: Message::BatchDone(done) });
+        out.push(Envelope { to: self.scheduler, msg: Message::BatchDone(done) });
     }
 }
 

@@ -80,6 +80,9 @@ struct Held {
     client_id: u64,
     model: u32,
     app: u32,
+    /// The sub-cluster whose scheduler it was sent to (its model's when it
+    /// was admitted: a model moved since keeps its requests where they are).
+    sub: u32,
     arrival: Nanos,
     deadline: Nanos,
     input: Vec<u8>,
@@ -121,9 +124,9 @@ pub struct Frontend {
     grace: Nanos,
     /// When held requests are next looked over for ones past their grace.
     next_sweep: Nanos,
-    /// Whether the scheduler is reachable; while it is not, requests are
-    /// refused `Unavailable`.
-    scheduler_up: bool,
+    /// The sub-clusters whose scheduler is unreachable; while it is not,
+    /// requests for its models are refused `Unavailable`.
+    unreachable: Vec<u32>,
     held: HashMap<u64, Held>,
     /// Query instances running (`queries.rs`), by number.
     queries: HashMap<u64, Instance>,
@@ -162,7 +165,7 @@ impl Frontend {
             max_waiting: usize::MAX,
             grace: EXPIRY_GRACE,
             next_sweep: 0,
-            scheduler_up: true,
+            unreachable: Vec::new(),
             held: HashMap::new(),
             queries: HashMap::new(),
             next_instance: 0,
@@ -224,6 +227,11 @@ impl Frontend {
         self.queries.len()
     }
 
+    /// The scheduler a request held here goes to: its sub-cluster's.
+    pub fn scheduler_of(&self, meta: &fb::RequestMeta) -> Addr {
+        Addr::Scheduler(self.held.get(&meta.id).map_or(0, |h| h.sub))
+    }
+
     /// Stage requests spawned since last asked, for the scheduler.
     pub fn spawned(&mut self) -> std::vec::Drain<'_, fb::RequestMeta> {
         self.spawned.drain(..)
@@ -261,6 +269,7 @@ impl Frontend {
             client_id: req.id,
             model,
             app,
+            sub: 0,
             arrival: now,
             deadline,
             input,
@@ -270,7 +279,8 @@ impl Frontend {
             slot: None,
         };
         if req.query.is_none() {
-            return Ok(self.hold(held, deadline - reserved));
+            let sub = table.models[model as usize].subcluster;
+            return Ok(self.hold(Held { sub, ..held }, deadline - reserved));
         }
         // A query: its root stage request runs first.
         let instance = self.next_instance;
@@ -290,7 +300,8 @@ impl Frontend {
         let (stage, planned) = inst.stage(instance, q, 0);
         self.queries.insert(instance, inst);
         let root = q.spec.stages[0].model.0;
-        Ok(self.hold(Held { model: root, stage: Some(stage), ..held }, planned))
+        let sub = table.models[root as usize].subcluster;
+        Ok(self.hold(Held { model: root, sub, stage: Some(stage), ..held }, planned))
     }
 
     /// Holds a request under a new cluster id; its metadata for the scheduler.
@@ -373,7 +384,7 @@ impl Frontend {
             let first = data.first_chunk::<4>().map(|b| f32::from_le_bytes(*b));
             d.work.check(first.as_slice()).map_err(|why| (BadTensor, format!("`{name}`: {why}")))?;
         }
-        if !self.scheduler_up {
+        if self.unreachable.contains(&entry.subcluster) {
             return Err((Unavailable, "the scheduler is unreachable; the frontend is reconnecting".into()));
         }
         if self.held.len() >= self.capacity {
@@ -528,6 +539,7 @@ impl Frontend {
                 client_id,
                 model,
                 app: 0,
+                sub: table.models[model as usize].subcluster,
                 arrival: now,
                 deadline,
                 input,
@@ -593,8 +605,8 @@ impl Frontend {
             Message::RdmaConnect(c) if !c.answer => send(answer(self.store.as_deref_mut(), self.index, &c)),
             _ => return false,
         }
-        for meta in self.spawned.drain(..) {
-            send(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) });
+        for meta in std::mem::take(&mut self.spawned) {
+            send(Envelope { to: self.scheduler_of(&meta), msg: Message::RequestMeta(meta) });
         }
         true
     }
@@ -626,9 +638,11 @@ impl Frontend {
     /// nothing here depends on it.
     pub fn peer_lost(&mut self, now: Nanos, peer: Addr, table: &ModelTable, out: &mut Vec<Answer>) {
         let (lost, why) = match peer {
-            Addr::Scheduler => {
-                self.scheduler_up = false;
-                let untaken = |h: &Held| h.fetched_by.is_none() && h.slot.is_none();
+            Addr::Scheduler(k) => {
+                if !self.unreachable.contains(&k) {
+                    self.unreachable.push(k);
+                }
+                let untaken = |h: &Held| h.sub == k && h.fetched_by.is_none() && h.slot.is_none();
                 (self.held_where(untaken), "the scheduler became unreachable".into())
             }
             Addr::Backend(b) => {
@@ -645,8 +659,8 @@ impl Frontend {
     /// A peer role is reachable (again): the scheduler takes
     /// requests again.
     pub fn peer_joined(&mut self, peer: Addr) {
-        if peer == Addr::Scheduler {
-            self.scheduler_up = true;
+        if let Addr::Scheduler(k) = peer {
+            self.unreachable.retain(|&u| u != k);
         }
     }
 

@@ -30,7 +30,9 @@ use baton_wire::Message;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Addr {
     Frontend(u32),
-    Scheduler,
+    /// The scheduler of sub-cluster `k` (0 where one scheduler serves
+    /// the whole cluster: `serve`, and roles that are not partitioned).
+    Scheduler(u32),
     Backend(u32),
 }
 

@@ -248,7 +248,7 @@ impl Generator {
             let left = slo.saturating_sub(behind).max(1);
             match fe.admit(now, 0, client_request(id, target, left, app, floats, first), table) {
                 Ok(meta) => {
-                    out.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) }))
+                    out.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(meta) }))
                 }
                 Err(e) => self.answer(t, now, &e),
             }

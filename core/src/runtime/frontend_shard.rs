@@ -136,7 +136,7 @@ impl Shard {
                 let admitted = self.table.read(|t| self.fe.admit(now, id, req, t));
                 match admitted {
                     Ok(meta) => {
-                        let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
+                        let meta = Envelope { to: self.fe.scheduler_of(&meta), msg: Message::RequestMeta(meta) };
                         self.outbound.push_back(ShardMsg::Env(meta));
                     }
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
@@ -196,7 +196,7 @@ impl Shard {
                         let g = self.gateway.as_mut().expect("asks come from the gateway");
                         let earlier = g.replies.insert(id, reply);
                         debug_assert!(earlier.is_none(), "the door numbers requests once");
-                        let meta = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
+                        let meta = Envelope { to: self.fe.scheduler_of(&meta), msg: Message::RequestMeta(meta) };
                         self.outbound.push_back(ShardMsg::Env(meta));
                     }
                     Err(e) => {
@@ -416,7 +416,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
                 link.flush(&mut s.outbound);
                 busy = true;
             }
-            let waiting = s.outbound.len() + link.unsent(Addr::Scheduler);
+            let waiting = s.outbound.len() + link.unsent_to_schedulers();
             s.fe.set_waiting(waiting);
         }
         let has_work = || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked();

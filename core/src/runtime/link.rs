@@ -58,7 +58,7 @@ impl Layout {
         match m {
             ShardMsg::Env(e) => match (&e.to, &e.msg) {
                 (Addr::Frontend(_), _) => FRONTEND_SHARD,
-                (Addr::Scheduler, Message::RequestMeta(r)) if self.model_shards > 0 => self.model_shard(r.model),
+                (Addr::Scheduler(_), Message::RequestMeta(r)) if self.model_shards > 0 => self.model_shard(r.model),
                 _ => SCHED_SHARD,
             },
             ShardMsg::Rank(_) | ShardMsg::Peer { .. } => SCHED_SHARD,
@@ -89,13 +89,13 @@ impl Link {
         }
     }
 
-    /// Messages sent to `to` that have not left this process yet (beyond
+    /// Messages sent to schedulers that have not left this process yet (beyond
     /// the caller's own queue): those in the outbox of a connection whose
     /// peer is not reading; none on rings, whose slots are their bound.
-    pub fn unsent(&self, to: Addr) -> usize {
+    pub fn unsent_to_schedulers(&self) -> usize {
         match self {
             Link::Ring(_) => 0,
-            Link::Tcp(r) => r.unsent(to),
+            Link::Tcp(r) => r.unsent_to_schedulers(),
         }
     }
 

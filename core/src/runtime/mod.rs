@@ -171,6 +171,13 @@ pub struct EngineConfig {
     /// keeps the clock that running frontends and backends use, and they
     /// take it back (without one, each run has a clock of its own).
     pub clock_origin_file: Option<std::path::PathBuf>,
+    /// In a cluster partitioned into sub-clusters (`routes.rs`): the
+    /// sub-cluster a scheduler process plans for and a backend process
+    /// reports to (0 otherwise).
+    pub subcluster: u32,
+    /// A frontend's routing table: which sub-cluster's scheduler takes
+    /// each model's requests (None: one scheduler takes them all).
+    pub routes: Option<crate::routes::Routes>,
     /// Symphony's autoscaler: the scheduler counts its signals and gives
     /// its advice to the sink each period (`roles/autoscaling.rs`).
     pub autoscale: Option<(baton_sched::autoscale::AutoscaleConfig, crate::roles::autoscaling::AdviceSink)>,
@@ -200,6 +207,8 @@ impl Default for EngineConfig {
             gateway: GatewayConfig::default(),
             cluster_key: None,
             clock_origin_file: None,
+            subcluster: 0,
+            routes: None,
             autoscale: None,
         }
     }

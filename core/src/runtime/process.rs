@@ -41,6 +41,7 @@ use crate::clock::Clock;
 use crate::models::{ModelTable, Unsupported};
 use crate::publish::Published;
 use crate::roles::{Addr, Envelope, FRONTEND_SHIFT};
+use crate::routes::{RouteError, Routes};
 use baton_net::kserve::Gateway;
 
 /// How long a role waits for the peers it connects to.
@@ -57,7 +58,10 @@ pub enum RoleSpec {
         listen: SocketAddr,
         /// Where backends connect.
         peers: SocketAddr,
-        scheduler: SocketAddr,
+        /// The scheduler of each sub-cluster, sub-cluster 0's first (one
+        /// where the cluster is not partitioned; `cfg.routes` says which
+        /// takes each model's requests).
+        schedulers: Vec<SocketAddr>,
     },
     /// Backends `first .. first + count` of the scenario's cluster.
     Backends {
@@ -77,6 +81,8 @@ pub struct RoleProcess {
     pub http: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
     gateway: Option<Gateway>,
+    /// The model table a frontend reads per request (`reroute`).
+    table: Arc<Published<ModelTable>>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     /// Set with `stop` by `kill`: backends stop without leaving.
@@ -88,6 +94,17 @@ impl RoleProcess {
     /// What it has done so far (`Progress`), while it runs.
     pub fn progress(&self) -> &Progress {
         &self.progress
+    }
+
+    /// A frontend routes each model's requests by `routes` from now on
+    /// (`routes.rs`): requests it holds stay with the scheduler they were
+    /// sent to. (Other roles read no routes.)
+    pub fn reroute(&self, scenario: &Scenario, routes: &Routes) -> Result<(), RouteError> {
+        routes.check(scenario)?;
+        let mut table = self.table.read(ModelTable::clone);
+        table.route(routes);
+        self.table.publish(table);
+        Ok(())
     }
 
     /// Stops the role; a backend process leaves the cluster first (runs
@@ -132,10 +149,19 @@ pub fn start_role(
     cfg: &EngineConfig,
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
-    let table = servable(scenario, policy, cfg)?;
-    if let RoleSpec::Frontend { index, .. } = &spec {
+    let mut table = servable(scenario, policy, cfg)?;
+    if let RoleSpec::Frontend { index, schedulers, .. } = &spec {
         if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
             return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));
+        }
+        let routed = cfg.routes.as_ref().map_or(1, |r| r.subclusters.len());
+        if schedulers.len() != routed {
+            let why = format!("{} schedulers for a routing table of {routed} sub-clusters", schedulers.len());
+            return Err(EngineError::Shard(why));
+        }
+        if let Some(routes) = &cfg.routes {
+            routes.check(scenario).map_err(|e| EngineError::Shard(e.to_string()))?;
+            table.route(routes);
         }
     }
     if table.partitions.is_some() {
@@ -161,6 +187,7 @@ pub fn start_role(
     // A frontend's table and doorbell are made here, for its gateway's door.
     let doorbell = doorbell().map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;
     let table = Arc::new(Published::new(table));
+    let frontend_table = Arc::clone(&table);
     let (bridge, inbox) = match &spec {
         RoleSpec::Frontend { .. } => gateway_parts(cfg, doorbell.bell(), &table),
         _ => (None, None),
@@ -187,9 +214,9 @@ pub fn start_role(
                     let table = table.read(ModelTable::clone);
                     scheduler(listen, scenario, policy, table, cfg2, (stop2, progress2, key), ready).await
                 }
-                RoleSpec::Frontend { index, listen, peers, scheduler } => {
+                RoleSpec::Frontend { index, listen, peers, schedulers } => {
                     let shard = (table, doorbell, inbox);
-                    let at = (listen, peers, scheduler);
+                    let at = (listen, peers, schedulers);
                     frontend(index, at, shard, cfg2, (stop2, progress2, key), ready).await
                 }
                 RoleSpec::Backends { first, count, scheduler, frontends } => {
@@ -202,8 +229,8 @@ pub fn start_role(
         .map_err(|e| EngineError::Shard(e.to_string()))?;
     match ready_rx.recv() {
         Ok(Ok((addr, peer_addr))) => {
-            let role =
-                RoleProcess { addr, peer_addr, http: None, grpc: None, gateway: None, progress, stop, killed, handle };
+            let (http, grpc, gateway, table) = (None, None, None, frontend_table);
+            let role = RoleProcess { addr, peer_addr, http, grpc, gateway, table, progress, stop, killed, handle };
             match start_gateway(bridge, cfg) {
                 Ok(gateway) => {
                     let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
@@ -266,16 +293,17 @@ async fn scheduler(
         Err(e) => return failed(&ready, format!("cannot listen on {listen}: {e}")),
     };
     let _ = ready.send(Ok((listener.local_addr().ok(), None)));
-    let router = Rc::new(Router::new(true, cfg.max_peer_unread));
+    let sub = cfg.subcluster;
+    let router = Rc::new(Router::new(Some(sub), cfg.max_peer_unread));
     // No backend is up until its process connects (a scheduler restarted
     // under a running cluster must not plan on one that is not there): the
     // policy starts with every backend failed, and each connection brings
     // its backends back (`Router::register`).
     for backend in 0..scenario.cluster.backends {
         let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
-        router.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+        router.inbox.borrow_mut().push(Envelope { to: Addr::Scheduler(sub), msg: Message::BackendStatus(status) });
     }
-    let me = hello(fb::Role::Scheduler, 0, origin);
+    let me = hello(fb::Role::Scheduler, sub, origin);
     let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me));
     let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
@@ -308,7 +336,7 @@ fn kept_origin(path: &std::path::Path) -> Result<u64, String> {
 
 async fn frontend(
     index: u32,
-    (listen, peers, sched_addr): (SocketAddr, SocketAddr, SocketAddr),
+    (listen, peers, schedulers): (SocketAddr, SocketAddr, Vec<SocketAddr>),
     (table, doorbell, gateway): (Arc<Published<ModelTable>>, Doorbell, Option<Inbox>),
     cfg: EngineConfig,
     (stop, progress, key): Control,
@@ -320,25 +348,29 @@ async fn frontend(
         Err(e) => return failed(&ready, e.to_string()),
     };
     let me = hello(fb::Role::Frontend, index, 0);
-    let (reader, conn, buf, reply) = match connect(sched_addr, &key, std::slice::from_ref(&me), PATIENCE).await {
-        Ok(x) => x,
-        Err(e) => return failed(&ready, format!("cannot reach the scheduler at {sched_addr}: {e}")),
+    let router = Rc::new(Router::new(None, cfg.max_peer_unread));
+    let origin = match reach_schedulers(&router, &schedulers, &key, &me).await {
+        Ok(origin) => origin,
+        Err(why) => {
+            router.close_all().await;
+            return failed(&ready, why);
+        }
     };
     let peer_listener = match TcpListener::bind(peers) {
         Ok(l) => l,
         Err(e) => {
-            conn.close();
+            router.close_all().await;
             return failed(&ready, format!("cannot listen for backends on {peers}: {e}"));
         }
     };
     let peer_addr = peer_listener.local_addr().ok();
-    let origin = reply.origin_unix_ns;
     let clock = Clock::with_origin(origin);
-    let router = Rc::new(Router::new(false, cfg.max_peer_unread));
-    attach(&router, Addr::Scheduler, (reader, conn, buf));
     let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(peer_listener, key.clone(), me.clone()));
-    let to = Peer { addr: sched_addr, role: Addr::Scheduler, origin: Some(origin) };
-    glommio::spawn_local(reconnect(Rc::clone(&router), to, key, vec![me], Arc::clone(&stop))).detach();
+    for (k, &addr) in schedulers.iter().enumerate() {
+        let to = Peer { addr, role: Addr::Scheduler(k as u32), origin: Some(origin) };
+        let again = reconnect(Rc::clone(&router), to, key.clone(), vec![me.clone()], Arc::clone(&stop));
+        glommio::spawn_local(again).detach();
+    }
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
@@ -387,6 +419,40 @@ async fn frontend(
         held_at_stop: r.held_at_stop,
         ..router.report()
     }
+}
+
+/// Connects a frontend to the scheduler of each sub-cluster (`schedulers`,
+/// sub-cluster 0's first), each registered as its sub-cluster's: each
+/// must say it plans for that sub-cluster, and all must keep one clock
+/// (started with one `--clock-origin-file`). The cluster clock's origin.
+async fn reach_schedulers(
+    router: &Rc<Router>,
+    schedulers: &[SocketAddr],
+    key: &ClusterKey,
+    me: &fb::Hello,
+) -> Result<u64, String> {
+    let mut origin = None;
+    for (k, &at) in schedulers.iter().enumerate() {
+        let (reader, conn, buf, reply) = connect(at, key, std::slice::from_ref(me), PATIENCE)
+            .await
+            .map_err(|e| format!("cannot reach the scheduler at {at}: {e}"))?;
+        let why = if reply.index != k as u32 {
+            Some(format!("the scheduler at {at} plans for sub-cluster {}, not {k} (its --subcluster)", reply.index))
+        } else if origin.is_some_and(|o| o != reply.origin_unix_ns) {
+            Some(format!(
+                "the scheduler at {at} keeps another clock than sub-cluster 0's: give them one --clock-origin-file"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            conn.close();
+            return Err(why);
+        }
+        origin = Some(reply.origin_unix_ns);
+        attach(router, Addr::Scheduler(k as u32), (reader, conn, buf));
+    }
+    origin.ok_or_else(|| "a frontend needs a scheduler".to_string())
 }
 
 /// How often a role that lost a peer it connects to tries to reach it again.
@@ -451,11 +517,17 @@ async fn backends(
         Ok(x) => x,
         Err(e) => return failed(&ready, format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
-    let origin = reply.origin_unix_ns;
+    if reply.index != cfg.subcluster {
+        conn.close();
+        let why =
+            format!("the scheduler at {sched_addr} plans for sub-cluster {}, not {}", reply.index, cfg.subcluster);
+        return failed(&ready, why);
+    }
+    let (origin, scheduler) = (reply.origin_unix_ns, Addr::Scheduler(cfg.subcluster));
     let clock = Clock::with_origin(origin);
-    let router = Rc::new(Router::new(false, cfg.max_peer_unread));
-    attach(&router, Addr::Scheduler, (reader, conn, buf));
-    let mut peers = vec![Peer { addr: sched_addr, role: Addr::Scheduler, origin: Some(origin) }];
+    let router = Rc::new(Router::new(None, cfg.max_peer_unread));
+    attach(&router, scheduler, (reader, conn, buf));
+    let mut peers = vec![Peer { addr: sched_addr, role: scheduler, origin: Some(origin) }];
     for (i, &fe) in frontends.iter().enumerate() {
         match connect(fe, &key, &hellos, PATIENCE).await {
             Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),

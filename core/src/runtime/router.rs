@@ -47,9 +47,9 @@ pub struct Router {
     /// Connections closed because they did not greet with a good proof of
     /// the cluster secret within `GREETING`.
     pub refused_peers: Cell<u64>,
-    /// Whether this process hosts the scheduler, which must hear of a
-    /// backend whose connection closed.
-    pub hosts_scheduler: bool,
+    /// The sub-cluster of the scheduler this process hosts, if it does:
+    /// it must hear of a backend whose connection closed.
+    pub hosts_scheduler: Option<u32>,
     /// Wakes the pump when the inbox gets something (`park.rs`).
     pub bell: RefCell<Option<Bell>>,
     /// Bytes a peer may leave unread before its connection is cut.
@@ -64,12 +64,14 @@ pub struct Router {
 /// backend's status, by where it arrives: a process without the
 /// scheduler hears one only as the scheduler's answer to a backend
 /// leaving.
-pub fn addressee(m: &Message, hosts_scheduler: bool) -> Option<Addr> {
+pub fn addressee(m: &Message, hosts_scheduler: Option<u32>) -> Option<Addr> {
     let first =
         |ids: &Option<Vec<u64>>| ids.as_deref().and_then(|v| v.first()).map(|&r| Addr::Frontend(frontend_of(r)));
     match m {
-        Message::BackendStatus(s) if !hosts_scheduler => Some(Addr::Backend(s.backend)),
-        Message::RequestMeta(_) | Message::BatchDone(_) | Message::BackendStatus(_) => Some(Addr::Scheduler),
+        Message::BackendStatus(s) if hosts_scheduler.is_none() => Some(Addr::Backend(s.backend)),
+        Message::RequestMeta(_) | Message::BatchDone(_) | Message::BackendStatus(_) => {
+            Some(Addr::Scheduler(hosts_scheduler.unwrap_or(0)))
+        }
         Message::BatchPlan(p) => Some(Addr::Backend(p.backend)),
         Message::Inputs(i) => Some(Addr::Backend(i.backend)),
         Message::FetchInputs(f) => first(&f.requests),
@@ -87,17 +89,18 @@ pub fn addressee(m: &Message, hosts_scheduler: bool) -> Option<Addr> {
 pub fn role_addr(h: &fb::Hello) -> Addr {
     match h.role {
         fb::Role::Frontend => Addr::Frontend(h.index),
-        fb::Role::Scheduler => Addr::Scheduler,
+        fb::Role::Scheduler => Addr::Scheduler(h.index),
         fb::Role::Backend => Addr::Backend(h.index),
     }
 }
 
 impl Router {
-    /// The router of a process, which hosts the scheduler or not, cutting
+    /// The router of a process, which hosts the scheduler of a sub-cluster
+    /// or not, cutting
     /// a peer that leaves more than `max_unread` bytes unread: it is not
     /// reading, so it is as good as gone, and what this process sends it
     /// is not buffered without bound.
-    pub fn new(hosts_scheduler: bool, max_unread: usize) -> Self {
+    pub fn new(hosts_scheduler: Option<u32>, max_unread: usize) -> Self {
         Self {
             peers: RefCell::default(),
             inbox: RefCell::default(),
@@ -125,9 +128,10 @@ impl Router {
         }
     }
 
-    /// Messages for `addr` waiting in its connection's outbox.
-    pub fn unsent(&self, addr: Addr) -> usize {
-        self.peers.borrow().get(&addr).map_or(0, |c| c.out.borrow().frames())
+    /// Messages waiting in the outboxes of the connections to schedulers.
+    pub fn unsent_to_schedulers(&self) -> usize {
+        let peers = self.peers.borrow();
+        peers.iter().filter(|(a, _)| matches!(a, Addr::Scheduler(_))).map(|(_, c)| c.out.borrow().frames()).sum()
     }
 
     /// Puts `e` in the inbox and wakes the pump if it has parked.
@@ -157,9 +161,9 @@ impl Router {
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
         self.peers.borrow_mut().insert(addr, conn);
         self.notices.borrow_mut().push((addr, true));
-        if let (Addr::Backend(backend), true) = (addr, self.hosts_scheduler) {
+        if let (Addr::Backend(backend), Some(k)) = (addr, self.hosts_scheduler) {
             let status = fb::BackendStatus { backend, healthy: true, ..Default::default() };
-            self.deliver(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+            self.deliver(Envelope { to: Addr::Scheduler(k), msg: Message::BackendStatus(status) });
         }
         self.wake();
     }
@@ -304,9 +308,9 @@ impl Router {
             peers.remove(&a);
             self.notices.borrow_mut().push((a, false));
             self.wake();
-            if let (Addr::Backend(backend), true) = (a, self.hosts_scheduler) {
+            if let (Addr::Backend(backend), Some(k)) = (a, self.hosts_scheduler) {
                 let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
-                self.deliver(Envelope { to: Addr::Scheduler, msg: Message::BackendStatus(status) });
+                self.deliver(Envelope { to: Addr::Scheduler(k), msg: Message::BackendStatus(status) });
             }
         }
     }

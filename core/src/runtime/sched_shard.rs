@@ -99,7 +99,8 @@ impl State {
             .clone()
             .map(|b| {
                 let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b));
-                let mut role = BackendRole::new(b, exec.map_err(|e| format!("backend {b}: {e}"))?);
+                let exec = exec.map_err(|e| format!("backend {b}: {e}"))?;
+                let mut role = BackendRole::new(b, exec).in_subcluster(cfg.subcluster);
                 if let Some(reader) = cfg.input_reader()? {
                     role = role.with_reader(reader);
                 }
@@ -156,7 +157,7 @@ impl State {
                             self.touched[i + 1] = true;
                         }
                     }
-                    Addr::Scheduler => {
+                    Addr::Scheduler(_) => {
                         self.scheduler_lost = !up;
                         if !up {
                             self.backends.iter_mut().for_each(BackendRole::scheduler_lost);
@@ -340,7 +341,7 @@ pub async fn run(
             for (i, b) in s.backends.iter().enumerate() {
                 router.to_frontends(&Message::Stats(backend_totals(s.first_backend + i as u32, &b.stats)));
             }
-            if router.hosts_scheduler {
+            if router.hosts_scheduler.is_some() {
                 let decisions = s.part.stats().batches;
                 router.to_frontends(&Message::Stats(fb::Stats { decisions, ..Default::default() }));
             }

@@ -42,7 +42,7 @@ fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_bac
     // A backend takes request 1's input; request 2 waits at the scheduler.
     fe.inputs(&fb::FetchInputs { batch_id: 5, requests: Some(vec![a.id]), backend: 0 });
     let mut out = Vec::new();
-    fe.peer_lost(1, Addr::Scheduler, &table, &mut out);
+    fe.peer_lost(1, Addr::Scheduler(0), &table, &mut out);
     assert_eq!(answers_of(&out), vec![(2, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
     let refused = fe.admit(2, 7, request(3, "m", 25.0, &[0.0; FLOATS]), &table).expect_err("no scheduler");
     assert_eq!(refused.error_code, fb::ErrorCode::Unavailable);
@@ -50,8 +50,28 @@ fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_bac
     out.clear();
     fe.peer_lost(3, Addr::Backend(0), &table, &mut out);
     assert_eq!(answers_of(&out), vec![(1, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
-    fe.peer_joined(Addr::Scheduler);
+    fe.peer_joined(Addr::Scheduler(0));
     fe.admit(4, 7, request(4, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted again");
+}
+
+#[test]
+fn a_moved_model_sends_new_requests_to_its_new_scheduler_and_losing_one_loses_only_its_own() {
+    let Cluster { mut table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut fe = Frontend::new(1, 16, 0, 0);
+    let before = fe.admit(0, 7, request(1, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    // The model moves to sub-cluster 1 (a new routing table published).
+    table.models[0].subcluster = 1;
+    let after = fe.admit(1, 7, request(2, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    assert_eq!((fe.scheduler_of(&before), fe.scheduler_of(&after)), (Addr::Scheduler(0), Addr::Scheduler(1)));
+    let mut out = Vec::new();
+    fe.peer_lost(2, Addr::Scheduler(1), &table, &mut out);
+    assert_eq!(answers_of(&out), vec![(2, fb::Status::Dropped, fb::DropReason::Lost, fb::ErrorCode::UnknownModel)]);
+    // Request 1 stays with sub-cluster 0's scheduler, which is up.
+    assert_eq!(fe.held(), 1);
+    let refused = fe.admit(3, 7, request(3, "m", 25.0, &[0.0; FLOATS]), &table).expect_err("its scheduler is gone");
+    assert_eq!(refused.error_code, fb::ErrorCode::Unavailable);
+    table.models[0].subcluster = 0;
+    fe.admit(4, 7, request(4, "m", 25.0, &[0.0; FLOATS]), &table).expect("sub-cluster 0's scheduler is up");
 }
 
 #[test]

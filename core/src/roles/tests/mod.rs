@@ -69,7 +69,7 @@ impl Cluster {
         while let Some(e) = queue.pop_front() {
             let mut next = Vec::new();
             match (e.to, e.msg) {
-                (Addr::Scheduler, m) => {
+                (Addr::Scheduler(0), m) => {
                     if let Message::BatchDone(d) = &m {
                         self.done.push(d.clone());
                     }
@@ -82,7 +82,7 @@ impl Cluster {
                 (to, m) => panic!("unexpected {m:?} to {to:?}"),
             }
             // Query stages spawned by what the frontend got.
-            next.extend(self.fe.spawned().map(|m| Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(m) }));
+            next.extend(self.fe.spawned().map(|m| Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(m) }));
             queue.extend(next);
         }
     }
@@ -119,7 +119,7 @@ impl Cluster {
                 let (_, req) = requests.pop_front().unwrap();
                 match self.fe.admit(now, 7, req, &self.table) {
                     Ok(meta) => {
-                        let env = Envelope { to: Addr::Scheduler, msg: Message::RequestMeta(meta) };
+                        let env = Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(meta) };
                         self.deliver(now, vec![env]);
                     }
                     Err(e) => self.answers.push((7, *e)),
