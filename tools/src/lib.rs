@@ -12,6 +12,7 @@
 pub mod faultproxy;
 pub mod load;
 pub mod overhead;
+pub mod partitioned;
 pub mod policies;
 pub mod scenarios;
 pub mod supervise;

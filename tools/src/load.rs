@@ -33,6 +33,9 @@ const EARLY: Nanos = 50_000;
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     pub target: SocketAddr,
+    /// Frontends to spread the connections over, round-robin (empty: all
+    /// to `target`).
+    pub targets: Vec<SocketAddr>,
     pub rate_rps: f64,
     /// Seconds of sending that count, after `warmup`.
     pub duration: Duration,
@@ -57,6 +60,7 @@ impl LoadConfig {
     pub fn new(target: SocketAddr, rate_rps: f64, duration: Duration) -> Self {
         Self {
             target,
+            targets: Vec::new(),
             rate_rps,
             duration,
             warmup: Duration::ZERO,
@@ -354,7 +358,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let max_slo = slo.iter().copied().max().unwrap_or(0);
     let names: Vec<String> = scenario.models.iter().map(|m| m.spec.name.clone()).collect();
     let queries: Vec<String> = scenario.queries.iter().map(|q| q.name.clone()).collect();
-    let halves = (0..cfg.connections.max(1)).map(|_| client::connect(cfg.target)).collect::<Result<Vec<_>, _>>();
+    let to = |i: usize| cfg.targets.get(i % cfg.targets.len().max(1)).copied().unwrap_or(cfg.target);
+    let halves = (0..cfg.connections.max(1)).map(|i| client::connect(to(i))).collect::<Result<Vec<_>, _>>();
     let (mut senders, receivers): (Vec<Sender>, Vec<Receiver>) =
         halves.map_err(LoadError::Connect)?.into_iter().unzip();
     let n = schedule.len();

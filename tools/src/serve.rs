@@ -331,8 +331,10 @@ pub struct BackendArgs {
 pub struct LoadArgs {
     /// Scenario TOML file: models, weights, arrival laws and seed.
     file: PathBuf,
-    #[arg(long)]
-    target: SocketAddr,
+    /// The frontend, or several, comma-separated: connections are spread
+    /// over them round-robin.
+    #[arg(long, value_delimiter = ',', required = true)]
+    target: Vec<SocketAddr>,
     /// Aggregate offered rate, requests/s (default: the file's rate_rps).
     #[arg(long)]
     rate: Option<f64>,
@@ -720,7 +722,8 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         return Err(format!("--input-floats: give one size, or one per model ({m}), not {n}"));
     }
     let cfg = LoadConfig {
-        target: a.target,
+        target: a.target[0],
+        targets: a.target.clone(),
         rate_rps: rate_of(&s, a.rate, "--rate")?,
         duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
         warmup: warmup_of(&s, a.warmup)?,
@@ -763,6 +766,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     );
     let cfg = LoadConfig {
         target: engine.addr,
+        targets: Vec::new(),
         rate_rps: rate,
         duration: Duration::from_secs_f64(duration),
         warmup,

@@ -1,0 +1,115 @@
+//! A cluster partitioned into sub-clusters (Symphony's), served by role
+//! processes: one scheduler per sub-cluster, frontends routing by a
+//! published table, and a model and a GPU moved from one sub-cluster to
+//! the other while a load runs — every request answered exactly once,
+//! each by the scheduler its model was routed to when it arrived.
+
+use std::time::Duration;
+
+use baton_core::routes::{Routes, Subcluster};
+use baton_core::runtime::auth::ClusterKey;
+use baton_core::runtime::{start_role, EngineConfig, RoleSpec};
+use baton_sched::Scenario;
+use baton_tools::load::LoadConfig;
+use baton_tools::partitioned::{self, Move};
+
+const FLOATS: usize = 4;
+
+fn scenario() -> Scenario {
+    Scenario::parse(
+        r#"
+        name = "two-subclusters"
+        seed = 11
+        duration_s = 3
+        warmup_s = 0
+        [cluster]
+        gpus = 4
+        [[models]]
+        name = "a"
+        alpha_ms = 1.0
+        beta_ms = 2.0
+        slo_ms = 100.0
+        [[models]]
+        name = "b"
+        alpha_ms = 1.0
+        beta_ms = 2.0
+        slo_ms = 100.0
+        [policy]
+        name = "symphony"
+        "#,
+    )
+    .expect("the scenario parses")
+}
+
+fn config() -> EngineConfig {
+    let key = ClusterKey::new(b"the sub-cluster tests' secret").expect("long enough");
+    EngineConfig { input_floats: FLOATS, cluster_key: Some(key), ..EngineConfig::default() }
+}
+
+/// `a` on GPUs 0 and 1 under scheduler 0, `b` on 2 and 3 under scheduler 1.
+fn halves() -> Routes {
+    Routes {
+        subclusters: vec![
+            Subcluster { models: vec![0], backends: vec![0, 1] },
+            Subcluster { models: vec![1], backends: vec![2, 3] },
+        ],
+    }
+}
+
+#[test]
+fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothing() {
+    let s = scenario();
+    let dir = std::env::temp_dir().join(format!("baton-subclusters-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let origin = dir.join("clock-origin");
+    let _ = std::fs::remove_file(&origin);
+    let load = LoadConfig {
+        connections: 2,
+        input_floats: vec![FLOATS],
+        drain: Duration::from_secs(5),
+        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 300.0, Duration::from_secs(3))
+    };
+    let moves = [Move { at: Duration::from_millis(1500), model: 0, to: 1, gpu: Some(1) }];
+    let run = partitioned::run(&s, &config(), &halves(), 2, load, &moves, &origin).expect("the cluster runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let l = &run.load;
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert!(l.ok > 0, "{l:?}");
+    assert_eq!(run.held_at_stop(), 0);
+    let requests: Vec<u64> = run.schedulers.iter().map(|r| r.scheduler.requests).collect();
+    let received: u64 = run.frontends.iter().map(|r| r.frontend.received).sum();
+    assert_eq!(requests.iter().sum::<u64>(), received, "each request reached exactly one scheduler: {requests:?}");
+    // Before the move each scheduler takes one model; after it, scheduler
+    // 1 takes both: about a quarter and three quarters of the requests.
+    assert!(requests[0] > 0 && requests[1] > 2 * requests[0], "{requests:?}");
+    let dups: u64 = run.frontends.iter().map(|r| r.frontend.duplicates).sum();
+    assert_eq!(dups, 0);
+    assert_eq!(run.moved_at.len(), 1);
+}
+
+#[test]
+fn a_frontend_refuses_schedulers_that_do_not_fit_its_routing_table() {
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let role = |cfg: &EngineConfig, spec| start_role(&s, s.policy, cfg, spec);
+    let sched = role(&config(), RoleSpec::Scheduler { listen: any }).expect("a scheduler starts");
+    let at = sched.addr.unwrap();
+    // Two sub-clusters routed, one scheduler given.
+    let routed = EngineConfig { routes: Some(halves()), ..config() };
+    let spec = |schedulers| RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers };
+    let err = role(&routed, spec(vec![at])).err().expect("refused").to_string();
+    assert!(err.contains("1 schedulers for a routing table of 2 sub-clusters"), "{err}");
+    // Sub-cluster 0's scheduler listed where sub-cluster 1's must be.
+    let err = role(&routed, spec(vec![at, at])).err().expect("refused").to_string();
+    assert!(err.contains("plans for sub-cluster 0, not 1"), "{err}");
+    // Schedulers on clocks of their own.
+    let other = role(&EngineConfig { subcluster: 1, ..config() }, RoleSpec::Scheduler { listen: any }).unwrap();
+    let err = role(&routed, spec(vec![at, other.addr.unwrap()])).err().expect("refused").to_string();
+    assert!(err.contains("keeps another clock"), "{err}");
+    // A backend started for another sub-cluster than its scheduler's.
+    let spec = RoleSpec::Backends { first: 0, count: 1, scheduler: at, frontends: vec![] };
+    let err = role(&EngineConfig { subcluster: 1, ..config() }, spec).err().expect("refused").to_string();
+    assert!(err.contains("plans for sub-cluster 0, not 1"), "{err}");
+    other.shutdown();
+    sched.shutdown();
+}

@@ -1,0 +1,131 @@
+//! A partitioned cluster (Symphony's sub-clusters) as role processes in
+//! this one, under `baton load`: one scheduler per sub-cluster, all on one
+//! clock (a shared `--clock-origin-file`), frontends routing each model's
+//! requests by the routing table, and one backend process per GPU
+//! reporting to its sub-cluster's scheduler — so a GPU moves between
+//! sub-clusters by its process leaving one scheduler and a new one joining
+//! the other. Moves (`Move`) run while the load does: a model and,
+//! optionally, a GPU change sub-cluster; nothing is lost or answered
+//! twice (`routes.rs` says why).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use baton_core::routes::Routes;
+use baton_core::runtime::{start_role, EngineConfig, EngineReport, RoleProcess, RoleSpec};
+use baton_sched::Scenario;
+
+use crate::load::{LoadConfig, LoadReport};
+
+/// A model (by index) moved to sub-cluster `to` at `at` into the run,
+/// with the GPU `gpu` when given (its process leaves its scheduler first,
+/// then one for the new sub-cluster joins, then the frontends reroute).
+#[derive(Clone, Copy, Debug)]
+pub struct Move {
+    pub at: Duration,
+    pub model: usize,
+    pub to: u32,
+    pub gpu: Option<u32>,
+}
+
+/// What a partitioned run gave.
+pub struct PartitionedRun {
+    /// The load as the client saw it (all frontends' connections).
+    pub load: LoadReport,
+    /// Each sub-cluster's scheduler report, sub-cluster 0 first.
+    pub schedulers: Vec<EngineReport>,
+    pub frontends: Vec<EngineReport>,
+    /// Every backend process's report, those that left for a move too.
+    pub backends: Vec<EngineReport>,
+    /// When each move was done, from the start of the load.
+    pub moved_at: Vec<Duration>,
+}
+
+impl PartitionedRun {
+    /// Requests the frontends held when they stopped (0: nothing leaked).
+    pub fn held_at_stop(&self) -> u64 {
+        self.frontends.iter().map(|r| r.held_at_stop).sum()
+    }
+
+    /// Scheduling decisions (batches) of each scheduler.
+    pub fn batches(&self) -> Vec<u64> {
+        self.schedulers.iter().map(|r| r.scheduler.batches).collect()
+    }
+}
+
+/// Serves `s` partitioned by `routes` (checked) with `frontends`
+/// frontends, under `load` spread over them (its target is set here),
+/// making `moves` in time order while it runs. `cfg` must hold a cluster
+/// key; `origin_file` is where the schedulers keep their one clock (a
+/// fresh path: it is written).
+pub fn run(
+    s: &Scenario,
+    cfg: &EngineConfig,
+    routes: &Routes,
+    frontends: u32,
+    mut load: LoadConfig,
+    moves: &[Move],
+    origin_file: &std::path::Path,
+) -> Result<PartitionedRun, String> {
+    routes.check(s).map_err(|e| e.to_string())?;
+    if frontends == 0 {
+        return Err("a partitioned cluster needs a frontend".into());
+    }
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    let role = |cfg: &EngineConfig, spec| start_role(s, s.policy, cfg, spec).map_err(|e| e.to_string());
+    let mut schedulers = Vec::with_capacity(routes.subclusters.len());
+    for k in 0..routes.subclusters.len() as u32 {
+        let cfg = EngineConfig { subcluster: k, clock_origin_file: Some(origin_file.to_path_buf()), ..cfg.clone() };
+        schedulers.push(role(&cfg, RoleSpec::Scheduler { listen: any })?);
+    }
+    let sched_addrs: Vec<SocketAddr> = schedulers.iter().map(|p| p.addr.expect("a scheduler listens")).collect();
+    let fe_cfg = EngineConfig { routes: Some(routes.clone()), ..cfg.clone() };
+    let fes = (0..frontends)
+        .map(|index| {
+            let spec = RoleSpec::Frontend { index, listen: any, peers: any, schedulers: sched_addrs.clone() };
+            role(&fe_cfg, spec)
+        })
+        .collect::<Result<Vec<RoleProcess>, String>>()?;
+    let fe_peers: Vec<SocketAddr> = fes.iter().map(|p| p.peer_addr.expect("a frontend listens for backends")).collect();
+    let gpu = |b: u32, k: u32| {
+        let cfg = EngineConfig { subcluster: k, ..cfg.clone() };
+        let spec =
+            RoleSpec::Backends { first: b, count: 1, scheduler: sched_addrs[k as usize], frontends: fe_peers.clone() };
+        role(&cfg, spec)
+    };
+    let mut serving: Vec<(u32, RoleProcess)> = Vec::new();
+    for (k, c) in routes.subclusters.iter().enumerate() {
+        for &b in &c.backends {
+            serving.push((b, gpu(b, k as u32)?));
+        }
+    }
+    // The generator's connections spread over the frontends.
+    let targets: Vec<SocketAddr> = fes.iter().map(|p| p.addr.expect("a frontend listens")).collect();
+    load.target = targets[0];
+    load.targets = targets;
+    let started = Instant::now();
+    let run = {
+        let s = s.clone();
+        std::thread::spawn(move || crate::load::run(&s, &load))
+    };
+    let (mut table, mut left, mut moved_at) = (routes.clone(), Vec::new(), Vec::new());
+    for m in moves {
+        std::thread::sleep(m.at.saturating_sub(started.elapsed()));
+        if let Some(b) = m.gpu {
+            if let Some(i) = serving.iter().position(|(x, _)| *x == b) {
+                left.push(serving.swap_remove(i).1.shutdown());
+            }
+            serving.push((b, gpu(b, m.to)?));
+        }
+        table = table.moved(m.model, m.to, m.gpu);
+        for fe in &fes {
+            fe.reroute(s, &table).map_err(|e| e.to_string())?;
+        }
+        moved_at.push(started.elapsed());
+    }
+    let load = run.join().map_err(|_| "the load generator panicked")?.map_err(|e| e.to_string())?;
+    let frontends = fes.into_iter().map(RoleProcess::shutdown).collect();
+    left.extend(serving.into_iter().map(|(_, p)| p.shutdown()));
+    let schedulers = schedulers.into_iter().map(RoleProcess::shutdown).collect();
+    Ok(PartitionedRun { load, schedulers, frontends, backends: left, moved_at })
+}
