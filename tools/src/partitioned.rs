@@ -1,10 +1,11 @@
 //! A partitioned cluster (Symphony's sub-clusters) as role processes in
 //! this one, under `baton load`: one scheduler per sub-cluster, all on one
 //! clock (a shared `--clock-origin-file`), frontends routing each model's
-//! requests by the routing table, and one backend process per GPU
-//! reporting to its sub-cluster's scheduler — so a GPU moves between
-//! sub-clusters by its process leaving one scheduler and a new one joining
-//! the other. Moves (`Move`) run while the load does: a model and,
+//! requests by the routing table, and backend processes reporting to
+//! their sub-cluster's scheduler: one per run of consecutive GPUs of a
+//! sub-cluster, and one of its own for each GPU a move names — so a GPU
+//! moves between sub-clusters by its process leaving one scheduler and a
+//! new one joining the other. Moves (`Move`) run while the load does: a model and,
 //! optionally, a GPU change sub-cluster; nothing is lost or answered
 //! twice (`routes.rs` says why).
 
@@ -87,16 +88,17 @@ pub fn run(
         })
         .collect::<Result<Vec<RoleProcess>, String>>()?;
     let fe_peers: Vec<SocketAddr> = fes.iter().map(|p| p.peer_addr.expect("a frontend listens for backends")).collect();
-    let gpu = |b: u32, k: u32| {
+    let gpus = |first: u32, count: u32, k: u32| {
         let cfg = EngineConfig { subcluster: k, ..cfg.clone() };
-        let spec =
-            RoleSpec::Backends { first: b, count: 1, scheduler: sched_addrs[k as usize], frontends: fe_peers.clone() };
-        role(&cfg, spec)
+        let (scheduler, frontends) = (sched_addrs[k as usize], fe_peers.clone());
+        role(&cfg, RoleSpec::Backends { first, count, scheduler, frontends })
     };
-    let mut serving: Vec<(u32, RoleProcess)> = Vec::new();
+    // Processes by their first GPU and how many they hold.
+    let mut serving: Vec<(u32, u32, RoleProcess)> = Vec::new();
+    let moving = |b: u32| moves.iter().any(|m| m.gpu == Some(b));
     for (k, c) in routes.subclusters.iter().enumerate() {
-        for &b in &c.backends {
-            serving.push((b, gpu(b, k as u32)?));
+        for (first, count) in runs(&c.backends, moving) {
+            serving.push((first, count, gpus(first, count, k as u32)?));
         }
     }
     // The generator's connections spread over the frontends.
@@ -112,10 +114,10 @@ pub fn run(
     for m in moves {
         std::thread::sleep(m.at.saturating_sub(started.elapsed()));
         if let Some(b) = m.gpu {
-            if let Some(i) = serving.iter().position(|(x, _)| *x == b) {
-                left.push(serving.swap_remove(i).1.shutdown());
+            if let Some(i) = serving.iter().position(|&(first, count, _)| (first..first + count).contains(&b)) {
+                left.push(serving.swap_remove(i).2.shutdown());
             }
-            serving.push((b, gpu(b, m.to)?));
+            serving.push((b, 1, gpus(b, 1, m.to)?));
         }
         table = table.moved(m.model, m.to, m.gpu);
         for fe in &fes {
@@ -125,7 +127,31 @@ pub fn run(
     }
     let load = run.join().map_err(|_| "the load generator panicked")?.map_err(|e| e.to_string())?;
     let frontends = fes.into_iter().map(RoleProcess::shutdown).collect();
-    left.extend(serving.into_iter().map(|(_, p)| p.shutdown()));
+    left.extend(serving.into_iter().map(|(.., p)| p.shutdown()));
     let schedulers = schedulers.into_iter().map(RoleProcess::shutdown).collect();
     Ok(PartitionedRun { load, schedulers, frontends, backends: left, moved_at })
+}
+
+/// `backends` as runs of consecutive GPUs (first, count), in order, each
+/// GPU `alone` picks a run of its own.
+fn runs(backends: &[u32], alone: impl Fn(u32) -> bool) -> Vec<(u32, u32)> {
+    let mut sorted = backends.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for b in sorted {
+        match out.last_mut() {
+            Some((first, count)) if *first + *count == b && !alone(b) && !alone(*first) => *count += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn consecutive_gpus_share_a_process_and_a_moving_one_has_its_own() {
+        assert_eq!(super::runs(&[4, 0, 1, 2, 6, 7], |b| b == 1), vec![(0, 1), (1, 1), (2, 1), (4, 1), (6, 2)]);
+        assert_eq!(super::runs(&[0, 1, 2, 3], |_| false), vec![(0, 4)]);
+    }
 }
