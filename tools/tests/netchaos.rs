@@ -129,6 +129,26 @@ impl Role {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
     }
+
+    /// Stops it as an operator does (SIGTERM: a backend leaves first) and
+    /// waits for it to exit.
+    fn stop(&mut self) {
+        // SAFETY: kill has no memory preconditions; the pid is our child's
+        // (`ip netns exec` execs the command in place), not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+
+    /// Waits for a line of its output that starts with `prefix`.
+    fn says(&self, prefix: &str) -> bool {
+        let deadline = Instant::now() + PATIENCE;
+        while let Ok(line) = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            if line.starts_with(prefix) {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 impl Drop for Role {
@@ -143,19 +163,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 #[test]
 fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: namespaces and veth links need root");
-        return;
-    }
-    let nss: Result<Vec<Netns>, String> = (1..=4).map(Netns::new).collect();
-    let nss = match nss {
-        Ok(n) => n,
-        Err(why) => {
-            eprintln!("skipped: cannot make network namespaces here ({why})");
-            return;
-        }
-    };
+    let Some(nss) = namespaces(1, 4) else { return };
     let seed = env("BATON_NETCHAOS_SEED", 9);
     let (secs, faults) = (env("BATON_NETCHAOS_SECS", 15), env("BATON_NETCHAOS_FAULTS", 15));
     eprintln!("netchaos seed {seed}: {secs} s of load, {faults} faults (replay: BATON_NETCHAOS_SEED={seed})");
@@ -272,4 +280,112 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
     assert!(n("ok") * 100 >= n("sent") * 95 && n("errors") + n("unanswered") == 0, "not recovered: {v}");
     drop((backends, fe, sched));
     let _ = std::fs::remove_file(&origin_file);
+}
+
+/// Namespaces `first..=last`, or why they cannot be made here (then the
+/// test says so and passes without running).
+fn namespaces(first: u8, last: u8) -> Option<Vec<Netns>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: namespaces and veth links need root");
+        return None;
+    }
+    match (first..=last).map(Netns::new).collect() {
+        Ok(n) => Some(n),
+        Err(why) => {
+            eprintln!("skipped: cannot make network namespaces here ({why})");
+            None
+        }
+    }
+}
+
+/// Symphony's sub-clusters across namespaces: the schedulers of two
+/// sub-clusters, a frontend routing by a table in a file, and backend
+/// processes, each in a namespace of its own (reached through plain
+/// forwarding proxies here). While `baton load` runs, a model and a GPU
+/// move from sub-cluster 0 to 1 as an operator moves them: the GPU's
+/// backend process is stopped (it leaves scheduler 0) and started under
+/// scheduler 1, and the routing file is rewritten (the frontend follows
+/// it). Every request is answered exactly once.
+#[test]
+fn subclusters_in_namespaces_move_a_model_and_a_gpu_under_load() {
+    let Some(nss) = namespaces(11, 15) else { return };
+    let (s0, s1, f, rest, mover) = (11u8, 12u8, 13u8, 14u8, 15u8);
+    let ns = |i: u8| &nss[usize::from(i - 11)];
+    let at = |i: u8, port: u16| format!("{}:{port}", Netns::there(i));
+    let via = |i: u8, port: u16| format!("{}:{port}", Netns::here(i));
+    let plain =
+        Faults { seed: 1, delay: Duration::ZERO, jitter: Duration::ZERO, stall_chance: 0.0, stall: Duration::ZERO };
+    let any = |port| -> SocketAddr { format!("0.0.0.0:{port}").parse().unwrap() };
+    let proxy = |port, to: String| FaultProxy::start(any(port), to.parse().unwrap(), plain.clone()).expect("proxy");
+    let _proxies = [proxy(17811, at(s0, 7701)), proxy(17812, at(s1, 7701)), proxy(17813, at(f, 7702))];
+
+    let dir = std::env::temp_dir().join(format!("baton-netns-subclusters-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let (origin, routes) = (dir.join("clock-origin"), dir.join("routes.json"));
+    // The routing table as `baton partition --json` writes it; replaced
+    // whole (a rename), as an operator's tool would.
+    let publish = |json: &str| {
+        let next = dir.join("routes.next");
+        std::fs::write(&next, json).expect("written");
+        std::fs::rename(&next, &routes).expect("renamed");
+    };
+    publish(r#"{"subclusters":[{"models":["ResNet50","InceptionV3"],"gpus":2},{"models":["BERT-base"],"gpus":2}]}"#);
+    let origin = origin.display().to_string();
+    let scheduler = |k: &str, i: u8| {
+        let args = ["scheduler", "--listen", &at(i, 7701), "--clock-origin-file", &origin, "--subcluster", k];
+        let r = Role::start(ns(i), &strings(&args));
+        r.ready("scheduler");
+        r
+    };
+    let (sched0, sched1) = (scheduler("0", s0), scheduler("1", s1));
+    let schedulers = format!("{},{}", via(f, 17811), via(f, 17812));
+    let routes_arg = routes.display().to_string();
+    let fe_args = ["frontend", "--listen", &at(f, 7700), "--peer-listen", &at(f, 7702), "--scheduler", &schedulers];
+    let fe = Role::start(ns(f), &strings(&[&fe_args[..], &["--routes", &routes_arg]].concat()));
+    fe.ready("frontend");
+    let backend = |i: u8, first: &str, count: &str, k: &str| {
+        let to = via(i, if k == "0" { 17811 } else { 17812 });
+        let args = ["backend", "--scheduler", &to, "--subcluster", k, "--frontends", &via(i, 17813)];
+        let r = Role::start(ns(i), &strings(&[&args[..], &["--first", first, "--count", count]].concat()));
+        r.ready("backend");
+        r
+    };
+    let gpu0 = backend(rest, "0", "1", "0");
+    let gpus23 = backend(rest, "2", "2", "1");
+    let mut gpu1 = backend(mover, "1", "1", "0");
+
+    let target = at(f, 7700);
+    let secs = 6;
+    let load = std::thread::spawn(move || {
+        let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/serve-default.toml");
+        let (secs, drain) = (secs.to_string(), PATIENCE.as_secs().to_string());
+        let args = ["load", scenario, "--target", &target, "--rate", "300", "--duration", &secs, "--drain", &drain];
+        let out = Command::new(env!("CARGO_BIN_EXE_baton")).args(args).arg("--json").output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("one JSON object")
+    });
+    std::thread::sleep(Duration::from_secs(secs / 2));
+    // InceptionV3 and GPU 1 move to sub-cluster 1: GPUs are numbered in
+    // the table's order, so sub-cluster 0 keeps GPU 0 and 1 has 1, 2, 3.
+    gpu1.stop();
+    gpu1 = backend(mover, "1", "1", "1");
+    publish(r#"{"subclusters":[{"models":["ResNet50"],"gpus":1},{"models":["InceptionV3","BERT-base"],"gpus":3}]}"#);
+    assert!(fe.says("baton frontend: routes from"), "the frontend did not take the new routes");
+    let v = load.join().unwrap();
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    eprintln!(
+        "sub-clusters in namespaces: sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}",
+        n("sent"),
+        n("ok"),
+        n("late"),
+        n("dropped"),
+        n("errors"),
+        n("unanswered"),
+        n("duplicates")
+    );
+    assert_eq!((n("unanswered"), n("duplicates"), n("errors")), (0, 0, 0), "{v}");
+    assert!(n("ok") * 100 >= n("sent") * 95, "{v}");
+    drop((gpu0, gpus23, gpu1, fe, sched0, sched1));
+    let _ = std::fs::remove_dir_all(&dir);
 }
