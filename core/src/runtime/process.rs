@@ -10,6 +10,11 @@
 //! request ids carry their frontend's index. Every connection between
 //! roles is authenticated with the cluster secret (`auth.rs`).
 //!
+//! A cluster partitioned into sub-clusters (`routes.rs`) has a scheduler
+//! per sub-cluster, all on one clock: each backend process reports to its
+//! sub-cluster's, and a frontend connects to every one and routes each
+//! model's requests by its routing table.
+//!
 //! Processes are not pinned (several share one host in tests; `serve` is
 //! the pinned, thread-per-core deployment).
 
