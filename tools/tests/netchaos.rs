@@ -157,6 +157,12 @@ impl Drop for Role {
     }
 }
 
+/// A `baton load --json` report's counts, for the log.
+fn tally(v: &serde_json::Value) -> String {
+    let keys = ["sent", "ok", "late", "dropped", "errors", "unanswered", "duplicates"];
+    keys.iter().map(|k| format!("{k} {}", v[*k])).collect::<Vec<_>>().join(" ")
+}
+
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -245,17 +251,11 @@ fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
     let (ps, pp) = (to_sched.stats(), to_peers.stats());
     eprintln!(
         "netchaos seed {seed}: {kills} backend processes and {sched_kills} schedulers killed and restarted; links cut {} times ({} connections \
-         refused meanwhile), {} chunks stalled; sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}",
+         refused meanwhile), {} chunks stalled; {}",
         ps.cuts + pp.cuts,
         ps.refused + pp.refused,
         ps.stalls + pp.stalls,
-        n("sent"),
-        n("ok"),
-        n("late"),
-        n("dropped"),
-        n("errors"),
-        n("unanswered"),
-        n("duplicates")
+        tally(&v)
     );
     assert_eq!((n("unanswered"), n("duplicates")), (0, 0), "{v}");
     assert_eq!(n("ok") + n("late") + n("dropped") + n("errors"), n("sent"), "{v}");
@@ -374,16 +374,7 @@ fn subclusters_in_namespaces_move_a_model_and_a_gpu_under_load() {
     assert!(fe.says("baton frontend: routes from"), "the frontend did not take the new routes");
     let v = load.join().unwrap();
     let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
-    eprintln!(
-        "sub-clusters in namespaces: sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}",
-        n("sent"),
-        n("ok"),
-        n("late"),
-        n("dropped"),
-        n("errors"),
-        n("unanswered"),
-        n("duplicates")
-    );
+    eprintln!("sub-clusters in namespaces: {}", tally(&v));
     assert_eq!((n("unanswered"), n("duplicates"), n("errors")), (0, 0, 0), "{v}");
     assert!(n("ok") * 100 >= n("sent") * 95, "{v}");
     drop((gpu0, gpus23, gpu1, fe, sched0, sched1));
