@@ -19,6 +19,7 @@ use baton_sched::partition::Plan;
 use baton_sched::Scenario;
 
 use crate::models::ModelTable;
+use crate::roles::Addr;
 
 /// One sub-cluster: the models it serves (indices into the scenario's)
 /// and the backends its scheduler plans on.
@@ -129,7 +130,11 @@ impl Routes {
 
     /// Model `m` moved to sub-cluster `to`, with backend `gpu` (from
     /// wherever it was) when given.
-    pub fn moved(&self, m: usize, to: u32, gpu: Option<u32>) -> Self {
+    pub fn moved(&self, m: usize, to: u32, gpu: Option<u32>) -> Result<Self, RouteError> {
+        let k = self.subclusters.len();
+        if to as usize >= k {
+            return Err(RouteError(format!("sub-cluster {to}: there are {k}")));
+        }
         let mut next = self.clone();
         for c in &mut next.subclusters {
             c.models.retain(|&x| x != m);
@@ -138,11 +143,16 @@ impl Routes {
         let dest = &mut next.subclusters[to as usize];
         dest.models.push(m);
         dest.backends.extend(gpu);
-        next
+        Ok(next)
     }
 }
 
 impl ModelTable {
+    /// The scheduler that takes model `model`'s requests.
+    pub fn scheduler_of(&self, model: u32) -> Addr {
+        Addr::Scheduler(self.models[model as usize].subcluster)
+    }
+
     /// Routes each model's requests to its sub-cluster's scheduler
     /// (`routes` checked against the scenario the table was built from).
     pub fn route(&mut self, routes: &Routes) {
@@ -204,9 +214,10 @@ mod tests {
     fn moving_a_model_and_a_gpu_keeps_the_table_whole() {
         let s = zoo();
         let json = r#"{"subclusters":[{"models":["a"],"gpus":2},{"models":["b"],"gpus":2}]}"#;
-        let r = Routes::from_json(&s, json).expect("fits").moved(0, 1, Some(1));
+        let r = Routes::from_json(&s, json).expect("fits").moved(0, 1, Some(1)).expect("a sub-cluster");
         r.check(&s).expect("still whole");
         assert_eq!(r.subclusters[0], Subcluster { models: vec![], backends: vec![0] });
         assert_eq!(r.subclusters[1], Subcluster { models: vec![1, 0], backends: vec![2, 3, 1] });
+        assert!(r.moved(0, 2, None).unwrap_err().0.contains("sub-cluster 2: there are 2"));
     }
 }

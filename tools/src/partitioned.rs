@@ -119,7 +119,7 @@ pub fn run(
             }
             serving.push((b, 1, gpus(b, 1, m.to)?));
         }
-        table = table.moved(m.model, m.to, m.gpu);
+        table = table.moved(m.model, m.to, m.gpu).map_err(|e| e.to_string())?;
         for fe in &fes {
             fe.reroute(s, &table).map_err(|e| e.to_string())?;
         }

@@ -435,8 +435,8 @@ impl<'a> World<'a> {
                 ..Default::default()
             };
             let now = self.now;
-            self.on_frontend(f, |fe, table, answers, out| match fe.admit(now, 0, req, table) {
-                Ok(meta) => out.push(Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(meta) }),
+            self.on_frontend(f, |fe, table, answers, out| match fe.admit_to_scheduler(now, 0, req, table) {
+                Ok(meta) => out.push(meta),
                 Err(answer) => answers.push((0, *answer)),
             });
         }

@@ -143,6 +143,11 @@ pub struct Frontend {
 /// An answer for a client connection.
 pub type Answer = (ConnId, fb::InferResponse);
 
+/// A request's metadata for its model's sub-cluster's scheduler.
+fn to_scheduler(meta: fb::RequestMeta, table: &ModelTable) -> Envelope {
+    Envelope { to: table.scheduler_of(meta.model), msg: Message::RequestMeta(meta) }
+}
+
 fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
     fb::InferResponse { id, status: fb::Status::Error, error_code: code, message: Some(message), ..Default::default() }
 }
@@ -227,11 +232,6 @@ impl Frontend {
         self.queries.len()
     }
 
-    /// The scheduler a request held here goes to: its sub-cluster's.
-    pub fn scheduler_of(&self, meta: &fb::RequestMeta) -> Addr {
-        Addr::Scheduler(self.held.get(&meta.id).map_or(0, |h| h.sub))
-    }
-
     /// Stage requests spawned since last asked, for the scheduler.
     pub fn spawned(&mut self) -> std::vec::Drain<'_, fb::RequestMeta> {
         self.spawned.drain(..)
@@ -302,6 +302,19 @@ impl Frontend {
         let root = q.spec.stages[0].model.0;
         let sub = table.models[root as usize].subcluster;
         Ok(self.hold(Held { model: root, sub, stage: Some(stage), ..held }, planned))
+    }
+
+    /// `admit`, its metadata addressed to its model's sub-cluster's
+    /// scheduler in `table` (the one `admit` read: where the frontend
+    /// records that it went).
+    pub fn admit_to_scheduler(
+        &mut self,
+        now: Nanos,
+        conn: ConnId,
+        req: fb::InferRequest,
+        table: &ModelTable,
+    ) -> Result<Envelope, Box<fb::InferResponse>> {
+        self.admit(now, conn, req, table).map(|meta| to_scheduler(meta, table))
     }
 
     /// Holds a request under a new cluster id; its metadata for the scheduler.
@@ -606,7 +619,7 @@ impl Frontend {
             _ => return false,
         }
         for meta in std::mem::take(&mut self.spawned) {
-            send(Envelope { to: self.scheduler_of(&meta), msg: Message::RequestMeta(meta) });
+            send(to_scheduler(meta, table));
         }
         true
     }

@@ -25,7 +25,7 @@ use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
-use baton_wire::{fb, Message};
+use baton_wire::fb;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
@@ -34,7 +34,6 @@ use super::{start_back, Back, EngineConfig, EngineError, EngineReport};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
-use crate::roles::{Addr, Envelope};
 
 /// An open-loop run.
 #[derive(Clone, Copy, Debug)]
@@ -246,10 +245,8 @@ impl Generator {
             self.due.push_back(Due { at, slo, counted, answered: false });
             // The SLO left: the client's deadline, not the generator's.
             let left = slo.saturating_sub(behind).max(1);
-            match fe.admit(now, 0, client_request(id, target, left, app, floats, first), table) {
-                Ok(meta) => {
-                    out.push_back(ShardMsg::Env(Envelope { to: Addr::Scheduler(0), msg: Message::RequestMeta(meta) }))
-                }
+            match fe.admit_to_scheduler(now, 0, client_request(id, target, left, app, floats, first), table) {
+                Ok(meta) => out.push_back(ShardMsg::Env(meta)),
                 Err(e) => self.answer(t, now, &e),
             }
         }

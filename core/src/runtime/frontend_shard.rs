@@ -133,12 +133,9 @@ impl Shard {
         match msg {
             Message::InferRequest(req) => {
                 let now = self.clock.now();
-                let admitted = self.table.read(|t| self.fe.admit(now, id, req, t));
+                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
                 match admitted {
-                    Ok(meta) => {
-                        let meta = Envelope { to: self.fe.scheduler_of(&meta), msg: Message::RequestMeta(meta) };
-                        self.outbound.push_back(ShardMsg::Env(meta));
-                    }
+                    Ok(meta) => self.outbound.push_back(ShardMsg::Env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
@@ -190,13 +187,12 @@ impl Shard {
         match ask {
             Ask::Infer(req, reply) => {
                 let id = req.id;
-                let admitted = self.table.read(|t| self.fe.admit(now, GATEWAY, req, t));
+                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, GATEWAY, req, t));
                 match admitted {
                     Ok(meta) => {
                         let g = self.gateway.as_mut().expect("asks come from the gateway");
                         let earlier = g.replies.insert(id, reply);
                         debug_assert!(earlier.is_none(), "the door numbers requests once");
-                        let meta = Envelope { to: self.fe.scheduler_of(&meta), msg: Message::RequestMeta(meta) };
                         self.outbound.push_back(ShardMsg::Env(meta));
                     }
                     Err(e) => {

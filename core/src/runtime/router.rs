@@ -58,6 +58,9 @@ pub struct Router {
     pub cut_peers: Cell<u64>,
     /// Accepts on the role listener that failed (and were retried).
     pub accept_failures: Cell<u64>,
+    /// Sub-clusters whose scheduler this process has reached: 1 + the
+    /// highest registered.
+    schedulers: Cell<u32>,
 }
 
 /// The role a message between roles is for, by its content — and, for a
@@ -113,6 +116,7 @@ impl Router {
             max_unread,
             cut_peers: Cell::default(),
             accept_failures: Cell::default(),
+            schedulers: Cell::default(),
         }
     }
 
@@ -128,10 +132,12 @@ impl Router {
         }
     }
 
-    /// Messages waiting in the outboxes of the connections to schedulers.
+    /// Messages waiting in the outboxes of the connections to schedulers
+    /// (looked up by sub-cluster: the peers may be a thousand backends).
     pub fn unsent_to_schedulers(&self) -> usize {
         let peers = self.peers.borrow();
-        peers.iter().filter(|(a, _)| matches!(a, Addr::Scheduler(_))).map(|(_, c)| c.out.borrow().frames()).sum()
+        let out = |k| peers.get(&Addr::Scheduler(k)).map_or(0, |c: &Rc<Conn>| c.out.borrow().frames());
+        (0..self.schedulers.get()).map(out).sum()
     }
 
     /// Puts `e` in the inbox and wakes the pump if it has parked.
@@ -159,6 +165,9 @@ impl Router {
     /// saying it is healthy (one that had failed — a restarted process —
     /// is used again).
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
+        if let Addr::Scheduler(k) = addr {
+            self.schedulers.set(self.schedulers.get().max(k.saturating_add(1)));
+        }
         self.peers.borrow_mut().insert(addr, conn);
         self.notices.borrow_mut().push((addr, true));
         if let (Addr::Backend(backend), Some(k)) = (addr, self.hosts_scheduler) {
