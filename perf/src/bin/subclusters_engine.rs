@@ -13,7 +13,10 @@
 //!    scheduling decisions (batches) per second summed over the
 //!    schedulers. Every process shares this machine's cores with the
 //!    generator: where the frontend or the generator is the limit, more
-//!    schedulers cannot raise it, and the table says so.
+//!    schedulers cannot raise it, and the table says so. Beside it, the
+//!    simulator on the same file (its warm-up and length set to the
+//!    probes'), seed and plan: its goodput found the same way, and its bad
+//!    rate at the engine's goodput rate.
 //! 2. A model and a GPU moved between two sub-clusters at half-time under
 //!    load: every request answered exactly once, each scheduler's share.
 
@@ -22,9 +25,11 @@ use std::time::Duration;
 use baton_core::routes::Routes;
 use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::EngineConfig;
-use baton_perf::engine_bench::engine_goodput;
+use baton_perf::engine_bench::{engine_goodput, GOODPUT_TOLERANCE};
 use baton_perf::load_scenario;
-use baton_sched::partition::plan;
+use baton_sched::partition::{plan, Plan};
+use baton_sched::partitioned::Partitioned;
+use baton_sched::sim::{find_goodput_with, run_with};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
@@ -36,7 +41,8 @@ const SECS: f64 = 3.0;
 
 fn main() {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/stress-16.toml");
-    let s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    (s.warmup, s.duration) = ((WARMUP_S * NANOS_PER_S as f64) as u64, (SECS * NANOS_PER_S as f64) as u64);
     let key = ClusterKey::new(b"subclusters_engine's own cluster secret").expect("long enough");
     let cfg = EngineConfig { cluster_key: Some(key), ..EngineConfig::default() };
     let dir = std::env::temp_dir().join(format!("baton-subclusters-engine-{}", std::process::id()));
@@ -61,22 +67,34 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:>2} {:>12} {:>10} {:>14} {:>14} {:>10} {:>30}",
-        "K", "goodput_rps", "bad_rate", "decisions_s", "scheduled_rps", "mean_batch", "requests per scheduler"
+        "{:>2} {:>12} {:>10} {:>14} {:>14} {:>10} {:>30} {:>16} {:>12}",
+        "K",
+        "goodput_rps",
+        "bad_rate",
+        "decisions_s",
+        "scheduled_rps",
+        "mean_batch",
+        "requests per scheduler",
+        "sim_goodput_rps",
+        "sim_bad_rate"
     );
     let guess = 150_000.0;
     let mut last = guess;
     for k in [1, 2, 4] {
         let p = plan(&s, k, s.rate_rps.unwrap_or(guess)).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of_plan(&p);
+        let sim = |rate| simulated(&s, &p, rate);
         let (goodput, _) = engine_goodput(guess, 12, &|rate| serve(&routes, rate, &[]).load);
         let at = serve(&routes, goodput.max(1_000.0), &[]);
         let secs = WARMUP_S + SECS;
         let decisions: u64 = at.batches().iter().sum();
         let scheduled: u64 = at.schedulers.iter().map(|r| r.scheduler.requests).sum();
         let shares: Vec<String> = at.schedulers.iter().map(|r| r.scheduler.requests.to_string()).collect();
+        let name = format!("{}/{k}-schedulers", s.policy.as_str());
+        let sim_goodput = find_goodput_with(&s, &name, &sim, GOODPUT_TOLERANCE).goodput_rps;
+        let sim_bad = run_with(&s, &name, sim(goodput).as_mut(), goodput).bad_rate;
         println!(
-            "{k:>2} {goodput:>12.1} {:>10.4} {:>14.1} {:>14.1} {:>10.2} {:>30}",
+            "{k:>2} {goodput:>12.1} {:>10.4} {:>14.1} {:>14.1} {:>10.2} {:>30} {sim_goodput:>16.1} {sim_bad:>12.4}",
             at.load.bad_rate,
             decisions as f64 / secs,
             scheduled as f64 / secs,
@@ -87,6 +105,12 @@ fn main() {
     }
     moved(&s, &serve, last);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The simulator's scheduler for `s` split by `p` (the engine's plan) at `rate`.
+fn simulated(s: &Scenario, p: &Plan, rate: f64) -> Box<dyn baton_sched::Scheduler> {
+    let each = |sub: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, sub, r);
+    Box::new(Partitioned::new(s, p, rate, &each).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Two sub-clusters at 70% of the last goodput; at half-time the first
