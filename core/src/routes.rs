@@ -82,7 +82,9 @@ impl Routes {
                 .collect::<Result<Vec<usize>, RouteError>>()?;
             let gpus = c["gpus"].as_u64().and_then(|g| u32::try_from(g).ok());
             let gpus = gpus.ok_or_else(|| bad(format!("sub-cluster {k}: `gpus` is not a count")))?;
-            let end = next.checked_add(gpus).ok_or_else(|| bad("too many GPUs".into()))?;
+            let n = s.cluster.backends;
+            let end = next.checked_add(gpus).filter(|&e| e <= n);
+            let end = end.ok_or_else(|| bad(format!("sub-cluster {k}: GPUs past the cluster's {n}")))?;
             subclusters.push(Subcluster { models, backends: (next..end).collect() });
             next = end;
         }
@@ -205,7 +207,10 @@ mod tests {
         let twice = r#"{"subclusters":[{"models":["a","b"],"gpus":2},{"models":["a"],"gpus":2}]}"#;
         assert!(Routes::from_json(&s, twice).unwrap_err().0.contains("sub-clusters 0 and 1"));
         let too_many = r#"{"subclusters":[{"models":["a","b"],"gpus":5}]}"#;
-        assert!(Routes::from_json(&s, too_many).unwrap_err().0.contains("backend 4: the cluster has 4"));
+        assert!(Routes::from_json(&s, too_many).unwrap_err().0.contains("GPUs past the cluster's 4"));
+        let huge = r#"{"subclusters":[{"models":["a","b"],"gpus":4000000000}]}"#;
+        assert!(Routes::from_json(&s, huge).is_err());
+        assert!(Routes::from_json(&s, "[1, 2").unwrap_err().0.contains("not JSON"));
         let unknown = r#"{"subclusters":[{"models":["c"],"gpus":1}]}"#;
         assert!(Routes::from_json(&s, unknown).unwrap_err().0.contains("no model named `c`"));
     }
