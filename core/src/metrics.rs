@@ -260,3 +260,21 @@ fn number(x: f64) -> String {
     }
     format!("{x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sub_clusters_decisions_are_summed_not_overwritten() {
+        let s = baton_sched::Scenario::parse(include_str!("../../tools/scenarios/serve-default.toml")).unwrap();
+        let table = ModelTable::from_scenario(&s, 4).unwrap();
+        let gauges = Gauges::new(2, 2);
+        gauges.store_decisions(0, 5);
+        gauges.store_decisions(1, 7);
+        gauges.store_decisions(1, 9);
+        gauges.store_decisions(2, 100); // no such sub-cluster: ignored
+        let text = Snapshot::take(&table, &Tally::default(), 0, 0, &gauges, 1).render();
+        assert!(text.lines().any(|l| l == "baton_scheduler_decisions_total 14"), "{text}");
+    }
+}

@@ -222,8 +222,9 @@ impl Shard {
         self.table.read(|t| fe.peer_lost(now, peer, t, answers));
     }
 
-    /// A backend's or the scheduler's totals from another process, for
-    /// `/metrics` (`sched_shard::backend_totals`).
+    /// A backend's or a scheduler's totals from another process, for
+    /// `/metrics` (`sched_shard::backend_totals`); each sub-cluster's
+    /// scheduler has a slot of its own, summed when rendered.
     fn on_totals(&mut self, st: &fb::Stats) {
         let gauges = &self.progress.gauges;
         match st.backend {
@@ -239,7 +240,7 @@ impl Shard {
                 }
                 gauges.store_backend(b as usize, &totals);
             }
-            None => gauges.store_decisions(0, st.decisions),
+            None => gauges.store_decisions(st.subcluster as usize, st.decisions),
         }
     }
 

@@ -185,8 +185,13 @@ pub fn start_role(
     raise_memlock();
     let stop = Arc::new(AtomicBool::new(false));
     // Every role's gauges have room for the whole cluster: a frontend's
-    // `/metrics` shows the totals other processes send it.
-    let gauges = crate::metrics::Gauges::new(scenario.cluster.backends as usize, 1);
+    // `/metrics` shows the totals other processes send it, each
+    // sub-cluster's scheduler in a slot of its own.
+    let schedulers = match &spec {
+        RoleSpec::Frontend { schedulers, .. } => schedulers.len().max(1),
+        _ => 1,
+    };
+    let gauges = crate::metrics::Gauges::new(scenario.cluster.backends as usize, schedulers);
     let progress = Arc::new(Progress { gauges, ..Progress::default() });
     let (ready, ready_rx) = mpsc::channel();
     // A frontend's table and doorbell are made here, for its gateway's door.

@@ -341,9 +341,9 @@ pub async fn run(
             for (i, b) in s.backends.iter().enumerate() {
                 router.to_frontends(&Message::Stats(backend_totals(s.first_backend + i as u32, &b.stats)));
             }
-            if router.hosts_scheduler.is_some() {
+            if let Some(subcluster) = router.hosts_scheduler {
                 let decisions = s.part.stats().batches;
-                router.to_frontends(&Message::Stats(fb::Stats { decisions, ..Default::default() }));
+                router.to_frontends(&Message::Stats(fb::Stats { decisions, subcluster, ..Default::default() }));
             }
             (unsent, next_totals) = (false, now + TOTALS_PERIOD);
         }
