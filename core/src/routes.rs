@@ -34,6 +34,13 @@ pub struct Routes {
     pub subclusters: Vec<Subcluster>,
 }
 
+/// One step from a table to the next (`Routes::replanned`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Model { model: usize, from: u32, to: u32 },
+    Gpu { gpu: u32, from: u32, to: u32 },
+}
+
 /// A routing table that does not fit its scenario.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteError(pub String);
@@ -123,6 +130,62 @@ impl Routes {
             Some(m) => Err(RouteError(format!("`{}` is in no sub-cluster", s.models[m].spec.name))),
             None => Ok(()),
         }
+    }
+
+    /// Each model's sub-cluster, by model (a checked table places every
+    /// model; one it does not counts as sub-cluster 0).
+    pub fn assignment(&self) -> Vec<usize> {
+        let n = self.subclusters.iter().flat_map(|c| c.models.iter().map(|&m| m + 1)).max().unwrap_or(0);
+        let mut of = vec![0; n];
+        for (k, c) in self.subclusters.iter().enumerate() {
+            for &m in &c.models {
+                of[m] = k;
+            }
+        }
+        of
+    }
+
+    /// The table re-planning to `plan` (as many sub-clusters, as many
+    /// GPUs) makes of this one, and the steps: each model where the plan
+    /// puts it; each sub-cluster keeps its lowest-numbered GPUs up to its
+    /// new count, and those let go fill the sub-clusters short of theirs,
+    /// lowest sub-cluster first — so no GPU moves that need not.
+    pub fn replanned(&self, plan: &Plan) -> Result<(Self, Vec<Change>), RouteError> {
+        let k = self.subclusters.len();
+        if plan.subclusters.len() != k {
+            return Err(RouteError(format!("a plan of {} sub-clusters for a table of {k}", plan.subclusters.len())));
+        }
+        let have: u32 = self.subclusters.iter().map(|c| c.backends.len() as u32).sum();
+        let want: u32 = plan.subclusters.iter().map(|c| c.gpus).sum();
+        if have != want {
+            return Err(RouteError(format!("a plan of {want} GPUs for a table of {have}")));
+        }
+        let mut changes = Vec::new();
+        let was = self.assignment();
+        let mut next = Routes { subclusters: Vec::with_capacity(k) };
+        let mut free: Vec<(u32, u32)> = Vec::new();
+        for (to, (c, p)) in self.subclusters.iter().zip(&plan.subclusters).enumerate() {
+            for &m in &p.models {
+                let from = was.get(m).copied().unwrap_or(to) as u32;
+                if from != to as u32 {
+                    changes.push(Change::Model { model: m, from, to: to as u32 });
+                }
+            }
+            let mut backends = c.backends.clone();
+            backends.sort_unstable();
+            free.extend(backends.split_off((p.gpus as usize).min(backends.len())).into_iter().map(|b| (b, to as u32)));
+            next.subclusters.push(Subcluster { models: p.models.clone(), backends });
+        }
+        free.sort_unstable();
+        let mut free = free.into_iter();
+        for (to, (c, p)) in next.subclusters.iter_mut().zip(&plan.subclusters).enumerate() {
+            while (c.backends.len() as u32) < p.gpus {
+                let (gpu, from) = free.next().expect("as many GPUs let go as wanted");
+                c.backends.push(gpu);
+                changes.push(Change::Gpu { gpu, from, to: to as u32 });
+            }
+        }
+        Ok((next, changes))
     }
 
     /// The sub-cluster serving model `m`.
@@ -224,5 +287,34 @@ mod tests {
         assert_eq!(r.subclusters[0], Subcluster { models: vec![], backends: vec![0] });
         assert_eq!(r.subclusters[1], Subcluster { models: vec![1, 0], backends: vec![2, 3, 1] });
         assert!(r.moved(0, 2, None).unwrap_err().0.contains("sub-cluster 2: there are 2"));
+    }
+
+    #[test]
+    fn a_replanned_table_moves_only_what_the_plan_changes() {
+        use baton_sched::partition::{Plan, Solver, SubCluster};
+        let s = zoo();
+        let json = r#"{"subclusters":[{"models":["a"],"gpus":3},{"models":["b"],"gpus":1}]}"#;
+        let r = Routes::from_json(&s, json).expect("fits");
+        assert_eq!(r.assignment(), vec![0, 1]);
+        let sub = |models: Vec<usize>, gpus| SubCluster { models, gpus, demand_gpus: 0.0 };
+        let plan = |subs| Plan {
+            subclusters: subs,
+            solver: Solver::Greedy { why: String::new() },
+            objective: 0.0,
+            imbalance: 0.0,
+        };
+        // The same models, one GPU fewer for sub-cluster 0: its highest goes.
+        let (next, changes) = r.replanned(&plan(vec![sub(vec![0], 2), sub(vec![1], 2)])).unwrap();
+        next.check(&s).unwrap();
+        assert_eq!(changes, vec![Change::Gpu { gpu: 2, from: 0, to: 1 }]);
+        assert_eq!(next.subclusters[1].backends, vec![3, 2]);
+        // Both models together, all GPUs with them.
+        let (next, changes) = r.replanned(&plan(vec![sub(vec![0, 1], 4), sub(vec![], 0)])).unwrap();
+        assert_eq!(changes, vec![Change::Model { model: 1, from: 1, to: 0 }, Change::Gpu { gpu: 3, from: 1, to: 0 }]);
+        assert_eq!(next.subclusters[0].backends, vec![0, 1, 2, 3]);
+        // Nothing changes: no steps.
+        assert_eq!(r.replanned(&plan(vec![sub(vec![0], 3), sub(vec![1], 1)])).unwrap(), (r.clone(), vec![]));
+        assert!(r.replanned(&plan(vec![sub(vec![0, 1], 3)])).is_err());
+        assert!(r.replanned(&plan(vec![sub(vec![0], 3), sub(vec![1], 2)])).is_err());
     }
 }

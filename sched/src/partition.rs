@@ -17,12 +17,19 @@
 //!
 //! The search: greedy (largest demand first onto the sub-cluster where the
 //! objective grows least), then single moves and swaps while one improves
-//! it; then the MILP (`partition_milp.rs`) from that start within a node
-//! budget (`MILP_NODES`), whose answer is taken when it is no worse — the
-//! plan says which, with the solver's gap. Deterministic throughout. Not
-//! yet: memory caps, and the cost of (un)loading models against a current
-//! assignment; HiGHS is not wired in (microlp, pure Rust, is the solver).
+//! it; then the MILP (`partition_milp.rs`) from that start — microlp within
+//! a node budget (`MILP_NODES`, deterministic), or HiGHS under a time limit
+//! with the `highs` feature — whose answer is taken when it is no worse:
+//! the plan says which, with the solver's gap.
+//!
+//! Limits every step keeps: with `cluster.gpu_memory_mb` set, each
+//! sub-cluster's models fit one GPU together (each of its GPUs serves all
+//! of them); re-planning (`Options::current`, at an epoch boundary from
+//! measured rates) starts from the current assignment and moves at most
+//! `moves` models, none for nothing. Not modelled: a cap on a scheduler's
+//! request rate, and per-model (un)loading costs beyond counting moves.
 
+use crate::partition_milp::{self as milp, Instance};
 use crate::scenario::Scenario;
 use crate::types::ModelSpec;
 
@@ -39,14 +46,31 @@ pub struct SubCluster {
 /// What made a plan's assignment.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Solver {
-    /// The MILP's answer: proven optimal, or within `gap` of its bound.
-    Milp { gap: Option<f64>, optimal: bool },
+    /// The MILP's answer (`by`: the solver's name): proven optimal, or
+    /// within `gap` of its bound.
+    Milp { by: &'static str, gap: Option<f64>, optimal: bool },
     /// The greedy search's, because the MILP failed or did no better.
     Greedy { why: String },
 }
 
 /// Branch-and-bound nodes the MILP may explore.
 pub const MILP_NODES: u64 = 5_000;
+
+/// How a plan is searched and what it must keep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The MILP's solver (default: microlp within `MILP_NODES` nodes).
+    pub solver: milp::Solver,
+    /// Re-planning: the current assignment (model i on `current[i]`) and
+    /// the most models that may change sub-cluster.
+    pub current: Option<(Vec<usize>, usize)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { solver: milp::Solver::Microlp { nodes: MILP_NODES }, current: None }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -59,7 +83,7 @@ pub struct Plan {
 }
 
 /// What `plan` refuses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PartitionError {
     NoSchedulers,
     /// Fewer GPUs than sub-clusters that need one.
@@ -69,6 +93,14 @@ pub enum PartitionError {
     },
     /// What a partitioned cluster cannot run (`partitioned.rs`).
     Unsupported(&'static str),
+    /// With GPUs of `gpu_mb`, the search found no sub-cluster for model
+    /// `model` that its memory fits beside the others'.
+    NoRoom {
+        model: String,
+        gpu_mb: f64,
+    },
+    /// A re-plan's inputs do not match the scenario.
+    BadCurrent(String),
 }
 
 impl std::fmt::Display for PartitionError {
@@ -79,6 +111,10 @@ impl std::fmt::Display for PartitionError {
                 write!(f, "{gpus} GPUs for {needed} sub-clusters with models: each needs at least one")
             }
             Self::Unsupported(what) => write!(f, "a partitioned cluster cannot run {what}"),
+            Self::NoRoom { model, gpu_mb } => {
+                write!(f, "no sub-cluster has room for model {model} beside the others on {gpu_mb} MB GPUs")
+            }
+            Self::BadCurrent(why) => write!(f, "re-planning: {why}"),
         }
     }
 }
@@ -96,24 +132,52 @@ pub fn demand_gpus(m: &ModelSpec, rate_rps: f64) -> f64 {
     rate_rps / m.profile.throughput_rps(b)
 }
 
-/// Splits `s`'s models over `k` sub-clusters at aggregate `rate_rps`.
+/// Splits `s`'s models over `k` sub-clusters at aggregate `rate_rps`,
+/// shared by the models' weights.
 pub fn plan(s: &Scenario, k: usize, rate_rps: f64) -> Result<Plan, PartitionError> {
+    let total_weight: f64 = s.models.iter().map(|m| m.weight).sum();
+    let rates: Vec<f64> = s.models.iter().map(|m| rate_rps * m.weight / total_weight.max(f64::MIN_POSITIVE)).collect();
+    plan_with(s, k, &rates, &Options::default())
+}
+
+/// Splits `s`'s models over `k` sub-clusters for each model's rate
+/// `rates_rps[i]` (planned, or measured over the last epoch when
+/// re-planning), as `opts` says.
+pub fn plan_with(s: &Scenario, k: usize, rates_rps: &[f64], opts: &Options) -> Result<Plan, PartitionError> {
     if k == 0 {
         return Err(PartitionError::NoSchedulers);
     }
-    let total_weight: f64 = s.models.iter().map(|m| m.weight).sum();
-    let demand: Vec<f64> = s
-        .models
-        .iter()
-        .map(|m| demand_gpus(&m.spec, rate_rps * m.weight / total_weight.max(f64::MIN_POSITIVE)))
-        .collect();
-    let w = demand.iter().sum::<f64>() / demand.len().max(1) as f64;
-    let mut of = greedy(&demand, k, w);
-    improve(&mut of, &demand, k, w);
-    let solver = match crate::partition_milp::solve(&demand, k, w, &of, MILP_NODES) {
-        Ok(s) if objective(&s.of, &demand, k, w) <= objective(&of, &demand, k, w) + 1e-9 => {
+    let n = s.models.len();
+    if rates_rps.len() != n || rates_rps.iter().any(|r| !(r.is_finite() && *r >= 0.0)) {
+        return Err(PartitionError::BadCurrent(format!(
+            "{} rates for {n} models, each finite and >= 0",
+            rates_rps.len()
+        )));
+    }
+    let demand: Vec<f64> = s.models.iter().zip(rates_rps).map(|(m, &r)| demand_gpus(&m.spec, r)).collect();
+    let w = demand.iter().sum::<f64>() / n.max(1) as f64;
+    let mem: Vec<f64> = s.models.iter().map(|m| m.spec.memory_mb).collect();
+    let memory = s.cluster.gpu_memory_mb.map(|cap| (&mem[..], cap));
+    if let Some((cur, _)) = &opts.current {
+        if cur.len() != n || cur.iter().any(|&c| c >= k) {
+            return Err(PartitionError::BadCurrent(format!("a current assignment of {n} models onto 0..{k}")));
+        }
+    }
+    let current = opts.current.as_ref().map(|(cur, moves)| (&cur[..], *moves));
+    let inst = Instance { demand: &demand, k, w, memory, current };
+    let mut of = match current {
+        Some((cur, _)) => cur.to_vec(),
+        None => greedy(&inst).map_err(|m| PartitionError::NoRoom {
+            model: s.models[m].spec.name.clone(),
+            gpu_mb: s.cluster.gpu_memory_mb.unwrap_or(0.0),
+        })?,
+    };
+    improve(&mut of, &inst);
+    let cost = |of: &[usize]| objective(of, &inst);
+    let solver = match milp::solve(&inst, &of, opts.solver) {
+        Ok(s) if cost(&s.of) <= cost(&of) + 1e-9 && keeps(&s.of, &inst) => {
             of = s.of;
-            Solver::Milp { gap: s.gap, optimal: s.optimal }
+            Solver::Milp { by: opts.solver.name(), gap: s.gap, optimal: s.optimal }
         }
         Ok(_) => Solver::Greedy { why: "the MILP's answer was no better".into() },
         Err(why) => Solver::Greedy { why },
@@ -134,7 +198,7 @@ pub fn plan(s: &Scenario, k: usize, rate_rps: f64) -> Result<Plan, PartitionErro
     let per_gpu: Vec<f64> = subclusters.iter().filter(|c| c.gpus > 0).map(|c| c.demand_gpus / c.gpus as f64).collect();
     let mean = per_gpu.iter().sum::<f64>() / per_gpu.len().max(1) as f64;
     let imbalance = if mean > 0.0 { spread(&per_gpu) / mean } else { 0.0 };
-    Ok(Plan { subclusters, solver, objective: objective(&of, &demand, k, w), imbalance })
+    Ok(Plan { subclusters, solver, objective: spread(&loads) + w * spread(&counts(&of, k)), imbalance })
 }
 
 /// Each sub-cluster's demand; a model on sub-cluster `k` (not placed
@@ -157,35 +221,51 @@ fn spread(v: &[f64]) -> f64 {
     v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
 }
 
-/// `ΔR + w·ΔS` of assignment `of` (model i on sub-cluster `of[i]`).
-fn objective(of: &[usize], demand: &[f64], k: usize, w: f64) -> f64 {
-    spread(&loads(of, demand, k)) + w * spread(&counts(of, k))
+/// The MILP's objective (`partition_milp.rs`) of assignment `of` (model i
+/// on sub-cluster `of[i]`): `ΔR + w·ΔS`, plus ε per model moved when
+/// re-planning.
+fn objective(of: &[usize], inst: &Instance<'_>) -> f64 {
+    let (k, w) = (inst.k, inst.w);
+    let moved = inst.current.map_or(0, |(cur, _)| of.iter().zip(cur).filter(|(a, b)| a != b).count());
+    spread(&loads(of, inst.demand, k)) + w * spread(&counts(of, k)) + 1e-3 * w * moved as f64
+}
+
+/// Whether `of` keeps the instance's limits: every sub-cluster's models fit
+/// a GPU, and no more than the budget moved. A model on sub-cluster `k`
+/// (not placed yet) counts nowhere.
+fn keeps(of: &[usize], inst: &Instance<'_>) -> bool {
+    let fits = inst.memory.is_none_or(|(mem, cap)| loads(of, mem, inst.k).iter().all(|&m| m <= cap + 1e-9));
+    let moved = |(cur, moves): (&[usize], usize)| of.iter().zip(cur).filter(|(a, b)| a != b).count() <= moves;
+    fits && inst.current.is_none_or(moved)
 }
 
 /// Largest demand first, each onto the sub-cluster where the objective is
-/// least after it (ties: the lowest index).
-fn greedy(demand: &[f64], k: usize, w: f64) -> Vec<usize> {
+/// least after it among those it fits (ties: the lowest index); the model
+/// that fits nowhere if one does not.
+fn greedy(inst: &Instance<'_>) -> Result<Vec<usize>, usize> {
+    let (demand, k) = (inst.demand, inst.k);
     let mut order: Vec<usize> = (0..demand.len()).collect();
     order.sort_by(|&a, &b| demand[b].total_cmp(&demand[a]).then(a.cmp(&b)));
     let mut of = vec![k; demand.len()];
     for i in order {
         let mut cost = |c: usize| {
             of[i] = c;
-            (objective(&of, demand, k, w), c)
+            keeps(&of, inst).then(|| (objective(&of, inst), c))
         };
-        let best = (0..k).map(&mut cost).min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        of[i] = best.expect("k > 0").1;
+        let best = (0..k).filter_map(&mut cost).min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        of[i] = best.ok_or(i)?.1;
     }
-    of
+    Ok(of)
 }
 
 /// Single moves, then swaps, while one lowers the objective (strictly, so
-/// it ends).
-fn improve(of: &mut [usize], demand: &[f64], k: usize, w: f64) {
-    let mut best = objective(of, demand, k, w);
+/// it ends) and keeps the limits.
+fn improve(of: &mut [usize], inst: &Instance<'_>) {
+    let k = inst.k;
+    let mut best = objective(of, inst);
     let better = |of: &mut [usize], best: &mut f64| {
-        let o = objective(of, demand, k, w);
-        let won = o < *best - 1e-12;
+        let o = objective(of, inst);
+        let won = o < *best - 1e-12 && keeps(of, inst);
         if won {
             *best = o;
         }
@@ -293,7 +373,8 @@ mod tests {
         let demand: Vec<f64> = s.models.iter().map(|m| demand_gpus(&m.spec, 4000.0 * m.weight / total)).collect();
         let w = demand.iter().sum::<f64>() / demand.len() as f64;
         let dealt: Vec<usize> = (0..16).map(|i| i % k).collect();
-        assert!(p.objective <= objective(&dealt, &demand, k, w) + 1e-9, "{p:?}");
+        let inst = Instance { demand: &demand, k, w, memory: None, current: None };
+        assert!(p.objective <= objective(&dealt, &inst) + 1e-9, "{p:?}");
         assert_eq!(plan(&s, k, 4000.0).unwrap(), p, "deterministic");
     }
 
@@ -302,5 +383,62 @@ mod tests {
         let s = zoo(8, 2);
         assert_eq!(plan(&s, 0, 100.0).unwrap_err(), PartitionError::NoSchedulers);
         assert_eq!(plan(&s, 4, 100.0).unwrap_err(), PartitionError::TooFewGpus { gpus: 2, needed: 4 });
+        let rates = vec![10.0; 8];
+        let bad = Options { current: Some((vec![0, 0, 0, 0, 0, 0, 0, 3], 1)), ..Options::default() };
+        assert!(matches!(plan_with(&s, 2, &rates, &bad), Err(PartitionError::BadCurrent(_))));
+        assert!(matches!(plan_with(&s, 2, &rates[1..], &Options::default()), Err(PartitionError::BadCurrent(_))));
+    }
+
+    #[test]
+    fn sub_clusters_hold_what_fits_one_gpu() {
+        // Eight 10 GB models on 24 GB GPUs: at most two per sub-cluster.
+        let mut s = zoo(8, 16);
+        s.cluster.gpu_memory_mb = Some(24_000.0);
+        for m in &mut s.models {
+            m.spec.memory_mb = 10_000.0;
+        }
+        let p = plan(&s, 4, 4000.0).unwrap();
+        assert!(p.subclusters.iter().all(|c| c.models.len() == 2), "{p:?}");
+        assert_eq!(
+            plan(&s, 3, 4000.0).unwrap_err(),
+            PartitionError::NoRoom { model: "m5".into(), gpu_mb: 24_000.0 },
+            "three sub-clusters hold six"
+        );
+    }
+
+    #[test]
+    fn a_replan_from_measured_rates_moves_few_models_toward_balance() {
+        let s = zoo(12, 64);
+        let even = plan(&s, 3, 4000.0).unwrap();
+        let mut of = vec![0; 12];
+        for (c, sub) in even.subclusters.iter().enumerate() {
+            for &m in &sub.models {
+                of[m] = c;
+            }
+        }
+        // Sub-cluster 0's models now see ten times their planned rate.
+        let mut rates = vec![4000.0 / 12.0; 12];
+        for &m in &even.subclusters[0].models {
+            rates[m] *= 10.0;
+        }
+        let stay = Options { current: Some((of.clone(), 0)), ..Options::default() };
+        let kept = plan_with(&s, 3, &rates, &stay).unwrap();
+        assert_eq!(kept.subclusters.iter().map(|c| c.models.clone()).collect::<Vec<_>>(), subs(&even));
+        let two = Options { current: Some((of.clone(), 2)), ..Options::default() };
+        let moved = plan_with(&s, 3, &rates, &two).unwrap();
+        let changed = moved
+            .subclusters
+            .iter()
+            .enumerate()
+            .map(|(c, sub)| sub.models.iter().filter(|&&m| of[m] != c).count())
+            .sum::<usize>();
+        assert!((1..=2).contains(&changed), "{changed} moved: {moved:?}");
+        assert!(moved.objective < kept.objective, "{} vs {}", moved.objective, kept.objective);
+        // The busy models' sub-cluster gets more of the GPUs.
+        assert!(moved.subclusters[0].gpus > even.subclusters[0].gpus);
+    }
+
+    fn subs(p: &Plan) -> Vec<Vec<usize>> {
+        p.subclusters.iter().map(|c| c.models.clone()).collect()
     }
 }

@@ -1,11 +1,16 @@
 //! `baton partition FILE --schedulers K [--rate R] [--json]`: the scenario's
 //! models split over K sub-clusters, each for a scheduler of its own, and
 //! the cluster's GPUs shared among them (`baton_sched::partition`, which
-//! says what the search is and what it is not yet).
+//! says what the search is and what it is not yet). `--solver highs`
+//! (a build with the `highs` feature) solves the MILP on HiGHS under
+//! `--time-limit`; `--current ROUTES --moves N` re-plans from a routing
+//! table in force, moving at most N models.
 
 use std::path::PathBuf;
 
-use baton_sched::partition::{plan, Solver};
+use baton_core::routes::Routes;
+use baton_sched::partition::{plan_with, Options, Solver, MILP_NODES};
+use baton_sched::partition_milp::Solver as Milp;
 use baton_tools::scenarios::load_scenario;
 
 #[derive(clap::Args)]
@@ -21,6 +26,40 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// The MILP's solver: `microlp` (pure Rust, deterministic within
+    /// `--nodes`) or `highs` (under `--time-limit`; needs a build with the
+    /// `highs` feature).
+    #[arg(long, default_value = "microlp")]
+    solver: String,
+    /// Branch-and-bound nodes microlp may explore.
+    #[arg(long, default_value_t = MILP_NODES)]
+    nodes: u64,
+    /// Seconds HiGHS may take.
+    #[arg(long, default_value_t = 10.0)]
+    time_limit: f64,
+    /// Re-plan from this routing table (`--json`'s format, as a frontend's
+    /// `--routes` reads it) instead of from scratch.
+    #[arg(long)]
+    current: Option<PathBuf>,
+    /// With `--current`: at most this many models change sub-cluster.
+    #[arg(long, default_value_t = 1, requires = "current")]
+    moves: usize,
+}
+
+/// The solver `--solver` names, or why not.
+fn solver(a: &Args) -> Result<Milp, String> {
+    match a.solver.as_str() {
+        "microlp" => Ok(Milp::Microlp { nodes: a.nodes }),
+        #[cfg(feature = "highs")]
+        "highs" if a.time_limit.is_finite() && a.time_limit > 0.0 => Ok(Milp::Highs { time_limit_s: a.time_limit }),
+        #[cfg(feature = "highs")]
+        "highs" => Err(format!("--time-limit: must be a positive number of seconds, got {}", a.time_limit)),
+        #[cfg(not(feature = "highs"))]
+        "highs" => Err("--solver highs: this baton was built without the `highs` feature \
+                        (cargo build --release --features highs; it needs cmake)"
+            .into()),
+        other => Err(format!("--solver: `microlp` or `highs`, got `{other}`")),
+    }
 }
 
 pub fn run(a: Args) -> Result<(), String> {
@@ -29,10 +68,24 @@ pub fn run(a: Args) -> Result<(), String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--rate: must be a positive number, got {rate}"));
     }
-    let p = plan(&s, a.schedulers, rate).map_err(|e| e.to_string())?;
+    let mut opts = Options { solver: solver(&a)?, current: None };
+    if let Some(path) = &a.current {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--current {}: {e}", path.display()))?;
+        let routes = Routes::from_json(&s, &text).map_err(|e| format!("--current {}: {e}", path.display()))?;
+        if routes.subclusters.len() != a.schedulers {
+            let n = routes.subclusters.len();
+            return Err(format!("--current has {n} sub-clusters, --schedulers {}", a.schedulers));
+        }
+        opts.current = Some((routes.assignment(), a.moves));
+    }
+    let total: f64 = s.models.iter().map(|m| m.weight).sum();
+    let rates: Vec<f64> = s.models.iter().map(|m| rate * m.weight / total).collect();
+    let p = plan_with(&s, a.schedulers, &rates, &opts).map_err(|e| e.to_string())?;
     let names = |models: &[usize]| -> Vec<String> { models.iter().map(|&i| s.models[i].spec.name.clone()).collect() };
     let solver = match &p.solver {
-        Solver::Milp { gap, optimal } => serde_json::json!({ "solver": "milp", "gap": gap, "optimal": optimal }),
+        Solver::Milp { by, gap, optimal } => {
+            serde_json::json!({ "solver": "milp", "by": by, "gap": gap, "optimal": optimal })
+        }
         Solver::Greedy { why } => serde_json::json!({ "solver": "greedy", "why": why }),
     };
     if a.json {
@@ -49,8 +102,10 @@ pub fn run(a: Args) -> Result<(), String> {
         return Ok(());
     }
     let how = match &p.solver {
-        Solver::Milp { optimal: true, .. } => "MILP, proven optimal".to_string(),
-        Solver::Milp { gap, .. } => format!("MILP, gap {}", gap.map_or("unknown".into(), |g| format!("{g:.4}"))),
+        Solver::Milp { by, optimal: true, .. } => format!("MILP ({by}), proven optimal"),
+        Solver::Milp { by, gap, .. } => {
+            format!("MILP ({by}), gap {}", gap.map_or("unknown".into(), |g| format!("{g:.4}")))
+        }
         Solver::Greedy { why } => format!("greedy: {why}"),
     };
     println!(
