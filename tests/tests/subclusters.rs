@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
-use baton_core::routes::{Routes, Subcluster};
+use baton_core::routes::{Change, Routes, Subcluster};
 use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start_role, EngineConfig, RoleSpec};
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
-use baton_tools::partitioned::{self, Move};
+use baton_tools::partitioned::{self, Control, Move};
+use baton_tools::repartition::Epochs;
 
 const FLOATS: usize = 4;
 
@@ -70,7 +71,8 @@ fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothin
         ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 300.0, Duration::from_secs(3))
     };
     let moves = [Move { at: Duration::from_millis(1500), model: 0, to: 1, gpu: Some(1) }];
-    let run = partitioned::run(&s, &config(), &halves(), 2, load, &moves, &origin).expect("the cluster runs");
+    let run =
+        partitioned::run(&s, &config(), &halves(), 2, load, Control::Moves(&moves), &origin).expect("the cluster runs");
     let _ = std::fs::remove_dir_all(&dir);
     let l = &run.load;
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
@@ -85,6 +87,50 @@ fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothin
     let dups: u64 = run.frontends.iter().map(|r| r.frontend.duplicates).sum();
     assert_eq!(dups, 0);
     assert_eq!(run.moved_at.len(), 1);
+}
+
+#[test]
+fn the_controller_re_partitions_a_lopsided_table_at_an_epoch_boundary() {
+    // Four alike models at one rate: three of them on one GPU under
+    // scheduler 0, the fourth on three under scheduler 1. Re-planned from
+    // the measured rates, a model and a GPU move: two and two each.
+    let mut s = scenario();
+    for name in ["c", "d"] {
+        let mut m = s.models[0].clone();
+        m.spec.name = name.into();
+        s.models.push(m.clone());
+        s.cluster.models.push(m.spec);
+    }
+    let lopsided = Routes {
+        subclusters: vec![
+            Subcluster { models: vec![0, 1, 2], backends: vec![0] },
+            Subcluster { models: vec![3], backends: vec![1, 2, 3] },
+        ],
+    };
+    let dir = std::env::temp_dir().join(format!("baton-subclusters-epochs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let origin = dir.join("clock-origin");
+    let load = LoadConfig {
+        connections: 2,
+        input_floats: vec![FLOATS],
+        drain: Duration::from_secs(5),
+        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 400.0, Duration::from_secs(3))
+    };
+    let epochs = Control::Epochs(Epochs { every: Duration::from_millis(500), moves: 1 });
+    let run = partitioned::run(&s, &config(), &lopsided, 1, load, epochs, &origin).expect("the cluster runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let l = &run.load;
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    assert_eq!(run.held_at_stop(), 0);
+    let requests: Vec<u64> = run.schedulers.iter().map(|r| r.scheduler.requests).collect();
+    assert_eq!(requests.iter().sum::<u64>(), run.frontends[0].frontend.received, "{requests:?}");
+    let (_, first) = run.replans.first().expect("a re-plan changed the table");
+    assert!(first.iter().any(|c| matches!(c, Change::Model { from: 0, to: 1, .. })), "{first:?}");
+    assert!(first.contains(&Change::Gpu { gpu: 3, from: 1, to: 0 }), "{first:?}");
+    assert_eq!(run.replans.len(), 1, "a balanced table stays: {:?}", run.replans);
+    let shape: Vec<(usize, usize)> =
+        run.routes.subclusters.iter().map(|c| (c.models.len(), c.backends.len())).collect();
+    assert_eq!(shape, vec![(2, 2), (2, 2)]);
 }
 
 #[test]

@@ -14,5 +14,6 @@ pub mod load;
 pub mod overhead;
 pub mod partitioned;
 pub mod policies;
+pub mod repartition;
 pub mod scenarios;
 pub mod supervise;

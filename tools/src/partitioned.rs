@@ -5,18 +5,22 @@
 //! their sub-cluster's scheduler: one per run of consecutive GPUs of a
 //! sub-cluster, and one of its own for each GPU a move names — so a GPU
 //! moves between sub-clusters by its process leaving one scheduler and a
-//! new one joining the other. Moves (`Move`) run while the load does: a model and,
-//! optionally, a GPU change sub-cluster; nothing is lost or answered
-//! twice (`routes.rs` says why).
+//! new one joining the other. Moves run while the load does: scripted
+//! (`Move`: a model and, optionally, a GPU change sub-cluster at a given
+//! time), or decided at every epoch boundary by the re-partitioning
+//! controller (`repartition.rs`, from the frontends' `/metrics`; every GPU
+//! then has a process of its own, since any may move). Nothing is lost or
+//! answered twice (`routes.rs` says why).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use baton_core::routes::Routes;
+use baton_core::routes::{Change, Routes};
 use baton_core::runtime::{start_role, EngineConfig, EngineReport, RoleProcess, RoleSpec};
 use baton_sched::Scenario;
 
 use crate::load::{LoadConfig, LoadReport};
+use crate::repartition::{answered_by_model, scrape, Controller, Epochs};
 
 /// A model (by index) moved to sub-cluster `to` at `at` into the run,
 /// with the GPU `gpu` when given (its process leaves its scheduler first,
@@ -40,6 +44,10 @@ pub struct PartitionedRun {
     pub backends: Vec<EngineReport>,
     /// When each move was done, from the start of the load.
     pub moved_at: Vec<Duration>,
+    /// Each re-plan that changed the table: when, and its steps.
+    pub replans: Vec<(Duration, Vec<Change>)>,
+    /// The routing table in force at the end.
+    pub routes: Routes,
 }
 
 impl PartitionedRun {
@@ -54,18 +62,27 @@ impl PartitionedRun {
     }
 }
 
+/// What changes the table while the load runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Control<'a> {
+    /// These moves, in time order.
+    Moves(&'a [Move]),
+    /// Re-planned at every epoch boundary.
+    Epochs(Epochs),
+}
+
 /// Serves `s` partitioned by `routes` (checked) with `frontends`
 /// frontends, under `load` spread over them (its target is set here),
-/// making `moves` in time order while it runs. `cfg` must hold a cluster
-/// key; `origin_file` is where the schedulers keep their one clock (a
-/// fresh path: it is written).
+/// changing the table as `control` says while it runs. `cfg` must hold a
+/// cluster key; `origin_file` is where the schedulers keep their one
+/// clock (a fresh path: it is written).
 pub fn run(
     s: &Scenario,
     cfg: &EngineConfig,
     routes: &Routes,
     frontends: u32,
     mut load: LoadConfig,
-    moves: &[Move],
+    control: Control<'_>,
     origin_file: &std::path::Path,
 ) -> Result<PartitionedRun, String> {
     routes.check(s).map_err(|e| e.to_string())?;
@@ -80,7 +97,11 @@ pub fn run(
         schedulers.push(role(&cfg, RoleSpec::Scheduler { listen: any })?);
     }
     let sched_addrs: Vec<SocketAddr> = schedulers.iter().map(|p| p.addr.expect("a scheduler listens")).collect();
-    let fe_cfg = EngineConfig { routes: Some(routes.clone()), ..cfg.clone() };
+    let mut fe_cfg = EngineConfig { routes: Some(routes.clone()), ..cfg.clone() };
+    if let Control::Epochs(_) = control {
+        // The controller reads each frontend's `/metrics`.
+        fe_cfg.gateway.http = Some(any);
+    }
     let fes = (0..frontends)
         .map(|index| {
             let spec = RoleSpec::Frontend { index, listen: any, peers: any, schedulers: sched_addrs.clone() };
@@ -95,7 +116,10 @@ pub fn run(
     };
     // Processes by their first GPU and how many they hold.
     let mut serving: Vec<(u32, u32, RoleProcess)> = Vec::new();
-    let moving = |b: u32| moves.iter().any(|m| m.gpu == Some(b));
+    let moving = |b: u32| match control {
+        Control::Moves(moves) => moves.iter().any(|m| m.gpu == Some(b)),
+        Control::Epochs(_) => true,
+    };
     for (k, c) in routes.subclusters.iter().enumerate() {
         for (first, count) in runs(&c.backends, moving) {
             serving.push((first, count, gpus(first, count, k as u32)?));
@@ -110,27 +134,68 @@ pub fn run(
         let s = s.clone();
         std::thread::spawn(move || crate::load::run(&s, &load))
     };
-    let (mut table, mut left, mut moved_at) = (routes.clone(), Vec::new(), Vec::new());
-    for m in moves {
-        std::thread::sleep(m.at.saturating_sub(started.elapsed()));
-        if let Some(b) = m.gpu {
-            if let Some(i) = serving.iter().position(|&(first, count, _)| (first..first + count).contains(&b)) {
-                left.push(serving.swap_remove(i).2.shutdown());
+    let (mut table, mut left, mut moved_at, mut replans) = (routes.clone(), Vec::new(), Vec::new(), Vec::new());
+    // GPU `b` leaves its scheduler (its process drains and stops) and a
+    // process of its own joins sub-cluster `to`'s.
+    let mut move_gpu = |serving: &mut Vec<(u32, u32, RoleProcess)>, b: u32, to: u32| -> Result<(), String> {
+        if let Some(i) = serving.iter().position(|&(first, count, _)| (first..first + count).contains(&b)) {
+            left.push(serving.swap_remove(i).2.shutdown());
+        }
+        serving.push((b, 1, gpus(b, 1, to)?));
+        Ok(())
+    };
+    let publish = |table: &Routes| fes.iter().try_for_each(|fe| fe.reroute(s, table).map_err(|e| e.to_string()));
+    match control {
+        Control::Moves(moves) => {
+            for m in moves {
+                std::thread::sleep(m.at.saturating_sub(started.elapsed()));
+                if let Some(b) = m.gpu {
+                    move_gpu(&mut serving, b, m.to)?;
+                }
+                table = table.moved(m.model, m.to, m.gpu).map_err(|e| e.to_string())?;
+                publish(&table)?;
+                moved_at.push(started.elapsed());
             }
-            serving.push((b, 1, gpus(b, 1, m.to)?));
         }
-        table = table.moved(m.model, m.to, m.gpu).map_err(|e| e.to_string())?;
-        for fe in &fes {
-            fe.reroute(s, &table).map_err(|e| e.to_string())?;
+        Control::Epochs(epochs) => {
+            let https: Vec<SocketAddr> = fes.iter().map(|p| p.http.expect("a frontend's /metrics")).collect();
+            let mut controller = Controller::new(s, epochs);
+            let mut last = Instant::now();
+            while !run.is_finished() {
+                std::thread::sleep((last + epochs.every).saturating_duration_since(Instant::now()).min(POLL));
+                if last.elapsed() < epochs.every {
+                    continue;
+                }
+                let mut answered = vec![0; s.models.len()];
+                for &http in &https {
+                    for (sum, n) in answered.iter_mut().zip(answered_by_model(s, &scrape(http)?)) {
+                        *sum += n;
+                    }
+                }
+                let span = last.elapsed();
+                last = Instant::now();
+                if let Some((next, changes)) = controller.step(s, &table, answered, span)? {
+                    for c in &changes {
+                        if let Change::Gpu { gpu, to, .. } = *c {
+                            move_gpu(&mut serving, gpu, to)?;
+                        }
+                    }
+                    table = next;
+                    publish(&table)?;
+                    replans.push((started.elapsed(), changes));
+                }
+            }
         }
-        moved_at.push(started.elapsed());
     }
     let load = run.join().map_err(|_| "the load generator panicked")?.map_err(|e| e.to_string())?;
     let frontends = fes.into_iter().map(RoleProcess::shutdown).collect();
     left.extend(serving.into_iter().map(|(.., p)| p.shutdown()));
     let schedulers = schedulers.into_iter().map(RoleProcess::shutdown).collect();
-    Ok(PartitionedRun { load, schedulers, frontends, backends: left, moved_at })
+    Ok(PartitionedRun { load, schedulers, frontends, backends: left, moved_at, replans, routes: table })
 }
+
+/// How often the controller looks whether the load has finished.
+const POLL: Duration = Duration::from_millis(50);
 
 /// `backends` as runs of consecutive GPUs (first, count), in order, each
 /// GPU `alone` picks a run of its own.

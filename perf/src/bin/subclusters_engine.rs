@@ -33,7 +33,7 @@ use baton_sched::sim::{find_goodput_with, run_with};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
-use baton_tools::partitioned::{self, Move, PartitionedRun};
+use baton_tools::partitioned::{self, Control, Move, PartitionedRun};
 
 /// Seconds of warm-up and of counted sending per probe.
 const WARMUP_S: f64 = 1.0;
@@ -56,7 +56,7 @@ fn main() {
             warmup: Duration::from_secs_f64(WARMUP_S),
             ..LoadConfig::new(cfg.listen, rate, Duration::from_secs_f64(SECS))
         };
-        partitioned::run(&s, &cfg, routes, 1, load, moves, &origin).unwrap_or_else(|e| panic!("{e}"))
+        partitioned::run(&s, &cfg, routes, 1, load, Control::Moves(moves), &origin).unwrap_or_else(|e| panic!("{e}"))
     };
     println!(
         "# {}: seed {}, {} models, {} GPUs; role processes on this machine ({} cores), one frontend, {WARMUP_S} s warm-up + {SECS} s per probe",
