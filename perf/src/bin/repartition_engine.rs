@@ -1,0 +1,103 @@
+//! Re-partitioning at epoch boundaries in the engine (Symphony's
+//! sub-clusters; `baton_tools::repartition`): `cargo run --release -p
+//! baton-perf --bin repartition_engine > perf/results/repartition_engine.txt`.
+//!
+//! The workload whose mix shifts (`nexus-shift.toml`: ResNet50's traffic
+//! ramps from 1.8x to 0.2x its mean, InceptionV3's the other way) under
+//! Symphony, split into two sub-clusters by the partitioner from the mean
+//! rates — one model each, the GPUs shared by mean demand. Served by role
+//! processes (a scheduler per sub-cluster, one frontend, a backend process
+//! per GPU) under `baton load`, at a few rates: with the plan made once
+//! (static), and with the controller re-planning every epoch from the
+//! rates the frontend's `/metrics` shows, GPUs following the load between
+//! the schedulers. Beside the static runs, the simulator on the same file,
+//! seed, rate and plan. Each row: bad rate as the client sees it, every
+//! request answered exactly once (`unanswered`, `duplicates`), and for the
+//! controlled runs the GPUs each sub-cluster held after each re-plan.
+
+use std::time::Duration;
+
+use baton_core::routes::{Change, Routes};
+use baton_core::runtime::auth::ClusterKey;
+use baton_core::runtime::EngineConfig;
+use baton_perf::load_scenario;
+use baton_sched::partition::{plan, Plan};
+use baton_sched::partitioned::Partitioned;
+use baton_sched::policy::PolicyKind;
+use baton_sched::sim::run_with;
+use baton_sched::Scenario;
+use baton_tools::load::LoadConfig;
+use baton_tools::partitioned::{self, Control, PartitionedRun};
+use baton_tools::repartition::Epochs;
+
+const EPOCHS: Epochs = Epochs { every: Duration::from_secs(2), moves: 1 };
+
+fn main() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/nexus-shift.toml");
+    let mut s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    s.policy = PolicyKind::Symphony;
+    let key = ClusterKey::new(b"repartition_engine's own cluster secret").expect("long enough");
+    let cfg = EngineConfig { cluster_key: Some(key), ..EngineConfig::default() };
+    let dir = std::env::temp_dir().join(format!("baton-repartition-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let probe = std::cell::Cell::new(0);
+    let serve = |routes: &Routes, rate: f64, control: Control<'_>| -> PartitionedRun {
+        probe.set(probe.get() + 1);
+        let origin = dir.join(format!("origin-{}", probe.get()));
+        let load = LoadConfig { connections: 2, ..LoadConfig::new(cfg.listen, rate, Duration::from_nanos(s.duration)) };
+        partitioned::run(&s, &cfg, routes, 1, load, control, &origin).unwrap_or_else(|e| panic!("{e}"))
+    };
+    println!(
+        "# {} under symphony: seed {}, {} s ({} s warm-up), {} GPUs, two sub-clusters; role processes on this machine ({} cores); controller every {:?}, at most {} model moved per re-plan",
+        s.name,
+        s.seed,
+        s.duration / 1_000_000_000,
+        s.warmup / 1_000_000_000,
+        s.cluster.backends,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        EPOCHS.every,
+        EPOCHS.moves,
+    );
+    println!(
+        "{:>8} {:>10} {:>14} {:>12} {:>12} {:>10} {:>10}  gpus per sub-cluster after each re-plan (s: counts)",
+        "rate", "table", "sub-clusters", "bad_rate", "sim_bad", "unanswered", "duplicates"
+    );
+    for rate in [2_000.0, 3_000.0, 4_000.0] {
+        let p = plan(&s, 2, rate).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of_plan(&p);
+        let shape =
+            |r: &Routes| r.subclusters.iter().map(|c| c.backends.len().to_string()).collect::<Vec<_>>().join("+");
+        let sim_bad = run_with(&s, "symphony/2-schedulers", simulated(&s, &p, rate).as_mut(), rate).bad_rate;
+        let fixed = serve(&routes, rate, Control::Moves(&[]));
+        row(rate, "static", &shape(&routes), &fixed, &format!("{sim_bad:.4}"), "");
+        let run = serve(&routes, rate, Control::Epochs(EPOCHS));
+        let mut gpus: Vec<i64> = routes.subclusters.iter().map(|c| c.backends.len() as i64).collect();
+        let mut steps = Vec::new();
+        for (at, changes) in &run.replans {
+            for c in changes {
+                if let Change::Gpu { from, to, .. } = *c {
+                    (gpus[from as usize], gpus[to as usize]) = (gpus[from as usize] - 1, gpus[to as usize] + 1);
+                }
+            }
+            let counts: Vec<String> = gpus.iter().map(i64::to_string).collect();
+            steps.push(format!("{:.1}: {}", at.as_secs_f64(), counts.join("+")));
+        }
+        row(rate, "epochs", &shape(&routes), &run, "-", &steps.join(", "));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn row(rate: f64, table: &str, shape: &str, run: &PartitionedRun, sim: &str, steps: &str) {
+    let l = &run.load;
+    assert_eq!(run.held_at_stop(), 0, "requests held at stop");
+    println!(
+        "{rate:>8.0} {table:>10} {shape:>14} {:>12.4} {sim:>12} {:>10} {:>10}  {steps}",
+        l.bad_rate, l.unanswered, l.duplicates
+    );
+}
+
+/// The simulator's scheduler for `s` split by `p` (the engine's plan) at `rate`.
+fn simulated(s: &Scenario, p: &Plan, rate: f64) -> Box<dyn baton_sched::Scheduler> {
+    let each = |sub: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, sub, r);
+    Box::new(Partitioned::new(s, p, rate, &each).unwrap_or_else(|e| panic!("{e}")))
+}
