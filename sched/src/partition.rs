@@ -226,8 +226,12 @@ fn spread(v: &[f64]) -> f64 {
 /// re-planning.
 fn objective(of: &[usize], inst: &Instance<'_>) -> f64 {
     let (k, w) = (inst.k, inst.w);
-    let moved = inst.current.map_or(0, |(cur, _)| of.iter().zip(cur).filter(|(a, b)| a != b).count());
-    spread(&loads(of, inst.demand, k)) + w * spread(&counts(of, k)) + 1e-3 * w * moved as f64
+    spread(&loads(of, inst.demand, k)) + w * spread(&counts(of, k)) + milp::MOVE_COST * w * moved(of, inst) as f64
+}
+
+/// Models `of` places elsewhere than the current assignment (0 on a fresh plan).
+fn moved(of: &[usize], inst: &Instance<'_>) -> usize {
+    inst.current.map_or(0, |(cur, _)| of.iter().zip(cur).filter(|(a, b)| a != b).count())
 }
 
 /// Whether `of` keeps the instance's limits: every sub-cluster's models fit
@@ -235,8 +239,7 @@ fn objective(of: &[usize], inst: &Instance<'_>) -> f64 {
 /// (not placed yet) counts nowhere.
 fn keeps(of: &[usize], inst: &Instance<'_>) -> bool {
     let fits = inst.memory.is_none_or(|(mem, cap)| loads(of, mem, inst.k).iter().all(|&m| m <= cap + 1e-9));
-    let moved = |(cur, moves): (&[usize], usize)| of.iter().zip(cur).filter(|(a, b)| a != b).count() <= moves;
-    fits && inst.current.is_none_or(moved)
+    fits && inst.current.is_none_or(|(_, moves)| moved(of, inst) <= moves)
 }
 
 /// Largest demand first, each onto the sub-cluster where the objective is

@@ -31,6 +31,9 @@
 //! spread is bounded below by `⌈n/k⌉ − ⌊n/k⌋` (S⁺ ≥ ⌈n/k⌉, S⁻ ≤ ⌊n/k⌋),
 //! which the relaxation would not see.
 
+/// ε per moved model, in units of `w` (the module doc).
+pub const MOVE_COST: f64 = 1e-3;
+
 /// Which solver runs the MILP, and its budget.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Solver {
@@ -142,7 +145,7 @@ impl Milp {
             }
         };
         let mut p = Milp { cols: vec![], rows: vec![], x: vec![], start: vec![] };
-        let eps = 1e-3 * w;
+        let eps = MOVE_COST * w;
         for m in 0..n {
             let row = (0..k)
                 .map(|c| {
