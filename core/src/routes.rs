@@ -233,23 +233,13 @@ impl ModelTable {
 mod tests {
     use super::*;
 
+    /// Models `a` and `b`, alike, on 4 GPUs.
     fn zoo() -> Scenario {
-        let text = r#"
-            name = "two"
-            [cluster]
-            gpus = 4
-            [[models]]
-            name = "a"
-            alpha_ms = 1.0
-            beta_ms = 2.0
-            slo_ms = 50
-            [[models]]
-            name = "b"
-            alpha_ms = 1.0
-            beta_ms = 2.0
-            slo_ms = 50
-        "#;
-        Scenario::parse(text).expect("a scenario")
+        let mut text = "name = \"two\"\n[cluster]\ngpus = 4\n".to_string();
+        for name in ["a", "b"] {
+            text += &format!("[[models]]\nname = \"{name}\"\nalpha_ms = 1.0\nbeta_ms = 2.0\nslo_ms = 50\n");
+        }
+        Scenario::parse(&text).expect("a scenario")
     }
 
     #[test]

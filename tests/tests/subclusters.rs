@@ -16,30 +16,18 @@ use baton_tools::repartition::Epochs;
 
 const FLOATS: usize = 4;
 
+/// Alike models of these names under Symphony on 4 GPUs.
+fn scenario_of(names: &[&str]) -> Scenario {
+    let mut text = "name = \"subclusters\"\nseed = 11\nduration_s = 3\nwarmup_s = 0\n".to_string();
+    text += "[cluster]\ngpus = 4\n[policy]\nname = \"symphony\"\n";
+    for name in names {
+        text += &format!("[[models]]\nname = \"{name}\"\nalpha_ms = 1.0\nbeta_ms = 2.0\nslo_ms = 100.0\n");
+    }
+    Scenario::parse(&text).expect("the scenario parses")
+}
+
 fn scenario() -> Scenario {
-    Scenario::parse(
-        r#"
-        name = "two-subclusters"
-        seed = 11
-        duration_s = 3
-        warmup_s = 0
-        [cluster]
-        gpus = 4
-        [[models]]
-        name = "a"
-        alpha_ms = 1.0
-        beta_ms = 2.0
-        slo_ms = 100.0
-        [[models]]
-        name = "b"
-        alpha_ms = 1.0
-        beta_ms = 2.0
-        slo_ms = 100.0
-        [policy]
-        name = "symphony"
-        "#,
-    )
-    .expect("the scenario parses")
+    scenario_of(&["a", "b"])
 }
 
 fn config() -> EngineConfig {
@@ -94,13 +82,7 @@ fn the_controller_re_partitions_a_lopsided_table_at_an_epoch_boundary() {
     // Four alike models at one rate: three of them on one GPU under
     // scheduler 0, the fourth on three under scheduler 1. Re-planned from
     // the measured rates, a model and a GPU move: two and two each.
-    let mut s = scenario();
-    for name in ["c", "d"] {
-        let mut m = s.models[0].clone();
-        m.spec.name = name.into();
-        s.models.push(m.clone());
-        s.cluster.models.push(m.spec);
-    }
+    let s = scenario_of(&["a", "b", "c", "d"]);
     let lopsided = Routes {
         subclusters: vec![
             Subcluster { models: vec![0, 1, 2], backends: vec![0] },

@@ -32,9 +32,7 @@ const EARLY: Nanos = 50_000;
 
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
-    pub target: SocketAddr,
-    /// Frontends to spread the connections over, round-robin (empty: all
-    /// to `target`).
+    /// Frontends to spread the connections over, round-robin (at least one).
     pub targets: Vec<SocketAddr>,
     pub rate_rps: f64,
     /// Seconds of sending that count, after `warmup`.
@@ -59,8 +57,7 @@ impl LoadConfig {
     /// default input size, 2 s to drain, quiet, not pinned.
     pub fn new(target: SocketAddr, rate_rps: f64, duration: Duration) -> Self {
         Self {
-            target,
-            targets: Vec::new(),
+            targets: vec![target],
             rate_rps,
             duration,
             warmup: Duration::ZERO,
@@ -348,7 +345,7 @@ fn percentile_ms(v: &mut [u32], q: f64) -> f64 {
     v[i] as f64 / 1_000.0
 }
 
-/// Sends `scenario`'s requests to `cfg.target` and accounts for the answers.
+/// Sends `scenario`'s requests to `cfg.targets` and accounts for the answers.
 pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
     let schedule = schedule(scenario, cfg.rate_rps, cfg.warmup + cfg.duration)?;
     let warmup = cfg.warmup.as_nanos() as Nanos;
@@ -358,7 +355,11 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let max_slo = slo.iter().copied().max().unwrap_or(0);
     let names: Vec<String> = scenario.models.iter().map(|m| m.spec.name.clone()).collect();
     let queries: Vec<String> = scenario.queries.iter().map(|q| q.name.clone()).collect();
-    let to = |i: usize| cfg.targets.get(i % cfg.targets.len().max(1)).copied().unwrap_or(cfg.target);
+    if cfg.targets.is_empty() {
+        let none = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no target to send to");
+        return Err(LoadError::Connect(none));
+    }
+    let to = |i: usize| cfg.targets[i % cfg.targets.len()];
     let halves = (0..cfg.connections.max(1)).map(|i| client::connect(to(i))).collect::<Result<Vec<_>, _>>();
     let (mut senders, receivers): (Vec<Sender>, Vec<Receiver>) =
         halves.map_err(LoadError::Connect)?.into_iter().unzip();
@@ -485,7 +486,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let answered_ok = t.latency_us.len() as u64;
     let secs = cfg.duration.as_secs_f64();
     Ok(LoadReport {
-        target: cfg.target.to_string(),
+        target: cfg.targets.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(","),
         offered_rps: cfg.rate_rps,
         duration_s: secs,
         warmup_s: cfg.warmup.as_secs_f64(),

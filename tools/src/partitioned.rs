@@ -72,7 +72,7 @@ pub enum Control<'a> {
 }
 
 /// Serves `s` partitioned by `routes` (checked) with `frontends`
-/// frontends, under `load` spread over them (its target is set here),
+/// frontends, under `load` spread over them (its targets are set here),
 /// changing the table as `control` says while it runs. `cfg` must hold a
 /// cluster key; `origin_file` is where the schedulers keep their one
 /// clock (a fresh path: it is written).
@@ -126,9 +126,7 @@ pub fn run(
         }
     }
     // The generator's connections spread over the frontends.
-    let targets: Vec<SocketAddr> = fes.iter().map(|p| p.addr.expect("a frontend listens")).collect();
-    load.target = targets[0];
-    load.targets = targets;
+    load.targets = fes.iter().map(|p| p.addr.expect("a frontend listens")).collect();
     let started = Instant::now();
     let run = {
         let s = s.clone();

@@ -722,7 +722,6 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         return Err(format!("--input-floats: give one size, or one per model ({m}), not {n}"));
     }
     let cfg = LoadConfig {
-        target: a.target[0],
         targets: a.target.clone(),
         rate_rps: rate_of(&s, a.rate, "--rate")?,
         duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
@@ -765,8 +764,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         warmup.as_secs_f64()
     );
     let cfg = LoadConfig {
-        target: engine.addr,
-        targets: Vec::new(),
+        targets: vec![engine.addr],
         rate_rps: rate,
         duration: Duration::from_secs_f64(duration),
         warmup,

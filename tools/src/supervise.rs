@@ -90,7 +90,7 @@ pub fn run_autoscaled(
         role(cfg, spec).expect("a backend process starts")
     };
     let mut sup = Supervisor::new(scaling.initial, gpu);
-    load.target = fe.addr.expect("a frontend listens for clients");
+    load.targets = vec![fe.addr.expect("a frontend listens for clients")];
     let run = {
         let s = s.clone();
         std::thread::spawn(move || crate::load::run(&s, &load))

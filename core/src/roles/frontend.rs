@@ -269,7 +269,7 @@ impl Frontend {
             client_id: req.id,
             model,
             app,
-            sub: 0,
+            sub: table.models[model as usize].subcluster,
             arrival: now,
             deadline,
             input,
@@ -279,8 +279,7 @@ impl Frontend {
             slot: None,
         };
         if req.query.is_none() {
-            let sub = table.models[model as usize].subcluster;
-            return Ok(self.hold(Held { sub, ..held }, deadline - reserved));
+            return Ok(self.hold(held, deadline - reserved));
         }
         // A query: its root stage request runs first.
         let instance = self.next_instance;
