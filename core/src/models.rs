@@ -274,9 +274,10 @@ impl ModelTable {
     ) -> Result<Box<dyn Executor>, ExecError> {
         match choice {
             ExecutorChoice::Emulated => {
-                match self.partitions.as_ref().and_then(|p| p.executor(&self.models, backend, jitter, seed)) {
-                    Some(on_partition) => Ok(Box::new(on_partition)),
-                    None => Ok(Box::new(self.emulated_executor(jitter, seed))),
+                let whole = self.emulated_executor(jitter, seed);
+                match &self.partitions {
+                    Some(p) => Ok(Box::new(p.executor(&self.models, whole, backend, jitter, seed))),
+                    None => Ok(Box::new(whole)),
                 }
             }
             ExecutorChoice::Cuda(cfg) => {

@@ -16,9 +16,15 @@
 //! backends of one GPU must share a process; `baton backend` refuses
 //! partition policies).
 //!
-//! Reduced: the layout is planned once, at start-up, as the simulator
-//! plans it (glet's runtime does not re-plan); partitions run on the
-//! emulated executor only (CUDA green contexts are not wired to backends).
+//! A policy that re-plans (`[policy] epoch_s`, `glet/epochs.rs`) announces
+//! each new layout (`Output::Layout`) only once the GPUs it changes run
+//! nothing; the scheduler role writes it here (`relayout`) before it sends
+//! any batch for the new partitions, so each batch is timed on the
+//! partition it was planned for. A backend's executor times whatever
+//! partition its backend holds when the batch starts.
+//!
+//! Reduced: partitions run on the emulated executor only (CUDA green
+//! contexts are not wired to backends).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -28,7 +34,7 @@ use baton_gpu::{Batch, ExecError, Executor, ModelInfo};
 use baton_sched::glet::{PartitionData, MAX_PARTITION_BATCH};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{batch_times, Layout};
-use baton_sched::types::Scheduler;
+use baton_sched::types::{Partition, Scheduler};
 
 use crate::models::{ModelEntry, Unsupported};
 
@@ -44,12 +50,19 @@ struct Occupant {
 /// The engine's backends as the plan's partitions.
 #[derive(Debug)]
 pub struct Partitioned {
-    layout: Layout,
     data: Arc<PartitionData>,
     /// Each model's row of the measured profiles.
     rows: Vec<usize>,
-    /// What each backend runs now (None: idle or never started).
-    board: Mutex<Vec<Option<Occupant>>>,
+    gpus: u32,
+    /// The partition each backend holds, and what each runs now (None:
+    /// idle or never started).
+    board: Mutex<Board>,
+}
+
+#[derive(Debug)]
+struct Board {
+    layout: Layout,
+    running: Vec<Option<Occupant>>,
 }
 
 impl Partitioned {
@@ -63,63 +76,94 @@ impl Partitioned {
             .iter()
             .map(|m| m.partition_profile.ok_or_else(|| Unsupported(format!("`{}` has no `profile`", m.spec.name))))
             .collect::<Result<Vec<_>, _>>()?;
-        if slots.is_empty() {
+        if slots.iter().all(|s| s.percent == 0) {
             return Err(Unsupported("the partition plan fits nothing on the cluster at this rate".into()));
         }
-        let layout = Layout::new(slots, scenario.cluster.backends);
-        let board = Mutex::new(vec![None; layout.len()]);
-        Ok(Some(Self { layout, data, rows, board }))
+        let gpus = scenario.cluster.backends;
+        let layout = Layout::new(slots, gpus);
+        let running = vec![None; layout.len()];
+        Ok(Some(Self { data, rows, gpus, board: Mutex::new(Board { layout, running }) }))
+    }
+
+    /// One process's backends share the board; a panic elsewhere leaves
+    /// it consistent (each field is written whole).
+    fn board(&self) -> std::sync::MutexGuard<'_, Board> {
+        self.board.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many backends the plan runs.
     pub fn backends(&self) -> u32 {
-        self.layout.len() as u32
+        self.board().layout.len() as u32
     }
 
     pub fn percent(&self, backend: u32) -> u32 {
-        self.layout.percent(backend as usize)
+        self.board().layout.percent(backend as usize)
     }
 
-    /// Backend `backend`'s emulated executor: L(b, p) per model on its
-    /// partition, slowed by its sibling; None for a whole GPU (the caller
-    /// runs the models' own profiles there).
+    /// The policy re-partitioned (`Output::Layout`): from now on backend i
+    /// holds `slots[i]`. The policy saw every batch of the GPUs it changes
+    /// end (the simulator checks that rule); what they ran no longer slows
+    /// their new partitions, even if this board's clock, which is not the
+    /// cluster's, still counts a few microseconds of it.
+    pub fn relayout(&self, slots: Vec<Partition>) {
+        let mut board = self.board();
+        for b in board.layout.touched_by(&slots) {
+            board.running[b] = None;
+        }
+        board.layout = Layout::new(slots, self.gpus);
+    }
+
+    /// Backend `backend`'s emulated executor: on a partition, L(b, p) per
+    /// model slowed by its sibling; on a whole GPU, `whole` (the models'
+    /// own profiles, as in the simulator). Every partition's jitter comes
+    /// from `jitter` and `seed`, as `whole`'s does.
     pub fn executor(
         self: &Arc<Self>,
         models: &[ModelEntry],
+        whole: Emulated,
         backend: u32,
         jitter: f64,
         seed: u64,
-    ) -> Option<OnPartition> {
-        let percent = self.percent(backend);
-        if percent == 100 {
-            return None;
-        }
+    ) -> OnPartition {
+        let models = models.iter().map(|m| (m.name.clone(), m.input_floats, m.output_floats)).collect();
+        let (backend, plan) = (backend as usize, Arc::clone(self));
+        OnPartition { whole, parts: Vec::new(), models, jitter, seed, backend, plan }
+    }
+
+    /// An emulated executor timing L(b, `percent`) for `models`.
+    fn on(&self, models: &[(String, usize, usize)], percent: u32, jitter: f64, seed: u64) -> Emulated {
         let emulated = models
             .iter()
             .zip(&self.rows)
-            .map(|(m, &row)| {
+            .map(|((name, input, output), &row)| {
                 let l = (1..=MAX_PARTITION_BATCH).map_while(|b| self.data.solo(row, b, percent));
-                let info = ModelInfo::fixed(&m.name, m.input_floats, m.output_floats, MAX_PARTITION_BATCH);
+                let info = ModelInfo::fixed(name, *input, *output, MAX_PARTITION_BATCH);
                 EmulatedModel::fixed(info, l.map(Duration::from_nanos).collect())
             })
             .collect();
-        let inner = Emulated::new(emulated, jitter, seed).with_pacing(Pacing::Deferred);
-        Some(OnPartition { inner, backend: backend as usize, percent, plan: Arc::clone(self) })
+        Emulated::new(emulated, jitter, seed).with_pacing(Pacing::Deferred)
     }
 }
 
-/// An emulated partition: the inner executor times L(b, p) (jitter
-/// included); the sibling's batch at the start scales it.
+/// An emulated backend on whatever partition it holds: the executor of
+/// that size times L(b, p) (jitter included); the sibling's batch at the
+/// start scales it. A whole GPU runs `whole`.
 pub struct OnPartition {
-    inner: Emulated,
+    whole: Emulated,
+    /// An executor per partition size this backend has held, made when
+    /// first needed (jitter and seed as `whole`'s).
+    parts: Vec<(u32, Emulated)>,
+    /// Each model's name, input and output length.
+    models: Vec<(String, usize, usize)>,
+    jitter: f64,
+    seed: u64,
     backend: usize,
-    percent: u32,
     plan: Arc<Partitioned>,
 }
 
 impl Executor for OnPartition {
     fn models(&self) -> &[ModelInfo] {
-        self.inner.models()
+        self.whole.models()
     }
 
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
@@ -130,16 +174,26 @@ impl Executor for OnPartition {
 impl OnPartition {
     /// Runs `batch` as if it started at `now`.
     fn run_at(&mut self, now: Instant, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
-        let solo_run = self.inner.run(batch, outputs)?;
-        let plan = &*self.plan;
+        let plan = Arc::clone(&self.plan);
+        let percent = plan.percent(self.backend as u32);
+        assert!(percent > 0, "a batch sent to backend {}, which holds no partition", self.backend);
+        if percent == 100 {
+            return self.whole.run(batch, outputs);
+        }
+        let at = match self.parts.iter().position(|p| p.0 == percent) {
+            Some(at) => at,
+            None => {
+                self.parts.push((percent, plan.on(&self.models, percent, self.jitter, self.seed)));
+                self.parts.len() - 1
+            }
+        };
+        let solo_run = self.parts[at].1.run(batch, outputs)?;
         let (row, b) = (plan.rows[batch.model as usize], batch.inputs.len() as u32);
-        // One process's backends share the board; a panic elsewhere leaves
-        // it consistent (each entry is written whole).
-        let mut board = plan.board.lock().unwrap_or_else(PoisonError::into_inner);
-        let sibling = plan.layout.sibling(self.backend).and_then(|s| board[s]).filter(|o| o.until > now);
-        let (solo, real) = batch_times(&plan.data, row, b, self.percent, sibling.map(|o| (o.row, o.batch)));
+        let mut board = plan.board();
+        let sibling = board.layout.sibling(self.backend).and_then(|s| board.running[s]).filter(|o| o.until > now);
+        let (solo, real) = batch_times(&plan.data, row, b, percent, sibling.map(|o| (o.row, o.batch)));
         let run = solo_run.mul_f64(real as f64 / solo as f64);
-        board[self.backend] = Some(Occupant { row, batch: b, until: now + run });
+        board.running[self.backend] = Some(Occupant { row, batch: b, until: now + run });
         Ok(run)
     }
 }
@@ -166,11 +220,12 @@ mod tests {
         let policy = build::scheduler(PolicyKind::Glet, &s, s.rate_rps.unwrap_or(1000.0));
         let plan = Arc::new(Partitioned::of(&s, policy.as_ref()).expect("plans").expect("partitions"));
         let table = crate::models::ModelTable::from_scenario(&s, 4).expect("servable");
-        let split = (0..plan.backends()).find(|&b| plan.percent(b) < 100 && plan.layout.sibling(b as usize).is_some());
+        let sibling = |b: u32| plan.board().layout.sibling(b as usize);
+        let split = (0..plan.backends()).find(|&b| plan.percent(b) < 100 && sibling(b).is_some());
         let Some(a) = split else { panic!("glet splits some GPU of glet-game") };
-        let sib = plan.layout.sibling(a as usize).expect("has one") as u32;
-        let mut ea = plan.executor(&table.models, a, 0.0, 1).expect("a partition");
-        let mut eb = plan.executor(&table.models, sib, 0.0, 2).expect("a partition");
+        let sib = sibling(a).expect("has one") as u32;
+        let mut ea = plan.executor(&table.models, table.emulated_executor(0.0, 1), a, 0.0, 1);
+        let mut eb = plan.executor(&table.models, table.emulated_executor(0.0, 2), sib, 0.0, 2);
         let x = [1.0f32; 4];
         let inputs: Vec<&[f32]> = vec![&x; 8];
         let batch = Batch { model: 6, variant: None, heads: None, inputs: &inputs };
@@ -190,5 +245,15 @@ mod tests {
         // Once the sibling's batch is over, `a` runs alone again.
         let later = ea.run_at(t0 + alone / 2 + with, &batch, &mut out).expect("runs");
         assert_eq!(later, alone);
+        // Re-partitioned into one whole GPU (the policy saw both batches
+        // end): `a` runs the model's own profile, as the simulator's whole
+        // GPUs do, and nothing of what ran before slows it.
+        let mut slots: Vec<Partition> =
+            (0..plan.backends()).map(|b| plan.board().layout.partition(b as usize)).collect();
+        (slots[a as usize].percent, slots[sib as usize].percent) = (100, 0);
+        plan.relayout(slots);
+        let whole = ea.run_at(t0 + alone / 2 + with / 2, &batch, &mut out).expect("runs");
+        assert_eq!(whole.as_nanos() as u64, s.models[6].spec.profile.latency(8));
+        assert_eq!(plan.board().layout.sibling(a as usize), None);
     }
 }

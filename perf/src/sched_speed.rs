@@ -72,6 +72,7 @@ impl Driver {
                         self.batched += p.requests.len() as u64;
                     }
                     ShardOutput::Decision(Output::Dropped { .. }) => self.dropped += 1,
+                    ShardOutput::Decision(Output::Layout(_)) => unreachable!("Symphony runs whole GPUs"),
                 }
             }
             if self.rank.next_timeout().is_some_and(|t| t <= now) {

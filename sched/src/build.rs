@@ -5,7 +5,9 @@
 
 use crate::clipper::Clipper;
 use crate::clockwork::Clockwork;
-use crate::glet::{Demand, Planner, Serving};
+use std::sync::Arc;
+
+use crate::glet::{Demand, Planner, Replanning, Serving};
 use crate::nexus::{DropPolicy, Nexus};
 use crate::orloj::Orloj;
 use crate::policy::PolicyKind;
@@ -46,7 +48,11 @@ pub fn scheduler(policy: PolicyKind, scenario: &Scenario, rate_rps: f64) -> Box<
         }
         PolicyKind::Glet | PolicyKind::GletNoint | PolicyKind::Sbp | PolicyKind::GreedyPart => {
             let planner = Planner::of(policy).expect("a glet-family policy");
-            Box::new(serving(planner, scenario, rate_rps).expect("supported").scheduler())
+            let serving = serving(planner, scenario, rate_rps).expect("supported");
+            match (scenario.policy_epoch, &scenario.partitions) {
+                (Some(epoch), Some(data)) => Box::new(Replanning::new(&serving, Arc::clone(data), epoch)),
+                _ => Box::new(serving.scheduler()),
+            }
         }
     }
 }

@@ -109,7 +109,16 @@ pub struct PrefixGroup {
 #[must_use]
 pub enum Output {
     Dispatch(BatchPlan),
-    Dropped { request: RequestId, reason: DropReason },
+    Dropped {
+        request: RequestId,
+        reason: DropReason,
+    },
+    /// From now on backend i runs on partition `slots[i]` (a policy that
+    /// splits GPUs re-partitioned some): same length and GPU per backend as
+    /// `Scheduler::partitions`, a `percent` of 0 for a backend with no
+    /// partition (nothing is dispatched to it). Every backend of a GPU
+    /// whose partitions change runs nothing at this instant.
+    Layout(Vec<Partition>),
 }
 
 /// One model as the scheduler sees it.
@@ -295,9 +304,10 @@ pub trait Scheduler {
     /// The next decision, if any.
     fn poll_output(&mut self) -> Option<Output>;
     /// The backends this scheduler dispatches to, if it splits GPUs into
-    /// partitions: `BackendId(i)` runs on the i-th. None (the default): one
-    /// backend per whole GPU of `ClusterSpec::backends`. Asked once, before
-    /// the first request.
+    /// partitions: `BackendId(i)` runs on the i-th (a percent of 0: none
+    /// yet). None (the default): one backend per whole GPU of
+    /// `ClusterSpec::backends`. Asked once, before the first request; a
+    /// policy that re-partitions later says so with `Output::Layout`.
     fn partitions(&self) -> Option<Vec<Partition>> {
         None
     }

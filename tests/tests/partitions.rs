@@ -11,8 +11,8 @@ use std::rc::Rc;
 use baton_sched::build;
 use baton_sched::glet::{plan_once, Planner};
 use baton_sched::scenario::builder::ScenarioText;
-use baton_sched::sim::run_with;
-use baton_sched::time::Nanos;
+use baton_sched::sim::{run_with, BAD_RATE_LIMIT};
+use baton_sched::time::{Nanos, NANOS_PER_S};
 use baton_sched::{
     BackendId, BatchDone, BatchPlan, ModelId, Output, Partition, PolicyKind, Request, RequestId, Scenario, Scheduler,
 };
@@ -154,4 +154,73 @@ fn partition_policies_replay_from_their_seed() {
         let c = serde_json::to_string(&baton_sched::sim::run(&other, policy, 3_000.0)).expect("serializes");
         assert_ne!(a, c, "{}: the seed does not reach the run", policy.as_str());
     }
+}
+
+/// Passes a scheduler's decisions through, keeping every layout it announces.
+struct Layouts {
+    inner: Box<dyn Scheduler>,
+    seen: Vec<Vec<Partition>>,
+}
+
+impl Scheduler for Layouts {
+    fn on_request(&mut self, now: Nanos, req: Request) {
+        self.inner.on_request(now, req)
+    }
+    fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
+        self.inner.on_batch_done(now, done)
+    }
+    fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
+        self.inner.on_backend_failed(now, backend)
+    }
+    fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
+        self.inner.on_backend_joined(now, backend)
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.inner.on_timeout(now)
+    }
+    fn next_timeout(&self) -> Option<Nanos> {
+        self.inner.next_timeout()
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        let out = self.inner.poll_output();
+        if let Some(Output::Layout(slots)) = &out {
+            self.seen.push(slots.clone());
+        }
+        out
+    }
+    fn partitions(&self) -> Option<Vec<Partition>> {
+        self.inner.partitions()
+    }
+}
+
+/// glet re-planning every epoch (`[policy] epoch_s`) on a mix that shifts
+/// from ResNet-50 to Inception: GPUs are re-partitioned while serving (the
+/// simulator's checker panics if a GPU changes while it runs a batch, or
+/// a request ends twice or never), and at a rate the plan made once from
+/// the mean rates cannot carry, following the mix keeps the bad rate
+/// within 1%.
+#[test]
+fn glet_re_partitions_gpus_as_the_mix_shifts() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-shift.toml");
+    let s = baton_perf::load_scenario(&path).expect("shipped scenario parses");
+    assert_eq!(s.policy_epoch, Some(2 * NANOS_PER_S), "the file re-plans every 2 s");
+    let rate = 6_500.0;
+    let mut once = s.clone();
+    once.policy_epoch = None;
+    let planned_once = baton_sched::sim::run(&once, PolicyKind::Glet, rate);
+    let mut sched = Layouts { inner: build::scheduler(PolicyKind::Glet, &s, rate), seen: vec![] };
+    let first = sched.partitions().expect("glet partitions GPUs");
+    let replanned = run_with(&s, "glet", &mut sched, rate);
+    assert_eq!((planned_once.checks.unanswered, replanned.checks.unanswered), (0, 0));
+    assert!(!sched.seen.is_empty(), "no GPU was re-partitioned");
+    let mut last = &first;
+    for slots in &sched.seen {
+        assert_ne!(slots, last, "a layout announced twice");
+        assert_eq!(slots.len(), first.len(), "the same backends throughout");
+        last = slots;
+    }
+    let (once, again) = (planned_once.bad_rate, replanned.bad_rate);
+    eprintln!("bad: planned once {once:.4}, re-planned {again:.4}; {} layouts", sched.seen.len());
+    assert!(once > BAD_RATE_LIMIT, "the plan made once carries {rate} r/s: no test");
+    assert!(again <= BAD_RATE_LIMIT, "re-planning does not follow the mix: {again}");
 }

@@ -186,6 +186,14 @@ impl Decisions {
                 self.drop(request.0, wire_reason(reason));
                 Ok(None)
             }
+            Output::Layout(slots) => {
+                // The backends' executors share the layout (one process:
+                // `partitions.rs`); a policy re-partitions only a table it
+                // was given partitions in.
+                let p = self.table.partitions.as_ref().expect("a re-partitioning policy runs on partitions");
+                p.relayout(slots);
+                Ok(None)
+            }
         }
     }
 

@@ -19,9 +19,11 @@
 //!   best-fit partitioning;
 //! - `cluster.rs`: the policies glet, glet-noint, greedy-part, sbp and the
 //!   exhaustive ideal, planned to fill a fixed cluster;
-//! - `serve.rs`: such a plan executed by Nexus's runtime on partitions.
+//! - `serve.rs`: such a plan executed by Nexus's runtime on partitions;
+//! - `epochs.rs`: re-planning every epoch, GPUs re-partitioned at run time.
 
 mod cluster;
+mod epochs;
 mod interference;
 mod oracle;
 mod parts;
@@ -31,6 +33,7 @@ mod serve;
 mod spatial;
 
 pub use cluster::{plan_for_gpus, plan_once, runtime_profiles, Planner};
+pub use epochs::{on_slots, OnSlots, Replanning};
 pub use interference::{fit_interference, predicted_latency, FitReport, InterferenceModel};
 pub use oracle::{PartitionData, PartitionDataError, MAX_PARTITION_BATCH};
 pub use parts::{GletPlan, PlannedPart, Planning};

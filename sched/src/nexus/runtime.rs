@@ -19,7 +19,11 @@
 //! The same runtime executes partitioned plans (glet, `Nexus::partitioned`):
 //! each backend is then a GPU partition, and each session on it batches by
 //! its own profile there (L(b, p), with the planned slowdown) instead of
-//! its model's whole-GPU profile.
+//! its model's whole-GPU profile. A new partitioned plan
+//! (`Nexus::repartition`) routes to its sessions at once, but a GPU whose
+//! partitions change is held: its backends start nothing until both have
+//! finished what they run, and then it switches (`Output::Layout`) and
+//! runs what queued for it meanwhile.
 
 use std::collections::VecDeque;
 
@@ -105,9 +109,36 @@ pub struct Nexus {
     last_arrival: Nanos,
     rng: Rng,
     out: VecDeque<Output>,
-    /// A partitioned plan: the partition of each backend and each
-    /// session's profile on it (`[backend][session on it]`).
-    partitions: Option<(Vec<Partition>, Vec<Vec<Profile>>)>,
+    /// A partitioned plan (None: whole GPUs).
+    partitions: Option<Partitions>,
+}
+
+/// Where a partitioned plan's backends run.
+#[derive(Debug)]
+struct Partitions {
+    /// The partition each backend runs on now (the last layout announced).
+    now: Vec<Partition>,
+    /// The partition the plan in force puts it on: differs from `now` on
+    /// GPUs still draining for a re-partitioning.
+    planned: Vec<Partition>,
+    /// The other backend on the same GPU, if any (fixed: a backend never
+    /// changes GPU).
+    sibling: Vec<Option<usize>>,
+    /// Each session's profile on its planned partition (`[backend][session]`).
+    profiles: Vec<Vec<Profile>>,
+}
+
+impl Partitions {
+    fn new(slots: Vec<Partition>, profiles: Vec<Vec<Profile>>) -> Self {
+        let sibling = (0..slots.len()).map(|i| (0..slots.len()).find(|&j| j != i && slots[j].gpu == slots[i].gpu));
+        let sibling = sibling.collect();
+        Self { now: slots.clone(), planned: slots, sibling, profiles }
+    }
+
+    /// Whether backend b's GPU waits to be re-partitioned.
+    fn held(&self, b: usize) -> bool {
+        self.now[b] != self.planned[b] || self.sibling[b].is_some_and(|s| self.now[s] != self.planned[s])
+    }
 }
 
 /// Attempts to shrink the rate scale until a re-plan fits the cluster.
@@ -169,7 +200,55 @@ impl Nexus {
             })
             .collect();
         let sessions = sessions(spec, &rates, false);
-        Self::with_plan(spec, sessions, plan, 1, drop_policy, None, seed, Some((slots, profiles)))
+        Self::with_plan(spec, sessions, plan, 1, drop_policy, None, seed, Some(Partitions::new(slots, profiles)))
+    }
+
+    /// Makes a new partitioned plan the running one (`slots` and
+    /// `profiles` as for `partitioned`, the same backends each on the same
+    /// GPU): queued requests move to their sessions' new backends, GPUs
+    /// whose partitions change are held until they drain (module doc).
+    pub fn repartition(&mut self, now: Nanos, plan: Plan, slots: Vec<Partition>, profiles: Vec<Vec<Profile>>) {
+        let p = self.partitions.as_mut().expect("a partitioned plan runs");
+        assert_eq!(slots.len(), p.planned.len(), "the same backends");
+        assert!(slots.iter().zip(&p.planned).all(|(a, b)| a.gpu == b.gpu), "each backend on its GPU");
+        assert_eq!(plan.backends.len(), slots.len(), "one partition per planned backend");
+        (p.planned, p.profiles) = (slots, profiles);
+        let queued: Vec<(usize, Pending)> = self
+            .backends
+            .iter_mut()
+            .flat_map(|b| {
+                b.sessions.iter_mut().flat_map(|s| s.queue.drain_all().map(|p| (s.session, p)).collect::<Vec<_>>())
+            })
+            .collect();
+        self.install(plan);
+        for (session, p) in queued {
+            self.enqueue(session, p);
+        }
+        for b in 0..self.backends.len() {
+            self.release(now, b);
+            self.run_backend(now, b);
+        }
+    }
+
+    /// Switches backend b's GPU to its planned partitions if it waits for
+    /// that and both its backends are idle (or dead), then runs them.
+    fn release(&mut self, now: Nanos, b: usize) {
+        let Some(p) = self.partitions.as_mut() else { return };
+        if !p.held(b) {
+            return;
+        }
+        let sibling = p.sibling[b];
+        let idle = |x: usize| self.dead[x] || !self.backends[x].busy;
+        if !idle(b) || !sibling.is_none_or(idle) {
+            return;
+        }
+        for x in std::iter::once(b).chain(sibling) {
+            p.now[x] = p.planned[x];
+        }
+        self.out.push_back(Output::Layout(p.now.clone()));
+        for x in std::iter::once(b).chain(sibling) {
+            self.run_backend(now, x);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -181,10 +260,10 @@ impl Nexus {
         drop_policy: DropPolicy,
         epoch: Option<Nanos>,
         seed: u64,
-        partitions: Option<(Vec<Partition>, Vec<Vec<Profile>>)>,
+        partitions: Option<Partitions>,
     ) -> Self {
         let n = sessions.specs.len();
-        let backends = partitions.as_ref().map_or(spec.backends as usize, |p| p.0.len());
+        let backends = partitions.as_ref().map_or(spec.backends as usize, |p| p.planned.len());
         let mut nexus = Self {
             sessions,
             plan: Plan::default(),
@@ -235,7 +314,7 @@ impl Nexus {
                             r.targets.push((b, si));
                             r.weights.push(s.rate_rps.max(1e-9));
                         }
-                        let profile = self.partitions.as_ref().map(|p| p.1[b][si].clone());
+                        let profile = self.partitions.as_ref().map(|p| p.profiles[b][si].clone());
                         let slo = self.sessions.specs[s.model.index()].slo;
                         let cap = match &profile {
                             Some(p) if bp.sessions.len() == 1 => {
@@ -333,6 +412,11 @@ impl Nexus {
         &self.plan
     }
 
+    /// Whether any request waits in a queue.
+    pub fn queued(&self) -> bool {
+        self.backends.iter().any(|b| b.sessions.iter().any(|s| !s.queue.is_empty()))
+    }
+
     fn route(&mut self, session: usize) -> Option<(usize, usize)> {
         let f = self.rng.below(self.frontends as u64) as usize;
         let r = &mut self.routes[session];
@@ -353,6 +437,9 @@ impl Nexus {
     /// Runs the next session with work, if the backend is idle.
     fn run_backend(&mut self, now: Nanos, b: usize) {
         let no_delay = DispatchDelay::default();
+        if self.partitions.as_ref().is_some_and(|p| p.held(b)) {
+            return;
+        }
         let be = &mut self.backends[b];
         if be.busy {
             return;
@@ -408,13 +495,14 @@ impl Scheduler for Nexus {
         let be = &mut self.backends[backend.index()];
         assert!(be.busy, "batch done on an idle backend");
         be.busy = false;
+        self.release(now, backend.index());
         self.run_backend(now, backend.index());
     }
 
     /// A failed backend's queued requests are lost, and frontends stop
     /// routing to it (its share goes to the model's other backends until
     /// the next plan).
-    fn on_backend_failed(&mut self, _now: Nanos, backend: BackendId) {
+    fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
         let b = backend.index();
         self.dead[b] = true;
         let Some(be) = self.backends.get_mut(b) else { return };
@@ -434,6 +522,8 @@ impl Scheduler for Nexus {
                 }
             }
         }
+        // A GPU waiting to be re-partitioned no longer waits for it.
+        self.release(now, b);
     }
 
     /// Back: idle, and frontends route to its sessions of the running plan
@@ -472,8 +562,7 @@ impl Scheduler for Nexus {
     fn next_timeout(&self) -> Option<Nanos> {
         // Epochs run while requests arrive or wait; a quiet cluster sleeps.
         let epoch = self.epoch?;
-        let waiting = self.backends.iter().any(|b| b.sessions.iter().any(|s| !s.queue.is_empty()));
-        (waiting || self.last_arrival >= self.epoch_start).then_some(self.epoch_start + epoch)
+        (self.queued() || self.last_arrival >= self.epoch_start).then_some(self.epoch_start + epoch)
     }
 
     fn poll_output(&mut self) -> Option<Output> {
@@ -481,6 +570,6 @@ impl Scheduler for Nexus {
     }
 
     fn partitions(&self) -> Option<Vec<Partition>> {
-        self.partitions.as_ref().map(|p| p.0.clone())
+        self.partitions.as_ref().map(|p| p.now.clone())
     }
 }

@@ -51,8 +51,8 @@ use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::types::{
-    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, PrefixId, Request, RequestId,
-    Scheduler,
+    AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Partition, PrefixId, Request,
+    RequestId, Scheduler,
 };
 
 /// Stop a run whose scheduler keeps asking to be woken at the same instant
@@ -190,7 +190,18 @@ impl<'a> Sim<'a> {
         match out {
             Output::Dropped { request, reason } => self.drop_request(request, reason, seed),
             Output::Dispatch(plan) => self.dispatch(now, plan, seed),
+            Output::Layout(slots) => self.relayout(slots, seed),
         }
+    }
+
+    /// The scheduler re-partitioned GPUs: each GPU that changes must run
+    /// nothing now (the checker's rule; a scheduler bug otherwise).
+    fn relayout(&mut self, slots: Vec<Partition>, seed: u64) {
+        for b in self.layout.touched_by(&slots) {
+            let running = self.backends[b].running.len();
+            assert!(running == 0, "backend {b} re-partitioned while running {running} batches (seed {seed})");
+        }
+        self.layout = Layout::new(slots, self.scenario.cluster.backends);
     }
 
     /// A queued or running request lost with its backend.
@@ -241,6 +252,8 @@ impl<'a> Sim<'a> {
         };
         assert!(b >= 1 && b <= cap, "batch of {b} for {} (seed {seed})", model.name);
         assert!(plan.exec_at >= now, "batch planned in the past (seed {seed})");
+        let percent = self.layout.percent(plan.backend.index());
+        assert!(percent > 0, "a batch sent to backend {:?}, which holds no partition (seed {seed})", plan.backend);
         if self.backends[plan.backend.index()].failed {
             // Sent to a dead backend: lost.
             for &id in &plan.requests {

@@ -1,6 +1,7 @@
 //! Emulated GPU partitions. A scheduler that splits GPUs says which backend
-//! runs on which partition (`Scheduler::partitions`); every other scheduler
-//! gets one backend per whole GPU.
+//! runs on which partition (`Scheduler::partitions`, later
+//! `Output::Layout` when it re-partitions); every other scheduler gets one
+//! backend per whole GPU.
 //!
 //! A batch of model m on a partition of p% runs `L(b, p)` from the
 //! scenario's measured profiles. If the other partition of the same GPU is
@@ -24,7 +25,9 @@ use crate::glet::PartitionData;
 use crate::time::Nanos;
 use crate::types::Partition;
 
-/// Which partition each backend runs on and who its sibling is.
+/// Which partition each backend runs on and who its sibling is. A
+/// backend of 0% holds no partition (a re-partitioning policy's spare
+/// slot): it has no sibling and is nobody's.
 #[derive(Clone, Debug)]
 pub struct Layout {
     slots: Vec<Partition>,
@@ -44,8 +47,12 @@ impl Layout {
         let mut sibling = vec![None; slots.len()];
         for (i, s) in slots.iter().enumerate() {
             assert!(s.gpu < gpus, "partition on GPU {} of {gpus}", s.gpu);
-            assert!(s.percent >= 1 && s.percent <= 100, "partition of {}%", s.percent);
-            let same: Vec<usize> = (0..slots.len()).filter(|&j| slots[j].gpu == s.gpu).collect();
+            assert!(s.percent <= 100, "partition of {}%", s.percent);
+            if s.percent == 0 {
+                continue;
+            }
+            let same: Vec<usize> =
+                (0..slots.len()).filter(|&j| slots[j].gpu == s.gpu && slots[j].percent > 0).collect();
             assert!(same.len() <= 2, "GPU {} split into {} partitions; at most two", s.gpu, same.len());
             let total: u32 = same.iter().map(|&j| slots[j].percent).sum();
             assert!(total <= 100, "GPU {} partitions add to {total}%", s.gpu);
@@ -54,12 +61,32 @@ impl Layout {
         Self { slots, sibling }
     }
 
+    /// The backends whose partition differs in `next` (a re-partitioning:
+    /// same backends, each on the same GPU), and every other backend of
+    /// their GPUs: what must be idle for the change to be sound.
+    pub fn touched_by(&self, next: &[Partition]) -> Vec<usize> {
+        assert_eq!(next.len(), self.slots.len(), "a re-partitioning keeps the backends");
+        let gpus: Vec<u32> = self
+            .slots
+            .iter()
+            .zip(next)
+            .inspect(|(a, b)| assert_eq!(a.gpu, b.gpu, "a backend moved to another GPU"))
+            .filter(|(a, b)| a != b)
+            .map(|(a, _)| a.gpu)
+            .collect();
+        (0..self.slots.len()).filter(|&i| gpus.contains(&self.slots[i].gpu)).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.slots.len()
     }
 
     pub fn percent(&self, backend: usize) -> u32 {
         self.slots[backend].percent
+    }
+
+    pub fn partition(&self, backend: usize) -> Partition {
+        self.slots[backend]
     }
 
     pub fn sibling(&self, backend: usize) -> Option<usize> {

@@ -108,6 +108,7 @@ fn check_outputs(
             ) => {
                 panic!("model shards never report completions or failures")
             }
+            ShardOutput::Decision(Output::Layout(_)) => panic!("Symphony runs whole GPUs"),
         }
     }
     (last_candidate, freed)
