@@ -294,6 +294,30 @@ fn nexus_runs_its_plan_in_the_engine() {
     exactly_once(PolicyKind::Nexus, 800.0);
 }
 
+/// glet re-planning every epoch behind the engine: on a mix that shifts,
+/// GPUs are re-partitioned while requests flow (the scheduler announces
+/// new layouts, the backends' executors follow them), and every request
+/// is answered exactly once.
+#[test]
+fn glet_re_partitions_gpus_while_serving_and_loses_nothing() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-shift-epochs.toml");
+    let mut s = baton_perf::load_scenario(&path).expect("shipped scenario parses");
+    let secs = Duration::from_secs(8);
+    (s.warmup, s.duration, s.policy_epoch) = (0, secs.as_nanos() as u64, Some(1_000_000_000));
+    let rate = 6_500.0;
+    let listen = "127.0.0.1:0".parse().unwrap();
+    let e = start(&s, s.policy, &EngineConfig { listen, plan_rate_rps: rate, ..Default::default() }).expect("starts");
+    let cfg =
+        LoadConfig { connections: 3, drain: PATIENCE, warmup: Duration::ZERO, ..LoadConfig::new(e.addr, rate, secs) };
+    let l = load::run(&s, &cfg).expect("load runs");
+    let r = e.shutdown();
+    assert!(r.scheduler.relayouts >= 1, "no GPU re-partitioned: {:?}", r.scheduler);
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    let f = r.frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates, r.held_at_stop), (l.sent, l.sent, 0, 0), "{f:?}");
+    assert!(l.ok > l.sent / 2, "{l:?}");
+}
+
 /// `baton load` on `s` at `target`, `rate_rps` for `secs`, on a thread of its own.
 fn load_behind(
     s: &Scenario,

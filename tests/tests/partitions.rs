@@ -201,7 +201,7 @@ impl Scheduler for Layouts {
 /// within 1%.
 #[test]
 fn glet_re_partitions_gpus_as_the_mix_shifts() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-shift.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-shift-epochs.toml");
     let s = baton_perf::load_scenario(&path).expect("shipped scenario parses");
     assert_eq!(s.policy_epoch, Some(2 * NANOS_PER_S), "the file re-plans every 2 s");
     let rate = 6_500.0;

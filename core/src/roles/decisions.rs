@@ -82,6 +82,7 @@ pub struct Decisions {
     seen: HashMap<u64, Seen>,
     pub batches: u64,
     pub dropped: u64,
+    pub relayouts: u64,
     /// Whether a dispatch says its members' deadlines (`Sent::deadlines`;
     /// else empty: no allocation per batch for nobody).
     pub keep_deadlines: bool,
@@ -92,7 +93,8 @@ impl Decisions {
     pub fn new(table: ModelTable, first_batch: u64) -> Self {
         assert!(table.models.iter().all(|m| !m.latency.is_empty()), "every model has l(1)");
         let (drops, seen) = (Vec::new(), HashMap::new());
-        Self { table, next_batch: first_batch, drops, seen, batches: 0, dropped: 0, keep_deadlines: false }
+        let (batches, dropped, relayouts) = (0, 0, 0);
+        Self { table, next_batch: first_batch, drops, seen, batches, dropped, relayouts, keep_deadlines: false }
     }
 
     /// Whether request metadata names a model and one of its apps; a peer
@@ -192,6 +194,7 @@ impl Decisions {
                 // was given partitions in.
                 let p = self.table.partitions.as_ref().expect("a re-partitioning policy runs on partitions");
                 p.relayout(slots);
+                self.relayouts += 1;
                 Ok(None)
             }
         }

@@ -52,6 +52,8 @@ pub struct SchedulerStats {
     /// Dispatches refused instead of sent (`decisions::Refused`); their
     /// requests are answered `NoBackend`.
     pub refused: u64,
+    /// Layouts the policy announced: GPUs re-partitioned (glet's epochs).
+    pub relayouts: u64,
 }
 
 impl SchedulerStats {
@@ -62,6 +64,7 @@ impl SchedulerStats {
         self.dropped += o.dropped;
         self.rejected += o.rejected;
         self.refused += o.refused;
+        self.relayouts += o.relayouts;
     }
 }
 
@@ -327,6 +330,7 @@ impl SchedulerRole {
         self.decisions.flush(out);
         self.stats.batches = self.decisions.batches;
         self.stats.dropped = self.decisions.dropped;
+        self.stats.relayouts = self.decisions.relayouts;
         if let Some(a) = &mut self.autoscaling {
             a.dropped(self.decisions.dropped);
         }

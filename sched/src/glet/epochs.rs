@@ -48,7 +48,7 @@ pub struct OnSlots {
 /// of `current.len() / 2` GPUs, changing as few GPUs' splits as it can
 /// (module doc).
 pub fn on_slots(plan: &GletPlan, profiles: Vec<Vec<Profile>>, current: &[Partition]) -> OnSlots {
-    assert!(current.len() % 2 == 0, "two slots per GPU");
+    assert!(current.len().is_multiple_of(2), "two slots per GPU");
     let gpus = current.len() / 2;
     assert!(plan.gpus() <= gpus, "a plan for {} GPUs on {gpus}", plan.gpus());
     let split = |percents: &mut Vec<u32>| {
