@@ -15,6 +15,7 @@
 
 use std::ops::Range;
 
+use baton_sched::handover::handover;
 use baton_sched::partition::Plan;
 use baton_sched::Scenario;
 
@@ -35,11 +36,7 @@ pub struct Routes {
 }
 
 /// One step from a table to the next (`Routes::replanned`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    Model { model: usize, from: u32, to: u32 },
-    Gpu { gpu: u32, from: u32, to: u32 },
-}
+pub use baton_sched::handover::Change;
 
 /// A routing table that does not fit its scenario.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,10 +143,8 @@ impl Routes {
     }
 
     /// The table re-planning to `plan` (as many sub-clusters, as many
-    /// GPUs) makes of this one, and the steps: each model where the plan
-    /// puts it; each sub-cluster keeps its lowest-numbered GPUs up to its
-    /// new count, and those let go fill the sub-clusters short of theirs,
-    /// lowest sub-cluster first — so no GPU moves that need not.
+    /// GPUs) makes of this one, and the steps (`baton_sched::handover`: no
+    /// GPU moves that need not).
     pub fn replanned(&self, plan: &Plan) -> Result<(Self, Vec<Change>), RouteError> {
         let k = self.subclusters.len();
         if plan.subclusters.len() != k {
@@ -160,31 +155,12 @@ impl Routes {
         if have != want {
             return Err(RouteError(format!("a plan of {want} GPUs for a table of {have}")));
         }
-        let mut changes = Vec::new();
-        let was = self.assignment();
-        let mut next = Routes { subclusters: Vec::with_capacity(k) };
-        let mut free: Vec<(u32, u32)> = Vec::new();
-        for (to, (c, p)) in self.subclusters.iter().zip(&plan.subclusters).enumerate() {
-            for &m in &p.models {
-                let from = was.get(m).copied().unwrap_or(to) as u32;
-                if from != to as u32 {
-                    changes.push(Change::Model { model: m, from, to: to as u32 });
-                }
-            }
-            let mut backends = c.backends.clone();
-            backends.sort_unstable();
-            free.extend(backends.split_off((p.gpus as usize).min(backends.len())).into_iter().map(|b| (b, to as u32)));
-            next.subclusters.push(Subcluster { models: p.models.clone(), backends });
-        }
-        free.sort_unstable();
-        let mut free = free.into_iter();
-        for (to, (c, p)) in next.subclusters.iter_mut().zip(&plan.subclusters).enumerate() {
-            while (c.backends.len() as u32) < p.gpus {
-                let (gpu, from) = free.next().expect("as many GPUs let go as wanted");
-                c.backends.push(gpu);
-                changes.push(Change::Gpu { gpu, from, to: to as u32 });
-            }
-        }
+        let held: Vec<Vec<u32>> = self.subclusters.iter().map(|c| c.backends.clone()).collect();
+        let (gpus, changes) = handover(&held, &self.assignment(), plan);
+        let subclusters = plan.subclusters.iter().zip(gpus);
+        let next = Routes {
+            subclusters: subclusters.map(|(p, backends)| Subcluster { models: p.models.clone(), backends }).collect(),
+        };
         Ok((next, changes))
     }
 
@@ -297,7 +273,7 @@ mod tests {
         let (next, changes) = r.replanned(&plan(vec![sub(vec![0], 2), sub(vec![1], 2)])).unwrap();
         next.check(&s).unwrap();
         assert_eq!(changes, vec![Change::Gpu { gpu: 2, from: 0, to: 1 }]);
-        assert_eq!(next.subclusters[1].backends, vec![3, 2]);
+        assert_eq!(next.subclusters[1].backends, vec![2, 3]);
         // Both models together, all GPUs with them.
         let (next, changes) = r.replanned(&plan(vec![sub(vec![0, 1], 4), sub(vec![], 0)])).unwrap();
         assert_eq!(changes, vec![Change::Model { model: 1, from: 1, to: 0 }, Change::Gpu { gpu: 3, from: 1, to: 0 }]);

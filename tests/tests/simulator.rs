@@ -323,3 +323,34 @@ fn nexus_epochs_follow_a_shifting_mix() {
     let epochs = run(&s, PolicyKind::Nexus, 2_400.0);
     assert!(epochs.bad_rate <= 0.01, "bad rate {} with 2 s epochs at 2,400 r/s", epochs.bad_rate);
 }
+
+/// Symphony split into two sub-clusters by the partitioner from the mean
+/// rates of nexus-shift (one model each, 5 + 3 GPUs), re-partitioned every
+/// 2 s as the engine's controller does (`repartitioned.rs`): GPUs follow
+/// the ramp from one scheduler to the other, every request ends exactly
+/// once (the simulator's checker), and at 3,000 r/s, where the plan made
+/// once misses more than 1%, the re-planned cluster keeps within it.
+#[test]
+fn a_partitioned_cluster_re_partitions_as_the_mix_shifts() {
+    use baton_sched::partition::plan;
+    use baton_sched::partitioned::Partitioned;
+    use baton_sched::repartitioned::{Epochs, Repartitioned};
+    use baton_sched::sim::{run_with, BAD_RATE_LIMIT};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-shift.toml");
+    let mut s = load_scenario(&path).expect("shipped scenario parses");
+    s.policy = PolicyKind::Symphony;
+    let rate = 3_000.0;
+    let p = plan(&s, 2, rate).expect("plans");
+    let build = |whole: &Scenario, r: f64| baton_sched::build::scheduler(PolicyKind::Symphony, whole, r);
+    let mut fixed = Partitioned::new(&s, &p, rate, &build).expect("builds");
+    let once = run_with(&s, "symphony/2", &mut fixed, rate);
+    let epochs = Epochs { every: 2_000_000_000, moves: 1 };
+    let mut moving = Repartitioned::new(&s, &p, rate, epochs, &build).expect("builds");
+    let again = run_with(&s, "symphony/2/epochs", &mut moving, rate);
+    assert_eq!((once.checks.unanswered, again.checks.unanswered), (0, 0));
+    let gpu_moves = moving.steps.iter().filter(|(_, c)| matches!(c, baton_sched::handover::Change::Gpu { .. })).count();
+    eprintln!("bad: once {:.4}, re-planned {:.4}; {gpu_moves} GPU moves", once.bad_rate, again.bad_rate);
+    assert!(gpu_moves >= 2, "GPUs did not follow the ramp: {:?}", moving.steps);
+    assert!(once.bad_rate > BAD_RATE_LIMIT, "the plan made once carries {rate} r/s: no test");
+    assert!(again.bad_rate <= BAD_RATE_LIMIT, "re-partitioning does not follow the mix: {}", again.bad_rate);
+}

@@ -10,8 +10,9 @@
 //! per GPU) under `baton load`, at a few rates: with the plan made once
 //! (static), and with the controller re-planning every epoch from the
 //! rates the frontend's `/metrics` shows, GPUs following the load between
-//! the schedulers. Beside the static runs, the simulator on the same file,
-//! seed, rate and plan. Each row: bad rate as the client sees it, every
+//! the schedulers. Beside each run, the simulator on the same file, seed,
+//! rate and first plan: static (`partitioned.rs`) or re-planned by the
+//! same rule every epoch (`repartitioned.rs`, from the rates it measured). Each row: bad rate as the client sees it, every
 //! request answered exactly once (`unanswered`, `duplicates`), and for the
 //! controlled runs the GPUs each sub-cluster held after each re-plan.
 
@@ -24,6 +25,7 @@ use baton_perf::load_scenario;
 use baton_sched::partition::{plan, Plan};
 use baton_sched::partitioned::Partitioned;
 use baton_sched::policy::PolicyKind;
+use baton_sched::repartitioned::{Epochs as SimEpochs, Repartitioned};
 use baton_sched::sim::run_with;
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
@@ -71,18 +73,13 @@ fn main() {
         let fixed = serve(&routes, rate, Control::Moves(&[]));
         row(rate, "static", &shape(&routes), &fixed, &format!("{sim_bad:.4}"), "");
         let run = serve(&routes, rate, Control::Epochs(EPOCHS));
-        let mut gpus: Vec<i64> = routes.subclusters.iter().map(|c| c.backends.len() as i64).collect();
-        let mut steps = Vec::new();
-        for (at, changes) in &run.replans {
-            for c in changes {
-                if let Change::Gpu { from, to, .. } = *c {
-                    (gpus[from as usize], gpus[to as usize]) = (gpus[from as usize] - 1, gpus[to as usize] + 1);
-                }
-            }
-            let counts: Vec<String> = gpus.iter().map(i64::to_string).collect();
-            steps.push(format!("{:.1}: {}", at.as_secs_f64(), counts.join("+")));
-        }
-        row(rate, "epochs", &shape(&routes), &run, "-", &steps.join(", "));
+        let replans = run.replans.iter().map(|(at, changes)| (at.as_secs_f64(), &changes[..]));
+        let steps = gpu_steps(&routes, replans);
+        let mut sim = resimulated(&s, &p, rate);
+        let sim_bad = run_with(&s, "symphony/2-schedulers/epochs", &mut sim, rate).bad_rate;
+        let sim_steps = gpu_steps(&routes, sim.steps.iter().map(|(at, c)| (*at as f64 / 1e9, std::slice::from_ref(c))));
+        let steps = format!("{steps} | sim: {sim_steps}");
+        row(rate, "epochs", &shape(&routes), &run, &format!("{sim_bad:.4}"), &steps);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -94,6 +91,38 @@ fn row(rate: f64, table: &str, shape: &str, run: &PartitionedRun, sim: &str, ste
         "{rate:>8.0} {table:>10} {shape:>14} {:>12.4} {sim:>12} {:>10} {:>10}  {steps}",
         l.bad_rate, l.unanswered, l.duplicates
     );
+}
+
+/// Each sub-cluster's GPU count after each time some GPU moved.
+fn gpu_steps<'a>(routes: &Routes, replans: impl Iterator<Item = (f64, &'a [Change])>) -> String {
+    let mut gpus: Vec<i64> = routes.subclusters.iter().map(|c| c.backends.len() as i64).collect();
+    let mut steps: Vec<String> = Vec::new();
+    for (at, changes) in replans {
+        let mut moved = false;
+        for c in changes {
+            if let Change::Gpu { from, to, .. } = *c {
+                (gpus[from as usize], gpus[to as usize]) = (gpus[from as usize] - 1, gpus[to as usize] + 1);
+                moved = true;
+            }
+        }
+        let counts: Vec<String> = gpus.iter().map(i64::to_string).collect();
+        let step = format!("{at:.1}: {}", counts.join("+"));
+        // Steps at one instant (the simulator's, one change each) show once.
+        match steps.last_mut() {
+            Some(last) if moved && last.starts_with(&format!("{at:.1}:")) => *last = step,
+            _ if moved => steps.push(step),
+            _ => {}
+        }
+    }
+    steps.join(", ")
+}
+
+/// The simulator's cluster split by `p` (the engine's first plan) at
+/// `rate`, re-planned as the engine's controller does (`EPOCHS`).
+fn resimulated(s: &Scenario, p: &Plan, rate: f64) -> Repartitioned {
+    let each = |whole: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, whole, r);
+    let epochs = SimEpochs { every: EPOCHS.every.as_nanos() as u64, moves: EPOCHS.moves };
+    Repartitioned::new(s, p, rate, epochs, &each).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The simulator's scheduler for `s` split by `p` (the engine's plan) at `rate`.
