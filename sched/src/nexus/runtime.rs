@@ -213,6 +213,13 @@ impl Nexus {
         assert!(slots.iter().zip(&p.planned).all(|(a, b)| a.gpu == b.gpu), "each backend on its GPU");
         assert_eq!(plan.backends.len(), slots.len(), "one partition per planned backend");
         (p.planned, p.profiles) = (slots, profiles);
+        self.switch_to(now, plan);
+    }
+
+    /// Installs `plan`, moves queued requests to their sessions' new
+    /// backends, and runs every backend that can run (switching GPUs
+    /// that were waiting for nothing).
+    fn switch_to(&mut self, now: Nanos, plan: Plan) {
         let queued: Vec<(usize, Pending)> = self
             .backends
             .iter_mut()
@@ -379,20 +386,7 @@ impl Nexus {
         if fresh.rate_scale > scale / SCALE_STEP {
             plan = fresh;
         }
-        let queued: Vec<(usize, Pending)> = self
-            .backends
-            .iter_mut()
-            .flat_map(|b| {
-                b.sessions.iter_mut().flat_map(|s| s.queue.drain_all().map(|p| (s.session, p)).collect::<Vec<_>>())
-            })
-            .collect();
-        self.install(plan);
-        for (session, p) in queued {
-            self.enqueue(session, p);
-        }
-        for b in 0..self.backends.len() {
-            self.run_backend(now, b);
-        }
+        self.switch_to(now, plan);
     }
 
     /// Routes a request of `session` and queues it; false if it was dropped.
