@@ -3,6 +3,9 @@
 //! their next deadline; a re-arm to the same deadline costs nothing, a new
 //! one cancels the old timer. The wheel ticks in microseconds, and a
 //! deadline is rounded up to its tick, so a target is never woken early.
+//! Events mark their target touched; a re-arm visits the touched targets
+//! only, so a round costs what it touched, not the number of targets (a
+//! thousand emulated GPUs on one shard).
 
 use baton_sched::time::Nanos;
 
@@ -17,11 +20,39 @@ fn tick_of(t: Nanos) -> u64 {
 pub struct Alarms {
     wheel: TimerWheel<usize>,
     armed: Vec<Option<(u64, TimerId)>>,
+    /// Per target, whether it is in `touched`.
+    marked: Vec<bool>,
+    /// Targets whose deadline may have moved since they were last armed.
+    touched: Vec<usize>,
 }
 
 impl Alarms {
     pub fn new(targets: usize, now: Nanos) -> Self {
-        Self { wheel: TimerWheel::new(now / NANOS_PER_TICK), armed: vec![None; targets] }
+        Self {
+            wheel: TimerWheel::new(now / NANOS_PER_TICK),
+            armed: vec![None; targets],
+            marked: vec![false; targets],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Target `t`'s deadline may have moved: `rearm` asks it again.
+    pub fn touch(&mut self, t: usize) {
+        if !std::mem::replace(&mut self.marked[t], true) {
+            self.touched.push(t);
+        }
+    }
+
+    /// Arms every target touched since the last call at `next(t)`, each
+    /// once.
+    pub fn rearm(&mut self, mut next: impl FnMut(usize) -> Option<Nanos>) {
+        let mut touched = std::mem::take(&mut self.touched);
+        for &t in &touched {
+            self.marked[t] = false;
+            self.arm(t, next(t));
+        }
+        touched.clear();
+        self.touched = touched;
     }
 
     /// Target `t` next wants to be woken at `at` (or never).
@@ -83,5 +114,28 @@ mod tests {
         a.due(20_000, &mut due);
         assert_eq!(due, vec![1]);
         assert_eq!(a.next(), None);
+    }
+
+    #[test]
+    fn a_rearm_asks_each_touched_target_once() {
+        let mut a = Alarms::new(4, 0);
+        a.touch(2);
+        a.touch(0);
+        a.touch(2);
+        let mut asked = Vec::new();
+        a.rearm(|t| {
+            asked.push(t);
+            Some(1_000 * (t as Nanos + 1))
+        });
+        assert_eq!(asked, vec![2, 0]);
+        asked.clear();
+        a.rearm(|t| {
+            asked.push(t);
+            None
+        });
+        assert!(asked.is_empty(), "nothing touched since");
+        let mut due = Vec::new();
+        a.due(3_000, &mut due);
+        assert_eq!(due, vec![0, 2]);
     }
 }

@@ -71,8 +71,13 @@ pub struct State {
     first_backend: u32,
     alarms: Alarms,
     outbound: VecDeque<ShardMsg>,
-    /// Targets whose deadline may have moved since they were last armed.
-    touched: Vec<bool>,
+    /// What the local backends' touched states add up to.
+    watch: Watch,
+    /// Buffers kept between rounds: messages being delivered, what they
+    /// caused, the alarms due.
+    queue: Vec<ShardMsg>,
+    caused: Caused,
+    due: Vec<usize>,
     /// This shard's number among the scheduler-side shards (`Gauges`).
     pub slot: usize,
     /// With a flag: a stop makes the local backends leave the cluster
@@ -118,7 +123,10 @@ impl State {
             first_backend: local.start,
             alarms: Alarms::new(targets, now),
             outbound: VecDeque::new(),
-            touched: vec![false; targets],
+            watch: Watch::new(targets - 1),
+            queue: Vec::new(),
+            caused: Caused::default(),
+            due: Vec::new(),
             slot: 0,
             leaves: None,
             scheduler_lost: false,
@@ -139,8 +147,8 @@ impl State {
     /// Delivers `msg` and everything it causes on this shard, at `now`:
     /// to a local backend, to the scheduler's part, or out over the link.
     fn deliver(&mut self, now: Nanos, msg: ShardMsg) {
-        let mut queue = vec![msg];
-        let mut caused = Caused::default();
+        let (mut queue, mut caused) = (std::mem::take(&mut self.queue), std::mem::take(&mut self.caused));
+        queue.push(msg);
         while let Some(m) = queue.pop() {
             if let ShardMsg::Peer { peer, up } = m {
                 // A frontend gone: no local backend waits for its inputs; one
@@ -154,7 +162,7 @@ impl State {
                                 true => b.frontend_joined(f, &mut caused.env),
                                 false => b.frontend_lost(now, f, &mut caused.env),
                             }
-                            self.touched[i + 1] = true;
+                            self.alarms.touch(i + 1);
                         }
                     }
                     Addr::Scheduler(_) => {
@@ -175,11 +183,11 @@ impl State {
             match (backend, m) {
                 (Some(i), ShardMsg::Env(e)) => {
                     self.backends[i].on_message(now, e.msg, &mut caused.env);
-                    self.touched[i + 1] = true;
+                    self.alarms.touch(i + 1);
                 }
                 (_, m) => match self.part.take(now, m, &mut caused) {
                     Some(m) => self.outbound.push_back(m),
-                    None => self.touched[SCHED] = true,
+                    None => self.alarms.touch(SCHED),
                 },
             }
             // Keep causal order: what a message caused goes before later
@@ -188,26 +196,30 @@ impl State {
             queue.extend(caused.rank.drain(..).rev().map(ShardMsg::Rank));
             queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
         }
+        (self.queue, self.caused) = (queue, caused);
     }
 
     /// Fires every alarm due at `now`.
     fn fire(&mut self, now: Nanos) -> bool {
-        let mut due = Vec::new();
+        let mut due = std::mem::take(&mut self.due);
         self.alarms.due(now, &mut due);
         let mut caused = Caused::default();
         for &t in &due {
-            self.touched[t] = true;
+            self.alarms.touch(t);
             match t {
                 SCHED => self.part.on_timeout(now, &mut caused),
                 _ => self.backends[t - 1].poll(now, &mut caused.env),
             }
         }
+        let fired = !due.is_empty();
+        due.clear();
+        self.due = due;
         let Caused { env, rank, model } = caused;
         let caused = env.into_iter().map(ShardMsg::Env);
         for m in caused.chain(rank.into_iter().map(ShardMsg::Rank)).chain(model.into_iter().map(ShardMsg::Model)) {
             self.deliver(now, m);
         }
-        !due.is_empty()
+        fired
     }
 
     /// Polls every local backend's device at once (one said it is done).
@@ -215,7 +227,7 @@ impl State {
         let mut out = Vec::new();
         for (i, b) in self.backends.iter_mut().enumerate() {
             b.poll_device(now, &mut out);
-            self.touched[i + 1] = true;
+            self.alarms.touch(i + 1);
         }
         for e in out {
             self.deliver(now, ShardMsg::Env(e));
@@ -223,15 +235,14 @@ impl State {
     }
 
     fn rearm(&mut self) {
-        for t in 0..self.touched.len() {
-            if std::mem::take(&mut self.touched[t]) {
-                let at = match t {
-                    SCHED => self.part.next_timeout(),
-                    _ => self.backends[t - 1].next_wake(),
-                };
-                self.alarms.arm(t, at);
+        let (part, backends, watch) = (&self.part, &self.backends, &mut self.watch);
+        self.alarms.rearm(|t| match t {
+            SCHED => part.next_timeout(),
+            _ => {
+                watch.saw(t - 1, &backends[t - 1]);
+                backends[t - 1].next_wake()
             }
-        }
+        });
     }
 
     /// Every local backend starts leaving the cluster (`BackendRole::leave`).
@@ -242,7 +253,7 @@ impl State {
             if self.scheduler_lost {
                 b.scheduler_lost();
             }
-            self.touched[i + 1] = true;
+            self.alarms.touch(i + 1);
         }
         for e in out {
             self.deliver(now, ShardMsg::Env(e));
@@ -315,12 +326,11 @@ pub async fn run(
         // instead of parking, unless the device wakes it when done: the
         // GPU's completion is seen within microseconds, not a timer tick.
         // (Emulated backends are never in flight.)
-        busy |= s.backends.iter().any(BackendRole::needs_polling);
         s.rearm();
-        let batches: u64 = s.backends.iter().map(|b| b.stats.batches).sum();
-        if batches > published {
-            progress.add_batches(batches - published);
-            published = batches;
+        busy |= s.watch.polling > 0;
+        if s.watch.batches > published {
+            progress.add_batches(s.watch.batches - published);
+            published = s.watch.batches;
         }
         // The metrics' gauges trail by at most `GAUGE_PERIOD` (or a parked
         // shard's longest sleep, `park::MAX_PARK`): storing every backend's
@@ -365,4 +375,34 @@ pub async fn run(
         }
     }
     s.report()
+}
+
+/// The local backends' totals a round needs, kept from the backends it
+/// touched (a backend changes only when touched): how many must be polled
+/// every round (a device in flight that does not wake the shard), and the
+/// batches they ran.
+struct Watch {
+    polls: Vec<bool>,
+    polling: usize,
+    seen: Vec<u64>,
+    batches: u64,
+}
+
+impl Watch {
+    fn new(backends: usize) -> Self {
+        Self { polls: vec![false; backends], polling: 0, seen: vec![0; backends], batches: 0 }
+    }
+
+    /// Local backend `i` was touched and is now `b`.
+    fn saw(&mut self, i: usize, b: &BackendRole) {
+        let polls = b.needs_polling();
+        if std::mem::replace(&mut self.polls[i], polls) != polls {
+            match polls {
+                true => self.polling += 1,
+                false => self.polling -= 1,
+            }
+        }
+        let batches = b.stats.batches;
+        self.batches += batches - std::mem::replace(&mut self.seen[i], batches);
+    }
 }
