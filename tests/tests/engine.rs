@@ -624,13 +624,14 @@ fn a_client_that_leaves_mid_query_leaks_nothing() {
 /// In-process clients (the stress harness's engine) account for every
 /// request they send: each answered exactly once, none left over, and
 /// the frontend role answered as many as it received. Symphony split over
-/// a model shard too, so its messages cross the rings.
+/// a model shard too, so its messages cross the rings; and every shard on
+/// one core, where the clients' event loop drives the scheduler's shards.
 #[test]
 fn in_process_clients_get_every_answer_once() {
     use baton_core::runtime::clients::{run, Load};
     let s = scenario();
-    for model_shards in [0, 1] {
-        let cfg = EngineConfig { input_floats: FLOATS, model_shards, ..Default::default() };
+    for (model_shards, cores) in [(0, None), (1, None), (0, Some(vec![0])), (1, Some(vec![0]))] {
+        let cfg = EngineConfig { input_floats: FLOATS, model_shards, cores, ..Default::default() };
         let load = Load {
             rate_rps: 400.0,
             warmup: Duration::from_millis(200),
@@ -644,6 +645,10 @@ fn in_process_clients_get_every_answer_once() {
         assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
         let fe = o.engine.frontend;
         assert_eq!((fe.answered(), fe.duplicates), (fe.received, 0), "{fe:?}");
+        // Every backend reports, hosted or not, and ran the batches.
+        assert_eq!(o.engine.backends.len(), s.cluster.backends as usize, "{:?}", o.cores);
+        let requests: u64 = o.engine.backends.iter().map(|b| b.requests).sum();
+        assert_eq!(requests, fe.ok, "{:?}", o.cores);
     }
 }
 

@@ -28,8 +28,12 @@ use baton_sched::PolicyKind;
 use baton_wire::fb;
 use glommio::{LocalExecutorBuilder, Placement};
 
+use std::sync::Arc;
+
+use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
+use super::sched_shard::{Pump, State};
 use super::{start_back, Back, EngineConfig, EngineError, EngineReport};
 use crate::clock::Clock;
 use crate::models::ModelTable;
@@ -146,29 +150,45 @@ pub fn client_request(
 }
 
 /// Runs `load` on an engine serving `scenario` under `policy` whose clients
-/// are in process, and reports what they saw.
+/// are in process, and reports what they saw. The scheduler-side shards
+/// pinned to the clients' core run in the clients' event loop.
 pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Load) -> Result<Outcome, EngineError> {
-    let Back { sched, table, clock, stop, progress: _, ring, doorbell, cores, node: _, cfg } =
-        start_back(scenario, policy, cfg)?;
+    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted, cores, node, cfg } =
+        start_back(scenario, policy, cfg, true)?;
     let scenario = scenario.clone();
+    let halt = Arc::clone(&stop);
     let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(
         move || async move {
             let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+            let mut shards = Vec::with_capacity(hosted.len());
+            for h in hosted {
+                let (mut state, ring) = h.build(&scenario, &table, &cfg, &clock, node)?;
+                let (stop, progress) = (Arc::clone(&halt), Arc::clone(&progress));
+                let pump = Pump::new(&mut state, Link::Ring(ring), clock.clone(), stop, rhythm.bell(), progress);
+                shards.push((pump, state));
+            }
             let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
             let mut gen = Generator::new(&scenario, &table, load);
-            gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm).await
+            let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
+            Ok((seen, shards.iter().map(|(_, s)| s.report()).collect::<Vec<_>>()))
         },
     );
     let mut engine = EngineReport::default();
-    let (tally, parts, frontend) = match spawned.map_err(|e| EngineError::Shard(e.to_string())) {
-        Ok(h) => h.join().expect("the clients' shard does not panic"),
-        Err(e) => {
-            Back::stop(sched, &stop, &mut engine);
-            return Err(e);
-        }
-    };
+    let joined = spawned.map_err(|e| EngineError::Shard(e.to_string()));
+    let ((tally, parts, frontend), reports) =
+        match joined.and_then(|h| h.join().expect("the clients' shard does not panic")) {
+            Ok(done) => done,
+            Err(e) => {
+                Back::stop(sched, &stop, &mut engine);
+                return Err(e);
+            }
+        };
     engine.frontend = frontend;
     Back::stop(sched, &stop, &mut engine);
+    for r in reports {
+        engine.scheduler.add(&r.scheduler);
+        engine.backends.extend(r.backends);
+    }
     Ok(Outcome { tally, parts, engine, cores })
 }
 
@@ -284,7 +304,8 @@ impl Generator {
     }
 
     /// The shard's pump: answers in, requests out, until every request is
-    /// answered after the window, or the drain runs out.
+    /// answered after the window, or the drain runs out; each round also
+    /// drives the scheduler-side `shards` it hosts.
     async fn drive(
         &mut self,
         mut fe: Frontend,
@@ -292,8 +313,10 @@ impl Generator {
         clock: &Clock,
         mut link: Link,
         mut rhythm: Rhythm,
+        shards: &mut [(Pump, State)],
     ) -> (Tally, Parts, FrontendStats) {
         let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), VecDeque::new());
+        let mut lead = Lead::default();
         // The roles' times are on the cluster clock; the clients' from the run's start.
         let start = clock.now();
         loop {
@@ -319,8 +342,15 @@ impl Generator {
             if done || t > self.end + self.drain {
                 break;
             }
-            let next = self.arrivals.peek().map(|at| Duration::from_nanos((start + at).saturating_sub(clock.now())));
-            rhythm.end_round(busy, next, || link.pending()).await;
+            let mut round = Round { busy, next: self.arrivals.peek().map(|at| start + at) };
+            for (pump, state) in shards.iter_mut() {
+                // Hosted shards stop with the engine, after the clients.
+                let r = pump.round(state).expect("hosted shards run until the clients are done");
+                round.busy |= r.busy;
+                round.next = round.next.into_iter().chain(r.next).min();
+            }
+            let pending = || link.pending() || shards.iter().any(|(p, _)| p.pending());
+            lead.end_round(&mut rhythm, clock, round, pending).await;
         }
         // What is still held is answered `dropped`, so no role keeps it.
         fe.drop_all(clock.now(), table, &mut answers);

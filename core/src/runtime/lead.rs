@@ -13,6 +13,19 @@
 
 use std::time::Duration;
 
+use baton_sched::time::Nanos;
+
+use super::park::Rhythm;
+use crate::clock::Clock;
+
+/// What one round of a shard's pump did: whether it worked, and when (on
+/// the cluster clock) its next timer is due.
+#[derive(Clone, Copy, Debug)]
+pub struct Round {
+    pub busy: bool,
+    pub next: Option<Nanos>,
+}
+
 const MIN_LEAD: Duration = Duration::from_micros(10);
 const MAX_LEAD: Duration = Duration::from_micros(250);
 const DECAY: u32 = 64;
@@ -34,8 +47,23 @@ impl Lead {
         until.is_some_and(|d| d <= self.lead)
     }
 
-    pub fn get(&self) -> Duration {
-        self.lead
+    /// Ends a pump's `round`: yields while busy or within the lead of the
+    /// next timer, else parks until the lead before it (`Rhythm`), and
+    /// learns from how long the sleep lasted.
+    pub async fn end_round(
+        &mut self,
+        rhythm: &mut Rhythm,
+        clock: &Clock,
+        round: Round,
+        has_work: impl FnOnce() -> bool,
+    ) {
+        let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
+        let asked = next.map(|d| d.saturating_sub(self.lead));
+        if let Some(parked) = rhythm.end_round(round.busy || self.imminent(next), asked, has_work).await {
+            if let Some(asked) = asked.filter(|&a| parked >= a) {
+                self.slept(asked, parked);
+            }
+        }
     }
 
     /// A sleep asked for `asked` and lasted `slept`.

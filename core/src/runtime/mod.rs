@@ -419,6 +419,9 @@ struct Back {
     /// The front shard's rings and doorbell.
     ring: Ring,
     doorbell: Doorbell,
+    /// The scheduler-side shards pinned to the front shard's core, when the
+    /// front shard was asked to host them: its pump drives theirs.
+    hosted: Vec<Hosted>,
     /// The core each shard is pinned to: the front shard's first.
     cores: Vec<usize>,
     /// The NUMA node shards bind their memory to, if placed on one.
@@ -443,9 +446,59 @@ impl Back {
     }
 }
 
+/// A scheduler-side shard the front shard's pump drives beside its own:
+/// shards pinned to one core share one event loop, as Symphony's
+/// single-threaded dispatcher does, instead of two threads taking turns on
+/// the core through the kernel (each of whose sleeps and wake-ups costs a
+/// system call and a time slice).
+struct Hosted {
+    slot: usize,
+    part: SchedulerPart,
+    backends: std::ops::Range<u32>,
+    ring: Ring,
+}
+
+impl Hosted {
+    /// The shard's state, built on the front shard's thread, and its rings.
+    fn build(
+        self,
+        scenario: &Scenario,
+        table: &ModelTable,
+        cfg: &EngineConfig,
+        clock: &Clock,
+        node: Option<usize>,
+    ) -> Result<(sched_shard::State, Ring), EngineError> {
+        let state = shard_state(scenario, self.part, self.backends, table, cfg, clock, self.slot, node);
+        Ok((state.map_err(EngineError::Shard)?, self.ring))
+    }
+}
+
+/// Scheduler-side shard `slot`'s state, built on the thread that runs it
+/// (its memory bound to `node`, if placed on one).
+#[allow(clippy::too_many_arguments)]
+fn shard_state(
+    scenario: &Scenario,
+    part: SchedulerPart,
+    backends: std::ops::Range<u32>,
+    table: &ModelTable,
+    cfg: &EngineConfig,
+    clock: &Clock,
+    slot: usize,
+    node: Option<usize>,
+) -> Result<sched_shard::State, String> {
+    topology::bind_memory(node)?;
+    let mut state = sched_shard::State::new(scenario, part, backends, table, cfg, clock.now())?;
+    state.slot = slot;
+    // The one frontend, in this process from the start.
+    state.peer(clock.now(), crate::roles::Addr::Frontend(0), true);
+    Ok(state)
+}
+
 /// Starts the scheduler side of serving `scenario`'s models under `policy`:
-/// every shard but the front one, each part built on its own shard.
-fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Back, EngineError> {
+/// every shard but the front one, each part built on its own shard; with
+/// `host`, those pinned to the front shard's core are left to the front
+/// shard to drive (`Back::hosted`).
+fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, host: bool) -> Result<Back, EngineError> {
     let table = servable(scenario, policy, cfg)?;
     let backends = table.backends(scenario.cluster.backends);
     raise_memlock();
@@ -458,18 +511,26 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     let progress = Arc::new(Progress { gauges, ..Progress::default() });
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let fe_links = links.next().expect("a frontend shard");
-    let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
-    let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
-    let bells: Vec<Bell> = doorbells.as_slice().iter().map(Doorbell::bell).collect();
-    let fe_doorbell = doorbells.next().expect("a frontend shard");
     let topology::Placement { cores, node } =
         topology::place_on(cfg.near.as_ref(), cfg.cores.as_deref()).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
+    let hosted = |shard: usize| host && shard != FRONTEND_SHARD && core(shard) == core(FRONTEND_SHARD);
+    // A hosted shard is woken by the front shard's bell: one loop, one bell.
+    let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
+    let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
+    let fe_doorbell = doorbells.next().expect("a frontend shard");
+    let bells: Vec<Bell> = std::iter::once(fe_doorbell.bell())
+        .chain(doorbells.as_slice().iter().enumerate().map(|(i, d)| match hosted(i + 1) {
+            true => fe_doorbell.bell(),
+            false => d.bell(),
+        }))
+        .collect();
     let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
     // The scheduler side: shard 1 holds the policy (or Symphony's rank
     // shard) and every backend; shards 2.. hold Symphony's model shards.
     // Each part's state is built on the shard that owns it.
     let mut sched = Vec::with_capacity(layout.shards() - 1);
+    let mut hosts = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (i, shard_links) in links.enumerate() {
         let shard = SCHED_SHARD + i;
@@ -479,21 +540,21 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
             (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };
+        let doorbell = doorbells.next().expect("one per shard");
+        let ring = Ring { links: shard_links, layout, bells: bells.clone() };
+        if hosted(shard) {
+            hosts.push(Hosted { slot: i, part, backends, ring });
+            continue;
+        }
         let (clock, stop, progress) = (clock.clone(), Arc::clone(&stop), Arc::clone(&progress));
         let (scenario, table, cfg, ready) = (scenario.clone(), table.clone(), cfg.clone(), ready_tx.clone());
-        let (doorbell, bells) = (doorbells.next().expect("one per shard"), bells.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
             .name(&format!("baton-sched-{i}"))
             .spawn(move || async move {
-                let state = topology::bind_memory(node)
-                    .and_then(|()| sched_shard::State::new(&scenario, part, backends, &table, &cfg, clock.now()));
-                match state {
-                    Ok(mut state) => {
-                        state.slot = i;
-                        // The one frontend, in this process from the start.
-                        state.peer(clock.now(), crate::roles::Addr::Frontend(0), true);
+                match shard_state(&scenario, part, backends, &table, &cfg, &clock, i, node) {
+                    Ok(state) => {
                         let _ = ready.send(Ok(()));
-                        let link = Link::Ring(Ring { links: shard_links, layout, bells });
+                        let link = Link::Ring(ring);
                         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
                         sched_shard::run(state, link, clock, stop, rhythm, progress).await
                     }
@@ -517,15 +578,16 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     }
     let ring = Ring { links: fe_links, layout, bells };
     let cores = (0..layout.shards()).map(core).collect();
-    Ok(Back { sched, table, clock, stop, progress, ring, doorbell: fe_doorbell, cores, node, cfg: cfg.clone() })
+    let doorbell = fe_doorbell;
+    Ok(Back { sched, table, clock, stop, progress, ring, doorbell, hosted: hosts, cores, node, cfg: cfg.clone() })
 }
 
 /// Starts serving `scenario`'s models under `policy` on its
 /// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
 /// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
-    let Back { sched, table, clock, stop, progress, ring, doorbell, cores, node, cfg } =
-        start_back(scenario, policy, cfg)?;
+    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted: _, cores, node, cfg } =
+        start_back(scenario, policy, cfg, false)?;
     let table = Arc::new(Published::new(table));
     let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
     let (addr_tx, addr_rx) = mpsc::channel();

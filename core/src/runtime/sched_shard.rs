@@ -14,16 +14,15 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use baton_sched::scenario::Scenario;
 use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::alarms::Alarms;
-use super::lead::Lead;
+use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg};
-use super::park::Rhythm;
+use super::park::{Bell, Rhythm};
 use super::part::{Caused, Part, SchedulerPart};
 use super::{EngineConfig, Progress};
 use crate::clock::Clock;
@@ -260,94 +259,136 @@ impl State {
         }
     }
 
-    fn report(&self) -> Report {
+    pub fn report(&self) -> Report {
         Report { scheduler: self.part.stats(), backends: self.backends.iter().map(|b| b.stats).collect() }
     }
 }
 
-pub async fn run(
-    mut s: State,
-    mut link: Link,
+/// The scheduler-side shard's pump, round by round: messages in, timers
+/// fired, messages out, totals published. `run` drives it alone on its
+/// shard; a shard that shares its core with the front shard is driven by
+/// the front shard's pump beside its own (`clients.rs`), one event loop
+/// per core.
+pub struct Pump {
+    link: Link,
     clock: Clock,
     stop: Arc<AtomicBool>,
-    mut rhythm: Rhythm,
     progress: Arc<Progress>,
-) -> Report {
-    let mut incoming = Vec::new();
-    // Batches of the local backends already added to `progress`; whether
-    // the metrics' gauges are behind, and when they may be stored next.
-    let (mut published, mut stale, mut next_gauges) = (0, false, 0);
-    let (mut unsent, mut next_totals) = (false, 0);
-    let mut lead = Lead::default();
-    if let Link::Tcp(r) = &link {
-        *r.bell.borrow_mut() = Some(rhythm.bell());
+    incoming: Vec<ShardMsg>,
+    /// Batches of the local backends already added to `progress`; whether
+    /// the metrics' gauges are behind, and when they may be stored next.
+    published: u64,
+    stale: bool,
+    next_gauges: Nanos,
+    /// Whether totals are owed to frontends in other processes, and when
+    /// they may be sent next.
+    unsent: bool,
+    next_totals: Nanos,
+    /// Raised by executors that finish on threads of their own.
+    device_done: Arc<AtomicBool>,
+    leave_by: Option<Nanos>,
+}
+
+impl Pump {
+    /// The pump of `s`, whose wake-ups ring `bell`.
+    pub fn new(
+        s: &mut State,
+        link: Link,
+        clock: Clock,
+        stop: Arc<AtomicBool>,
+        bell: Bell,
+        progress: Arc<Progress>,
+    ) -> Self {
+        if let Link::Tcp(r) = &link {
+            *r.bell.borrow_mut() = Some(bell.clone());
+        }
+        // Executors that finish on threads of their own (CPU compute) raise
+        // this flag and ring the shard's bell: it parks instead of polling
+        // them (the flag is published before the bell, the bell's handshake
+        // does the rest, `park.rs`).
+        let device_done = Arc::new(AtomicBool::new(false));
+        let waker: baton_gpu::Waker = {
+            let done = Arc::clone(&device_done);
+            Arc::new(move || {
+                done.store(true, Ordering::Release);
+                bell.ring();
+            })
+        };
+        for b in &mut s.backends {
+            b.set_waker(Arc::clone(&waker));
+        }
+        Self {
+            link,
+            clock,
+            stop,
+            progress,
+            incoming: Vec::new(),
+            published: 0,
+            stale: false,
+            next_gauges: 0,
+            unsent: false,
+            next_totals: 0,
+            device_done,
+            leave_by: None,
+        }
     }
-    // Executors that finish on threads of their own (CPU compute) raise
-    // this flag and ring the shard's bell: it parks instead of polling them
-    // (the flag is published before the bell, the bell's handshake does
-    // the rest, `park.rs`).
-    let device_done = Arc::new(AtomicBool::new(false));
-    let waker: baton_gpu::Waker = {
-        let (done, bell) = (Arc::clone(&device_done), rhythm.bell());
-        Arc::new(move || {
-            done.store(true, Ordering::Release);
-            bell.ring();
-        })
-    };
-    for b in &mut s.backends {
-        b.set_waker(Arc::clone(&waker));
+
+    /// Whether work waits that a parked shard must not sleep through.
+    pub fn pending(&self) -> bool {
+        self.link.pending() || self.device_done.load(Ordering::Acquire)
     }
-    let mut leave_by = None;
-    loop {
-        let now = clock.now();
-        if stop.load(Ordering::Acquire) {
+
+    /// One round at the clock's now; None once the shard is to stop.
+    pub fn round(&mut self, s: &mut State) -> Option<Round> {
+        let now = self.clock.now();
+        if self.stop.load(Ordering::Acquire) {
             if s.leaves.as_ref().is_none_or(|killed| killed.load(Ordering::Acquire)) {
-                break;
+                return None;
             }
-            let by = *leave_by.get_or_insert_with(|| {
+            let by = *self.leave_by.get_or_insert_with(|| {
                 s.leave(now);
                 now + LEAVE_PATIENCE
             });
             if now >= by || (s.outbound.is_empty() && s.backends.iter().all(BackendRole::gone)) {
-                break;
+                return None;
             }
         }
-        link.poll(&mut incoming);
-        let mut busy = !incoming.is_empty();
-        for m in incoming.drain(..) {
+        self.link.poll(&mut self.incoming);
+        let mut busy = !self.incoming.is_empty();
+        for m in self.incoming.drain(..) {
             s.deliver(now, m);
         }
-        if device_done.swap(false, Ordering::AcqRel) {
+        if self.device_done.swap(false, Ordering::AcqRel) {
             s.poll_devices(now);
             busy = true;
         }
         busy |= s.fire(now);
+        s.rearm();
         // A shard whose device is running a batch polls it every round
         // instead of parking, unless the device wakes it when done: the
         // GPU's completion is seen within microseconds, not a timer tick.
         // (Emulated backends are never in flight.)
-        s.rearm();
         busy |= s.watch.polling > 0;
-        if s.watch.batches > published {
-            progress.add_batches(s.watch.batches - published);
-            published = s.watch.batches;
+        if s.watch.batches > self.published {
+            self.progress.add_batches(s.watch.batches - self.published);
+            self.published = s.watch.batches;
         }
         // The metrics' gauges trail by at most `GAUGE_PERIOD` (or a parked
         // shard's longest sleep, `park::MAX_PARK`): storing every backend's
         // totals each round would cost a thousand emulated GPUs' worth of
         // stores per batch.
-        stale |= busy;
-        unsent |= busy;
-        if stale && now >= next_gauges {
+        self.stale |= busy;
+        self.unsent |= busy;
+        if self.stale && now >= self.next_gauges {
             for (i, b) in s.backends.iter().enumerate() {
-                progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
+                self.progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
             }
-            progress.gauges.store_decisions(s.slot, s.part.stats().batches);
-            (stale, next_gauges) = (false, now + GAUGE_PERIOD);
+            self.progress.gauges.store_decisions(s.slot, s.part.stats().batches);
+            (self.stale, self.next_gauges) = (false, now + GAUGE_PERIOD);
         }
         // Frontends in other processes show the same totals on their
         // `/metrics`, trailing by at most `TOTALS_PERIOD` (or `MAX_PARK`).
-        if let (Link::Tcp(router), true) = (&link, unsent && now >= next_totals) {
+        if let (Link::Tcp(router), true) = (&self.link, self.unsent && now >= self.next_totals) {
             for (i, b) in s.backends.iter().enumerate() {
                 router.to_frontends(&Message::Stats(backend_totals(s.first_backend + i as u32, &b.stats)));
             }
@@ -355,24 +396,29 @@ pub async fn run(
                 let decisions = s.part.stats().batches;
                 router.to_frontends(&Message::Stats(fb::Stats { decisions, subcluster, ..Default::default() }));
             }
-            (unsent, next_totals) = (false, now + TOTALS_PERIOD);
+            (self.unsent, self.next_totals) = (false, now + TOTALS_PERIOD);
         }
         if !s.outbound.is_empty() {
-            link.flush(&mut s.outbound);
+            self.link.flush(&mut s.outbound);
             busy = true;
         }
-        let next = s.alarms.next().map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
-        // Spin, not park, through the last `lead` before a due timer, and
-        // park only until `lead` before the next one.
-        let spin = lead.imminent(next);
-        let asked = next.map(|d| d.saturating_sub(lead.get()));
-        let parked =
-            rhythm.end_round(busy || spin, asked, || link.pending() || device_done.load(Ordering::Acquire)).await;
-        if let (Some(asked), Some(parked)) = (asked, parked) {
-            if parked >= asked {
-                lead.slept(asked, parked);
-            }
-        }
+        Some(Round { busy, next: s.alarms.next() })
+    }
+}
+
+/// Drives shard `s` alone until its stop.
+pub async fn run(
+    mut s: State,
+    link: Link,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    mut rhythm: Rhythm,
+    progress: Arc<Progress>,
+) -> Report {
+    let mut pump = Pump::new(&mut s, link, clock.clone(), stop, rhythm.bell(), progress);
+    let mut lead = Lead::default();
+    while let Some(round) = pump.round(&mut s) {
+        lead.end_round(&mut rhythm, &clock, round, || pump.pending()).await;
     }
     s.report()
 }
