@@ -41,6 +41,7 @@ use baton_wire::{clip, fb, Message};
 
 use super::fetch::{answer, input_at};
 use super::outcomes::Tally;
+use super::held::ByIds;
 use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
@@ -127,7 +128,7 @@ pub struct Frontend {
     /// The sub-clusters whose scheduler is unreachable; while it is not,
     /// requests for its models are refused `Unavailable`.
     unreachable: Vec<u32>,
-    held: HashMap<u64, Held>,
+    held: ByIds<Held>,
     /// Query instances running (`queries.rs`), by number.
     queries: HashMap<u64, Instance>,
     next_instance: u64,
@@ -171,7 +172,7 @@ impl Frontend {
             grace: EXPIRY_GRACE,
             next_sweep: 0,
             unreachable: Vec::new(),
-            held: HashMap::new(),
+            held: ByIds::new(SEQ_MASK),
             queries: HashMap::new(),
             next_instance: 0,
             spawned: Vec::new(),
@@ -418,7 +419,7 @@ impl Frontend {
         let ids = fetch.requests.as_deref().unwrap_or(&[]);
         let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         for &id in ids {
-            if let Some(h) = self.held.get_mut(&id).filter(|h| h.fetched_by.is_none()) {
+            if let Some(h) = self.held.get_mut(id).filter(|h| h.fetched_by.is_none()) {
                 // A registered input is copied out of its slot (it stays
                 // there for a READ that may still come).
                 let input = match (h.slot, self.store.as_ref()) {
@@ -447,7 +448,7 @@ impl Frontend {
     /// frontend never held (a misrouted or forged id from a peer), is
     /// refused and counted.
     fn take(&mut self, id: u64) -> Option<Held> {
-        let h = self.held.remove(&id);
+        let h = self.held.remove(id);
         match (&h, self.store.as_mut()) {
             (None, _) => self.stats.duplicates += 1,
             (Some(Held { slot: Some(at), .. }), Some(store)) => store.release(*at),
@@ -676,12 +677,9 @@ impl Frontend {
         }
     }
 
-    /// The ids of held requests `pick` chooses, in id order (so a run
-    /// replays: the store's order is the hasher's).
+    /// The ids of held requests `pick` chooses, oldest first.
     fn held_where(&self, pick: impl Fn(&Held) -> bool) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.held.iter().filter(|(_, h)| pick(h)).map(|(&id, _)| id).collect();
-        ids.sort_unstable();
-        ids
+        self.held.iter().filter(|(_, h)| pick(h)).map(|(id, _)| id).collect()
     }
 
     fn lose(&mut self, now: Nanos, ids: Vec<u64>, why: String, table: &ModelTable, out: &mut Vec<Answer>) {

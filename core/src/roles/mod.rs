@@ -18,6 +18,7 @@ pub mod backend;
 pub mod decisions;
 pub mod fetch;
 pub mod frontend;
+mod held;
 pub mod outcomes;
 pub mod queries;
 pub mod reserve;
