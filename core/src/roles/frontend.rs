@@ -40,8 +40,8 @@ use baton_sched::time::Nanos;
 use baton_wire::{clip, fb, Message};
 
 use super::fetch::{answer, input_at};
-use super::outcomes::Tally;
 use super::held::ByIds;
+use super::outcomes::Tally;
 use super::queries::{Instance, StageOf};
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};

@@ -9,6 +9,7 @@
 
 use baton_sched::time::Nanos;
 
+use super::marked::Marked;
 use crate::timer::{TimerId, TimerWheel};
 
 const NANOS_PER_TICK: Nanos = 1_000;
@@ -20,38 +21,27 @@ fn tick_of(t: Nanos) -> u64 {
 pub struct Alarms {
     wheel: TimerWheel<usize>,
     armed: Vec<Option<(u64, TimerId)>>,
-    /// Per target, whether it is in `touched`.
-    marked: Vec<bool>,
     /// Targets whose deadline may have moved since they were last armed.
-    touched: Vec<usize>,
+    touched: Marked,
 }
 
 impl Alarms {
     pub fn new(targets: usize, now: Nanos) -> Self {
-        Self {
-            wheel: TimerWheel::new(now / NANOS_PER_TICK),
-            armed: vec![None; targets],
-            marked: vec![false; targets],
-            touched: Vec::new(),
-        }
+        Self { wheel: TimerWheel::new(now / NANOS_PER_TICK), armed: vec![None; targets], touched: Marked::new(targets) }
     }
 
     /// Target `t`'s deadline may have moved: `rearm` asks it again.
     pub fn touch(&mut self, t: usize) {
-        if !std::mem::replace(&mut self.marked[t], true) {
-            self.touched.push(t);
-        }
+        self.touched.mark(t);
     }
 
     /// Arms every target touched since the last call at `next(t)`, each
     /// once.
     pub fn rearm(&mut self, mut next: impl FnMut(usize) -> Option<Nanos>) {
-        let mut touched = std::mem::take(&mut self.touched);
-        for &t in &touched {
-            self.marked[t] = false;
+        let mut touched = std::mem::replace(&mut self.touched, Marked::new(0));
+        for t in touched.drain() {
             self.arm(t, next(t));
         }
-        touched.clear();
         self.touched = touched;
     }
 

@@ -50,6 +50,7 @@ mod gateway;
 mod hwloc;
 mod lead;
 pub(crate) mod link;
+mod marked;
 mod park;
 pub(crate) mod part;
 mod process;

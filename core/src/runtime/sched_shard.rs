@@ -22,6 +22,7 @@ use baton_wire::{fb, Message};
 use super::alarms::Alarms;
 use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg};
+use super::marked::Marked;
 use super::park::{Bell, Rhythm};
 use super::part::{Caused, Part, SchedulerPart};
 use super::{EngineConfig, Progress};
@@ -374,14 +375,15 @@ impl Pump {
             self.published = s.watch.batches;
         }
         // The metrics' gauges trail by at most `GAUGE_PERIOD` (or a parked
-        // shard's longest sleep, `park::MAX_PARK`): storing every backend's
-        // totals each round would cost a thousand emulated GPUs' worth of
+        // shard's longest sleep, `park::MAX_PARK`), and only backends
+        // touched since are stored again: storing every backend's totals
+        // each round would cost thousands of emulated GPUs' worth of
         // stores per batch.
         self.stale |= busy;
         self.unsent |= busy;
         if self.stale && now >= self.next_gauges {
-            for (i, b) in s.backends.iter().enumerate() {
-                self.progress.gauges.store_backend(s.first_backend as usize + i, &b.stats);
+            for i in s.watch.changed.drain() {
+                self.progress.gauges.store_backend(s.first_backend as usize + i, &s.backends[i].stats);
             }
             self.progress.gauges.store_decisions(s.slot, s.part.stats().batches);
             (self.stale, self.next_gauges) = (false, now + GAUGE_PERIOD);
@@ -425,22 +427,25 @@ pub async fn run(
 
 /// The local backends' totals a round needs, kept from the backends it
 /// touched (a backend changes only when touched): how many must be polled
-/// every round (a device in flight that does not wake the shard), and the
-/// batches they ran.
+/// every round (a device in flight that does not wake the shard), the
+/// batches they ran, and which changed since their gauges were stored.
 struct Watch {
     polls: Vec<bool>,
     polling: usize,
     seen: Vec<u64>,
     batches: u64,
+    changed: Marked,
 }
 
 impl Watch {
     fn new(backends: usize) -> Self {
-        Self { polls: vec![false; backends], polling: 0, seen: vec![0; backends], batches: 0 }
+        let changed = Marked::new(backends);
+        Self { polls: vec![false; backends], polling: 0, seen: vec![0; backends], batches: 0, changed }
     }
 
     /// Local backend `i` was touched and is now `b`.
     fn saw(&mut self, i: usize, b: &BackendRole) {
+        self.changed.mark(i);
         let polls = b.needs_polling();
         if std::mem::replace(&mut self.polls[i], polls) != polls {
             match polls {

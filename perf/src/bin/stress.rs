@@ -6,7 +6,12 @@
 //! wheel and rings — no TCP (`core/src/runtime/clients.rs`).
 //!
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
-//! [--warmup W] [--model-shards K] [--from R] [--probes N] [--rates R,R..]`
+//! [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N]
+//! [--rates R,R..]`
+//!
+//! `--gpus G` gives the cluster G fake GPUs instead of the file's: the
+//! GPUs' bound (printed) caps what any dispatcher can pass, the simulator
+//! too, so a dispatcher faster than that bound is measured on more GPUs.
 //!
 //! Each probe first runs `baton sim` on the same file, rate and seed and
 //! prints its bad rate beside the engine's.
@@ -67,7 +72,11 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
 
 fn main() {
     let file = std::env::args().nth(1).filter(|a| !a.starts_with("--")).expect("usage: stress FILE [flags]");
-    let scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
+    let mut scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
+    if let Some(gpus) = number("--gpus") {
+        assert!(gpus >= 1.0 && scenario.faults.is_empty(), "--gpus takes a count, for a file without faults");
+        scenario.cluster.backends = gpus as u32;
+    }
     let load = |rate_rps| Load {
         rate_rps,
         warmup: Duration::from_secs_f64(number("--warmup").unwrap_or(scenario.warmup as f64 / 1e9)),
@@ -90,13 +99,14 @@ fn main() {
         o
     };
     println!(
-        "{} / {} (seed {}), model shards {}, warm-up {:?}, measured {:?}; GPUs' bound {:.0} r/s",
+        "{} / {} (seed {}), model shards {}, warm-up {:?}, measured {:?}; {} GPUs, their bound {:.0} r/s",
         scenario.name,
         scenario.policy.as_str(),
         scenario.seed,
         cfg.model_shards,
         load(0.0).warmup,
         load(0.0).measure,
+        scenario.cluster.backends,
         scenario.capacity_bound_rps()
     );
     if let Some(rates) = flag("--rates") {
