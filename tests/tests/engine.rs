@@ -247,10 +247,16 @@ fn exactly_once(policy: PolicyKind, rate: f64) {
 }
 
 fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
+    exactly_once_on(policy, rate, model_shards, None);
+}
+
+/// The same, every shard pinned to `cores` when given.
+fn exactly_once_on(policy: PolicyKind, rate: f64, model_shards: usize, cores: Option<Vec<usize>>) {
     let mut s = scenario();
     s.policy = policy;
     let listen = "127.0.0.1:0".parse().unwrap();
-    let cfg = EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, model_shards, ..Default::default() };
+    let cfg =
+        EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, model_shards, cores, ..Default::default() };
     let e = start(&s, s.policy, &cfg).expect("engine starts");
     let cfg = LoadConfig {
         connections: 3,
@@ -272,6 +278,9 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
     assert_eq!((f.received, f.answered(), f.duplicates, f.orphaned), (all, all, 0, 0), "{f:?}");
     assert!(f.dropped >= l.dropped);
     assert!(l.ok > 0, "{l:?}");
+    // Every backend reports, whichever shard's loop drove it.
+    assert_eq!(r.backends.len(), s.cluster.backends as usize);
+    assert_eq!(r.backends.iter().map(|b| b.requests).sum::<u64>(), f.ok, "{:?}", r.backends);
 }
 
 #[test]
@@ -287,6 +296,15 @@ fn symphony_split_over_model_shards_answers_exactly_once() {
     // grants and batches cross shards.
     exactly_once_sharded(PolicyKind::Symphony, 800.0, 2);
     exactly_once_sharded(PolicyKind::Symphony, 2_500.0, 2);
+}
+
+/// `baton serve` on one core: the frontend shard's event loop drives the
+/// scheduler's shards (Symphony whole, and split over two model shards)
+/// beside its connections.
+#[test]
+fn every_shard_on_one_core_runs_in_one_event_loop() {
+    exactly_once_on(PolicyKind::Symphony, 2_500.0, 0, Some(vec![0]));
+    exactly_once_on(PolicyKind::Symphony, 2_500.0, 2, Some(vec![0]));
 }
 
 #[test]

@@ -184,11 +184,8 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
             }
         };
     engine.frontend = frontend;
+    reports.into_iter().for_each(|r| engine.add_shard(r));
     Back::stop(sched, &stop, &mut engine);
-    for r in reports {
-        engine.scheduler.add(&r.scheduler);
-        engine.backends.extend(r.backends);
-    }
     Ok(Outcome { tally, parts, engine, cores })
 }
 

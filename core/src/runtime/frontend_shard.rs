@@ -36,9 +36,11 @@ use glommio::net::{TcpListener, TcpStream};
 
 use super::conn::{self, Conn};
 use super::gateway::{self, Ask, Inbox, GATEWAY};
-use super::link::{Link, ShardMsg};
+use super::lead::{Lead, Round};
+use super::link::{Link, Ring, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::Router;
+use super::sched_shard::{self, Pump};
 use super::{Progress, IDLE};
 use crate::clock::Clock;
 use crate::metrics::Snapshot;
@@ -63,6 +65,8 @@ pub struct Report {
     pub unread_closed: u64,
     pub bad_frames: u64,
     pub held_at_stop: u64,
+    /// What the scheduler-side shards this shard drove report.
+    pub hosted: Vec<sched_shard::Report>,
 }
 
 struct Shard {
@@ -253,11 +257,6 @@ impl Shard {
         }
     }
 
-    /// How long until `expire` has work, if it will.
-    fn until_sweep(&self) -> Option<Duration> {
-        self.fe.next_timeout().map(|t| Duration::from_nanos(t.saturating_sub(self.clock.now())))
-    }
-
     fn on_asks(&mut self, answers: &mut Vec<Answer>) -> bool {
         let asks: Vec<Ask> = match &self.gateway {
             Some(g) => g.rx.try_iter().take(ASKS_PER_ROUND).collect(),
@@ -326,7 +325,15 @@ pub struct Setup {
     pub gateway: Option<Inbox>,
 }
 
-pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Report {
+/// Runs the frontend shard until its stop, driving the scheduler-side
+/// shards `hosted` (pinned to its core, with their rings) in its own
+/// event loop, round by round beside its pump (`sched_shard::Pump`).
+pub async fn run(
+    setup: Setup,
+    mut link: Link,
+    router: Option<Rc<Router>>,
+    hosted: Vec<(sched_shard::State, Ring)>,
+) -> Report {
     let Setup {
         index,
         store,
@@ -349,6 +356,14 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
+    let mut hosted: Vec<(Pump, sched_shard::State)> = hosted
+        .into_iter()
+        .map(|(mut s, ring)| {
+            let (stop, progress) = (Arc::clone(&stop), Arc::clone(&progress));
+            (Pump::new(&mut s, Link::Ring(ring), clock.clone(), stop, rhythm.bell(), progress), s)
+        })
+        .collect();
+    let mut lead = Lead::default();
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));
@@ -389,6 +404,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
     }));
     glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections)).detach();
 
+    let clock = shard.borrow().clock.clone();
     let mut incoming = Vec::new();
     let mut answers = Vec::new();
     while !stop.load(Ordering::Acquire) {
@@ -416,9 +432,21 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             let waiting = s.outbound.len() + link.unsent_to_schedulers();
             s.fe.set_waiting(waiting);
         }
-        let has_work = || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked();
-        let sweep = shard.borrow().until_sweep();
-        rhythm.end_round(busy, sweep, has_work).await;
+        let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
+        for (pump, state) in hosted.iter_mut() {
+            // None only once stopping, when this loop ends too.
+            if let Some(r) = pump.round(state) {
+                round.busy |= r.busy;
+                round.next = round.next.into_iter().chain(r.next).min();
+            }
+        }
+        let has_work = || {
+            link.pending()
+                || !shard.borrow().outbound.is_empty()
+                || shard.borrow().asked()
+                || hosted.iter().any(|(p, _)| p.pending())
+        };
+        lead.end_round(&mut rhythm, &clock, round, has_work).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
     let (report, conns) = {
@@ -437,6 +465,7 @@ pub async fn run(setup: Setup, mut link: Link, router: Option<Rc<Router>>) -> Re
             unread_closed: s.unread_closed,
             bad_frames: s.bad_frames,
             held_at_stop: held,
+            hosted: hosted.iter().map(|(_, state)| state.report()).collect(),
         };
         (report, conns)
     };

@@ -271,6 +271,14 @@ pub struct EngineReport {
     pub held_at_stop: u64,
 }
 
+impl EngineReport {
+    /// Adds what a scheduler-side shard reports.
+    fn add_shard(&mut self, r: sched_shard::Report) {
+        self.scheduler.add(&r.scheduler);
+        self.backends.extend(r.backends);
+    }
+}
+
 /// What a running engine (or role process) has done so far, published as
 /// it goes for whoever waits for an event instead of sleeping (tests, a
 /// supervisor): the frontend shard stores its gauges whenever they change,
@@ -440,9 +448,7 @@ impl Back {
     ) {
         stop.store(true, Ordering::Release);
         for h in sched {
-            let r = h.join().expect("a scheduler shard does not panic");
-            report.scheduler.add(&r.scheduler);
-            report.backends.extend(r.backends);
+            report.add_shard(h.join().expect("a scheduler shard does not panic"));
         }
     }
 }
@@ -587,8 +593,9 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, host:
 /// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
 /// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
-    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted: _, cores, node, cfg } =
-        start_back(scenario, policy, cfg, false)?;
+    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted, cores, node, cfg } =
+        start_back(scenario, policy, cfg, true)?;
+    let (plain, scenario) = (table.clone(), scenario.clone());
     let table = Arc::new(Published::new(table));
     let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
     let (addr_tx, addr_rx) = mpsc::channel();
@@ -618,12 +625,23 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             poll: cfg.poll,
             gateway: inbox,
         };
+        let hosting = cfg.clone();
         let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-frontend").spawn(
             move || async move {
                 // Memory stays where placement asked; a failure to bind it
                 // was reported by the scheduler shards, which bind first.
                 let _ = topology::bind_memory(node);
-                frontend_shard::run(setup, Link::Ring(ring), None).await
+                let mut shards = Vec::with_capacity(hosted.len());
+                for h in hosted {
+                    match h.build(&scenario, &plain, &hosting, &setup.clock, node) {
+                        Ok(shard) => shards.push(shard),
+                        Err(e) => {
+                            let _ = setup.addr_tx.send(Err(std::io::Error::other(e.to_string())));
+                            return frontend_shard::Report::default();
+                        }
+                    }
+                }
+                frontend_shard::run(setup, Link::Ring(ring), None, shards).await
             },
         );
         match spawned {
@@ -684,6 +702,7 @@ impl Engine {
             held_at_stop: fe.held_at_stop,
             ..Default::default()
         };
+        fe.hosted.into_iter().for_each(|r| report.add_shard(r));
         Back::stop(self.sched, &self.stop, &mut report);
         report
     }

@@ -401,8 +401,12 @@ async fn frontend(
         gateway,
     };
     // The shard binds its listener first thing and says so on `addr_tx`.
-    let shard =
-        glommio::spawn_local(frontend_shard::run(setup, Link::Tcp(Rc::clone(&router)), Some(Rc::clone(&router))));
+    let shard = glommio::spawn_local(frontend_shard::run(
+        setup,
+        Link::Tcp(Rc::clone(&router)),
+        Some(Rc::clone(&router)),
+        Vec::new(),
+    ));
     let mut bound = None;
     while bound.is_none() {
         match addr_rx.try_recv() {
