@@ -8,7 +8,9 @@
 //! `baton backend` only backends. Messages between local roles are
 //! delivered at once, in order; the rest queue for the link. Timers (the
 //! policy's or shard's next timeout, each backend's next start or finish)
-//! live on one wheel (`Alarms`).
+//! live on one wheel (`Alarms`). The shard runs round by round (`Pump`):
+//! alone on its executor (`run`), or inside the front shard's loop when
+//! both are pinned to one core (`clients.rs`, `frontend_shard.rs`).
 
 use std::collections::VecDeque;
 use std::ops::Range;
