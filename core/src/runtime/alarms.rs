@@ -38,11 +38,9 @@ impl Alarms {
     /// Arms every target touched since the last call at `next(t)`, each
     /// once.
     pub fn rearm(&mut self, mut next: impl FnMut(usize) -> Option<Nanos>) {
-        let mut touched = std::mem::replace(&mut self.touched, Marked::new(0));
-        for t in touched.drain() {
+        while let Some(t) = self.touched.pop() {
             self.arm(t, next(t));
         }
-        self.touched = touched;
     }
 
     /// Target `t` next wants to be woken at `at` (or never).
@@ -117,7 +115,7 @@ mod tests {
             asked.push(t);
             Some(1_000 * (t as Nanos + 1))
         });
-        assert_eq!(asked, vec![2, 0]);
+        assert_eq!(asked, vec![0, 2]);
         asked.clear();
         a.rearm(|t| {
             asked.push(t);

@@ -33,8 +33,8 @@ use std::sync::Arc;
 use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
-use super::sched_shard::{Pump, State};
-use super::{start_back, Back, EngineConfig, EngineError, EngineReport};
+use super::sched_shard::Hosting;
+use super::{build_hosted, start_back, Back, EngineConfig, EngineError, EngineReport};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
@@ -160,17 +160,12 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
     let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(
         move || async move {
             let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-            let mut shards = Vec::with_capacity(hosted.len());
-            for h in hosted {
-                let (mut state, ring) = h.build(&scenario, &table, &cfg, &clock, node)?;
-                let (stop, progress) = (Arc::clone(&halt), Arc::clone(&progress));
-                let pump = Pump::new(&mut state, Link::Ring(ring), clock.clone(), stop, rhythm.bell(), progress);
-                shards.push((pump, state));
-            }
+            let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
+            let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
             let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
             let mut gen = Generator::new(&scenario, &table, load);
             let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
-            Ok((seen, shards.iter().map(|(_, s)| s.report()).collect::<Vec<_>>()))
+            Ok((seen, shards.reports()))
         },
     );
     let mut engine = EngineReport::default();
@@ -310,7 +305,7 @@ impl Generator {
         clock: &Clock,
         mut link: Link,
         mut rhythm: Rhythm,
-        shards: &mut [(Pump, State)],
+        shards: &mut Hosting,
     ) -> (Tally, Parts, FrontendStats) {
         let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), VecDeque::new());
         let mut lead = Lead::default();
@@ -340,13 +335,9 @@ impl Generator {
                 break;
             }
             let mut round = Round { busy, next: self.arrivals.peek().map(|at| start + at) };
-            for (pump, state) in shards.iter_mut() {
-                // Hosted shards stop with the engine, after the clients.
-                let r = pump.round(state).expect("hosted shards run until the clients are done");
-                round.busy |= r.busy;
-                round.next = round.next.into_iter().chain(r.next).min();
-            }
-            let pending = || link.pending() || shards.iter().any(|(p, _)| p.pending());
+            // Hosted shards stop with the engine, after the clients.
+            shards.round(&mut round);
+            let pending = || link.pending() || shards.pending();
             lead.end_round(&mut rhythm, clock, round, pending).await;
         }
         // What is still held is answered `dropped`, so no role keeps it.

@@ -37,10 +37,10 @@ use glommio::net::{TcpListener, TcpStream};
 use super::conn::{self, Conn};
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::lead::{Lead, Round};
-use super::link::{Link, Ring, ShardMsg};
+use super::link::{Link, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::Router;
-use super::sched_shard::{self, Pump};
+use super::sched_shard::{self, Hosting};
 use super::{Progress, IDLE};
 use crate::clock::Clock;
 use crate::metrics::Snapshot;
@@ -332,7 +332,7 @@ pub async fn run(
     setup: Setup,
     mut link: Link,
     router: Option<Rc<Router>>,
-    hosted: Vec<(sched_shard::State, Ring)>,
+    hosted: Vec<(sched_shard::State, Link)>,
 ) -> Report {
     let Setup {
         index,
@@ -356,13 +356,7 @@ pub async fn run(
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
-    let mut hosted: Vec<(Pump, sched_shard::State)> = hosted
-        .into_iter()
-        .map(|(mut s, ring)| {
-            let (stop, progress) = (Arc::clone(&stop), Arc::clone(&progress));
-            (Pump::new(&mut s, Link::Ring(ring), clock.clone(), stop, rhythm.bell(), progress), s)
-        })
-        .collect();
+    let mut hosted = Hosting::new(hosted, &clock, &stop, &rhythm.bell(), &progress);
     let mut lead = Lead::default();
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
@@ -433,19 +427,9 @@ pub async fn run(
             s.fe.set_waiting(waiting);
         }
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
-        for (pump, state) in hosted.iter_mut() {
-            // None only once stopping, when this loop ends too.
-            if let Some(r) = pump.round(state) {
-                round.busy |= r.busy;
-                round.next = round.next.into_iter().chain(r.next).min();
-            }
-        }
-        let has_work = || {
-            link.pending()
-                || !shard.borrow().outbound.is_empty()
-                || shard.borrow().asked()
-                || hosted.iter().any(|(p, _)| p.pending())
-        };
+        hosted.round(&mut round);
+        let has_work =
+            || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
         lead.end_round(&mut rhythm, &clock, round, has_work).await;
     }
     // Stopping: what is still held is answered, so no client waits forever.
@@ -465,7 +449,7 @@ pub async fn run(
             unread_closed: s.unread_closed,
             bad_frames: s.bad_frames,
             held_at_stop: held,
-            hosted: hosted.iter().map(|(_, state)| state.report()).collect(),
+            hosted: hosted.reports(),
         };
         (report, conns)
     };

@@ -1,6 +1,6 @@
-//! A set of small indices (a shard's alarm targets, its backends), listed
-//! in the order first marked: marking is a flag test, and visiting the
-//! marked costs what was marked, not how many indices there are.
+//! A set of small indices (a shard's alarm targets, its backends):
+//! marking is a flag test, and visiting the marked costs what was marked,
+//! not how many indices there are.
 
 pub struct Marked {
     marked: Vec<bool>,
@@ -19,11 +19,12 @@ impl Marked {
         }
     }
 
-    /// Every index marked since the last drain, each once, in the order
-    /// first marked.
-    pub fn drain(&mut self) -> impl Iterator<Item = usize> + '_ {
-        let marked = &mut self.marked;
-        self.list.drain(..).inspect(move |&i| marked[i] = false)
+    /// An index marked since it was last taken, if any (the latest
+    /// first); each marked index comes once until marked again.
+    pub fn pop(&mut self) -> Option<usize> {
+        let i = self.list.pop()?;
+        self.marked[i] = false;
+        Some(i)
     }
 }
 
@@ -32,14 +33,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_marked_index_comes_once_in_the_order_first_marked() {
+    fn each_marked_index_comes_once_until_marked_again() {
         let mut m = Marked::new(4);
         for i in [2, 0, 2, 3, 0] {
             m.mark(i);
         }
-        assert_eq!(m.drain().collect::<Vec<_>>(), vec![2, 0, 3]);
-        assert_eq!(m.drain().count(), 0);
+        let taken: Vec<_> = std::iter::from_fn(|| m.pop()).collect();
+        assert_eq!(taken, vec![3, 0, 2]);
+        assert_eq!(m.pop(), None);
         m.mark(2);
-        assert_eq!(m.drain().collect::<Vec<_>>(), vec![2], "drained, marked anew");
+        assert_eq!((m.pop(), m.pop()), (Some(2), None), "taken, marked anew");
     }
 }

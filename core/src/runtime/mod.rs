@@ -465,19 +465,21 @@ struct Hosted {
     ring: Ring,
 }
 
-impl Hosted {
-    /// The shard's state, built on the front shard's thread, and its rings.
-    fn build(
-        self,
-        scenario: &Scenario,
-        table: &ModelTable,
-        cfg: &EngineConfig,
-        clock: &Clock,
-        node: Option<usize>,
-    ) -> Result<(sched_shard::State, Ring), EngineError> {
-        let state = shard_state(scenario, self.part, self.backends, table, cfg, clock, self.slot, node);
-        Ok((state.map_err(EngineError::Shard)?, self.ring))
-    }
+/// The `hosted` shards' states, built on the front shard's thread, with
+/// their links.
+fn build_hosted(
+    hosted: Vec<Hosted>,
+    scenario: &Scenario,
+    table: &ModelTable,
+    cfg: &EngineConfig,
+    clock: &Clock,
+    node: Option<usize>,
+) -> Result<Vec<(sched_shard::State, Link)>, EngineError> {
+    let build = |h: Hosted| {
+        let state = shard_state(scenario, h.part, h.backends, table, cfg, clock, h.slot, node);
+        Ok((state.map_err(EngineError::Shard)?, Link::Ring(h.ring)))
+    };
+    hosted.into_iter().map(build).collect()
 }
 
 /// Scheduler-side shard `slot`'s state, built on the thread that runs it
@@ -631,17 +633,13 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
                 // Memory stays where placement asked; a failure to bind it
                 // was reported by the scheduler shards, which bind first.
                 let _ = topology::bind_memory(node);
-                let mut shards = Vec::with_capacity(hosted.len());
-                for h in hosted {
-                    match h.build(&scenario, &plain, &hosting, &setup.clock, node) {
-                        Ok(shard) => shards.push(shard),
-                        Err(e) => {
-                            let _ = setup.addr_tx.send(Err(std::io::Error::other(e.to_string())));
-                            return frontend_shard::Report::default();
-                        }
+                match build_hosted(hosted, &scenario, &plain, &hosting, &setup.clock, node) {
+                    Ok(shards) => frontend_shard::run(setup, Link::Ring(ring), None, shards).await,
+                    Err(e) => {
+                        let _ = setup.addr_tx.send(Err(std::io::Error::other(e.to_string())));
+                        frontend_shard::Report::default()
                     }
                 }
-                frontend_shard::run(setup, Link::Ring(ring), None, shards).await
             },
         );
         match spawned {

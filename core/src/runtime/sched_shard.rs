@@ -270,7 +270,7 @@ impl State {
 /// The scheduler-side shard's pump, round by round: messages in, timers
 /// fired, messages out, totals published. `run` drives it alone on its
 /// shard; a shard that shares its core with the front shard is driven by
-/// the front shard's pump beside its own (`clients.rs`), one event loop
+/// the front shard's loop beside its own work (`Hosting`), one event loop
 /// per core.
 pub struct Pump {
     link: Link,
@@ -384,7 +384,7 @@ impl Pump {
         self.stale |= busy;
         self.unsent |= busy;
         if self.stale && now >= self.next_gauges {
-            for i in s.watch.changed.drain() {
+            while let Some(i) = s.watch.changed.pop() {
                 self.progress.gauges.store_backend(s.first_backend as usize + i, &s.backends[i].stats);
             }
             self.progress.gauges.store_decisions(s.slot, s.part.stats().batches);
@@ -425,6 +425,47 @@ pub async fn run(
         lead.end_round(&mut rhythm, &clock, round, || pump.pending()).await;
     }
     s.report()
+}
+
+/// Scheduler-side shards a front shard's loop drives beside its own work
+/// (`clients.rs`, `frontend_shard.rs`): those pinned to its core.
+pub struct Hosting(Vec<(Pump, State)>);
+
+impl Hosting {
+    /// `shards` with their links, woken by the front shard's `bell`.
+    pub fn new(
+        shards: Vec<(State, Link)>,
+        clock: &Clock,
+        stop: &Arc<AtomicBool>,
+        bell: &Bell,
+        progress: &Arc<Progress>,
+    ) -> Self {
+        let pump = |(mut s, link): (State, Link)| {
+            let (stop, progress) = (Arc::clone(stop), Arc::clone(progress));
+            (Pump::new(&mut s, link, clock.clone(), stop, bell.clone(), progress), s)
+        };
+        Self(shards.into_iter().map(pump).collect())
+    }
+
+    /// One round of each shard, folded into the front shard's `round`. A
+    /// stopping shard adds nothing: the front loop stops with the engine.
+    pub fn round(&mut self, round: &mut Round) {
+        for (pump, state) in &mut self.0 {
+            if let Some(r) = pump.round(state) {
+                round.busy |= r.busy;
+                round.next = round.next.into_iter().chain(r.next).min();
+            }
+        }
+    }
+
+    /// Whether any shard has work waiting (`Pump::pending`).
+    pub fn pending(&self) -> bool {
+        self.0.iter().any(|(p, _)| p.pending())
+    }
+
+    pub fn reports(&self) -> Vec<Report> {
+        self.0.iter().map(|(_, s)| s.report()).collect()
+    }
 }
 
 /// The local backends' totals a round needs, kept from the backends it
