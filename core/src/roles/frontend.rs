@@ -265,12 +265,18 @@ impl Frontend {
         let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
+        // The model that runs first: a query's (`model` numbers queries
+        // then) is its root stage's, whose sub-cluster gets the request.
+        let first = match req.query {
+            Some(_) => table.queries[model as usize].spec.stages[0].model.0,
+            None => model,
+        };
         let held = Held {
             conn,
             client_id: req.id,
-            model,
+            model: first,
             app,
-            sub: table.models[model as usize].subcluster,
+            sub: table.models[first as usize].subcluster,
             arrival: now,
             deadline,
             input,
@@ -299,9 +305,7 @@ impl Frontend {
         let q = &table.queries[model as usize];
         let (stage, planned) = inst.stage(instance, q, 0);
         self.queries.insert(instance, inst);
-        let root = q.spec.stages[0].model.0;
-        let sub = table.models[root as usize].subcluster;
-        Ok(self.hold(Held { model: root, sub, stage: Some(stage), ..held }, planned))
+        Ok(self.hold(Held { stage: Some(stage), ..held }, planned))
     }
 
     /// `admit`, its metadata addressed to its model's sub-cluster's
@@ -618,7 +622,7 @@ impl Frontend {
             Message::RdmaConnect(c) if !c.answer => send(answer(self.store.as_deref_mut(), self.index, &c)),
             _ => return false,
         }
-        for meta in std::mem::take(&mut self.spawned) {
+        for meta in self.spawned.drain(..) {
             send(to_scheduler(meta, table));
         }
         true
