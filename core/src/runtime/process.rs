@@ -86,8 +86,10 @@ pub struct RoleProcess {
     pub http: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
     gateway: Option<Gateway>,
-    /// The model table a frontend reads per request (`reroute`).
+    /// The model table a frontend reads per request (`reroute`), and the
+    /// schedulers a frontend connects to (one per sub-cluster).
     table: Arc<Published<ModelTable>>,
+    schedulers: Option<usize>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     /// Set with `stop` by `kill`: backends stop without leaving.
@@ -106,6 +108,10 @@ impl RoleProcess {
     /// sent to. (Other roles read no routes.)
     pub fn reroute(&self, scenario: &Scenario, routes: &Routes) -> Result<(), RouteError> {
         routes.check(scenario)?;
+        if let Some(n) = self.schedulers.filter(|&n| n != routes.subclusters.len()) {
+            let why = format!("{} sub-clusters for a frontend connected to {n} schedulers", routes.subclusters.len());
+            return Err(RouteError(why));
+        }
         let mut table = self.table.read(ModelTable::clone);
         table.route(routes);
         self.table.publish(table);
@@ -155,6 +161,10 @@ pub fn start_role(
     spec: RoleSpec,
 ) -> Result<RoleProcess, EngineError> {
     let mut table = servable(scenario, policy, cfg)?;
+    let frontend_of = match &spec {
+        RoleSpec::Frontend { schedulers, .. } => Some(schedulers.len()),
+        _ => None,
+    };
     if let RoleSpec::Frontend { index, schedulers, .. } = &spec {
         if u64::from(*index) >= 1 << (64 - FRONTEND_SHIFT) {
             return Err(EngineError::Shard(format!("frontend index {index}: request ids hold at most 16 bits of it")));
@@ -240,7 +250,9 @@ pub fn start_role(
     match ready_rx.recv() {
         Ok(Ok((addr, peer_addr))) => {
             let (http, grpc, gateway, table) = (None, None, None, frontend_table);
-            let role = RoleProcess { addr, peer_addr, http, grpc, gateway, table, progress, stop, killed, handle };
+            let schedulers = frontend_of;
+            let role =
+                RoleProcess { addr, peer_addr, http, grpc, gateway, table, schedulers, progress, stop, killed, handle };
             match start_gateway(bridge, cfg) {
                 Ok(gateway) => {
                     let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));

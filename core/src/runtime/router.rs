@@ -58,9 +58,8 @@ pub struct Router {
     pub cut_peers: Cell<u64>,
     /// Accepts on the role listener that failed (and were retried).
     pub accept_failures: Cell<u64>,
-    /// Sub-clusters whose scheduler this process has reached: 1 + the
-    /// highest registered.
-    schedulers: Cell<u32>,
+    /// Sub-clusters whose scheduler this process has reached.
+    schedulers: RefCell<Vec<u32>>,
 }
 
 /// The role a message between roles is for, by its content — and, for a
@@ -116,7 +115,7 @@ impl Router {
             max_unread,
             cut_peers: Cell::default(),
             accept_failures: Cell::default(),
-            schedulers: Cell::default(),
+            schedulers: RefCell::default(),
         }
     }
 
@@ -137,7 +136,7 @@ impl Router {
     pub fn unsent_to_schedulers(&self) -> usize {
         let peers = self.peers.borrow();
         let out = |k| peers.get(&Addr::Scheduler(k)).map_or(0, |c: &Rc<Conn>| c.out.borrow().frames());
-        (0..self.schedulers.get()).map(out).sum()
+        self.schedulers.borrow().iter().map(|&k| out(k)).sum()
     }
 
     /// Puts `e` in the inbox and wakes the pump if it has parked.
@@ -166,7 +165,12 @@ impl Router {
     /// is used again).
     pub fn register(&self, addr: Addr, conn: Rc<Conn>) {
         if let Addr::Scheduler(k) = addr {
-            self.schedulers.set(self.schedulers.get().max(k.saturating_add(1)));
+            // The sub-clusters seen, not a range up to the largest: a
+            // peer's index costs nothing however large.
+            let mut seen = self.schedulers.borrow_mut();
+            if !seen.contains(&k) {
+                seen.push(k);
+            }
         }
         self.peers.borrow_mut().insert(addr, conn);
         self.notices.borrow_mut().push((addr, true));
