@@ -22,6 +22,7 @@ pub mod build;
 pub mod clipper;
 pub mod clockwork;
 pub mod dist;
+pub mod epoch;
 pub mod glet;
 pub mod handover;
 pub mod heap;

@@ -27,6 +27,7 @@
 
 use std::collections::VecDeque;
 
+use crate::epoch::EpochCounter;
 use crate::handover::{handover, Change};
 use crate::partition::{plan_with, Options, PartitionError, Plan};
 use crate::partitioned::refuses;
@@ -57,9 +58,8 @@ pub struct Repartitioned {
     /// in order (a backend runs its batches in order).
     sent_by: Vec<VecDeque<usize>>,
     epochs: Epochs,
-    epoch_start: Nanos,
-    arrived: Vec<u64>,
-    last_arrival: Nanos,
+    /// Each model's arrivals over the epoch in progress.
+    counter: EpochCounter,
     /// The sub-cluster asked first for the next decision (round robin).
     next: usize,
     /// Every step taken, with when.
@@ -124,9 +124,7 @@ impl Repartitioned {
             bound_for: vec![None; total as usize],
             sent_by: vec![VecDeque::new(); total as usize],
             epochs,
-            epoch_start: 0,
-            arrived: vec![0; n],
-            last_arrival: 0,
+            counter: EpochCounter::new(n, epochs.every),
             next: 0,
             steps: Vec::new(),
         })
@@ -173,8 +171,7 @@ impl Repartitioned {
 
 impl Scheduler for Repartitioned {
     fn on_request(&mut self, now: Nanos, req: Request) {
-        self.arrived[req.model.index()] += 1;
-        self.last_arrival = now;
+        self.counter.count(now, req.model.index());
         self.subs[self.model_at[req.model.index()]].on_request(now, req);
     }
 
@@ -196,14 +193,8 @@ impl Scheduler for Repartitioned {
     }
 
     fn on_timeout(&mut self, now: Nanos) {
-        if now >= self.epoch_start + self.epochs.every {
-            if self.arrived.iter().any(|&n| n > 0) {
-                let secs = (now - self.epoch_start) as f64 / 1e9;
-                let rates: Vec<f64> = self.arrived.iter().map(|&n| n as f64 / secs).collect();
-                self.new_epoch(now, &rates);
-            }
-            self.arrived.iter_mut().for_each(|n| *n = 0);
-            self.epoch_start = now;
+        if let Some(rates) = self.counter.close(now) {
+            self.new_epoch(now, &rates);
         }
         for s in &mut self.subs {
             if s.next_timeout().is_some_and(|t| t <= now) {
@@ -215,8 +206,7 @@ impl Scheduler for Repartitioned {
     fn next_timeout(&self) -> Option<Nanos> {
         let subs = self.subs.iter().filter_map(|s| s.next_timeout()).min();
         // Epochs run while requests arrive or a scheduler has work; a quiet cluster sleeps.
-        let busy = subs.is_some() || self.last_arrival >= self.epoch_start;
-        let epoch = busy.then_some(self.epoch_start + self.epochs.every);
+        let epoch = self.counter.deadline(subs.is_some());
         subs.into_iter().chain(epoch).min()
     }
 

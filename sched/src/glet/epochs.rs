@@ -26,6 +26,7 @@ use super::oracle::PartitionData;
 use super::parts::GletPlan;
 use super::planner::Demand;
 use super::serve::Serving;
+use crate::epoch::EpochCounter;
 use crate::nexus::{BackendPlan, DropPolicy, Nexus, Plan};
 use crate::profile::Profile;
 use crate::time::Nanos;
@@ -120,10 +121,8 @@ pub struct Replanning {
     /// What the plan in force serves per model (scaled), and its layout.
     planned_rps: Vec<f64>,
     slots: Vec<Partition>,
-    epoch: Nanos,
-    epoch_start: Nanos,
-    arrived: Vec<u64>,
-    last_arrival: Nanos,
+    /// Each model's arrivals over the epoch in progress.
+    epochs: EpochCounter,
     /// Epochs that re-planned.
     pub replans: u64,
 }
@@ -155,10 +154,7 @@ impl Replanning {
             demands: serving.demands.clone(),
             planned_rps: plan.planned_rates(n),
             slots: laid.slots,
-            epoch,
-            epoch_start: 0,
-            arrived: vec![0; n],
-            last_arrival: 0,
+            epochs: EpochCounter::new(n, epoch),
             replans: 0,
         }
     }
@@ -186,8 +182,7 @@ impl Replanning {
 
 impl Scheduler for Replanning {
     fn on_request(&mut self, now: Nanos, req: Request) {
-        self.arrived[req.model.index()] += 1;
-        self.last_arrival = now;
+        self.epochs.count(now, req.model.index());
         self.nexus.on_request(now, req);
     }
 
@@ -204,22 +199,14 @@ impl Scheduler for Replanning {
     }
 
     fn on_timeout(&mut self, now: Nanos) {
-        if now < self.epoch_start + self.epoch {
-            return;
+        if let Some(rates) = self.epochs.close(now) {
+            self.new_epoch(now, rates.into_iter().map(|r| r.max(MIN_RATE_RPS)).collect());
         }
-        if self.arrived.iter().any(|&n| n > 0) {
-            let secs = (now - self.epoch_start) as f64 / 1e9;
-            let rates = self.arrived.iter().map(|&n| (n as f64 / secs).max(MIN_RATE_RPS)).collect();
-            self.new_epoch(now, rates);
-        }
-        self.arrived.iter_mut().for_each(|n| *n = 0);
-        self.epoch_start = now;
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
         // Epochs run while requests arrive or wait; a quiet cluster sleeps.
-        let busy = self.nexus.queued() || self.last_arrival >= self.epoch_start;
-        busy.then_some(self.epoch_start + self.epoch)
+        self.epochs.deadline(self.nexus.queued())
     }
 
     fn poll_output(&mut self) -> Option<Output> {

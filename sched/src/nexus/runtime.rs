@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use super::incremental::replan;
 use super::sessions::{sessions, Sessions};
 use super::squishy::{plan_for_cluster, Plan};
+use crate::epoch::EpochCounter;
 use crate::profile::Profile;
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
@@ -99,14 +100,10 @@ pub struct Nexus {
     /// Failed backends: never routed to again, whatever the plan says.
     dead: Vec<bool>,
     gpu_memory_mb: Option<f64>,
-    /// Re-planning: the epoch length, when the current epoch began, each
-    /// session's arrivals since then, and the last arrival.
-    epoch: Option<Nanos>,
-    epoch_start: Nanos,
+    /// Re-planning: each session's arrivals over the epoch in progress.
+    epochs: Option<EpochCounter>,
     /// The rate scale of the first plan: the headroom the cluster had.
     first_scale: f64,
-    arrived: Vec<u64>,
-    last_arrival: Nanos,
     rng: Rng,
     out: VecDeque<Output>,
     /// A partitioned plan (None: whole GPUs).
@@ -282,11 +279,8 @@ impl Nexus {
             cluster_backends: spec.backends,
             dead: vec![false; backends],
             gpu_memory_mb: spec.gpu_memory_mb,
-            epoch,
-            epoch_start: 0,
+            epochs: epoch.map(|e| EpochCounter::new(n, e)),
             first_scale: plan.rate_scale,
-            arrived: vec![0; n],
-            last_arrival: 0,
             rng: Rng::stream(seed, 0x4E58),
             out: VecDeque::new(),
             partitions,
@@ -357,13 +351,13 @@ impl Nexus {
         self.plan = plan;
     }
 
-    /// A new epoch: re-plan incrementally for the measured rates (scaled as
+    /// A new epoch, each session's arrivals over the last one at `rates`:
+    /// re-plan incrementally for them (scaled as
     /// the running plan is, shrinking the scale until the plan fits; from
     /// scratch when that has clearly more headroom), move
     /// queued requests to their sessions' new backends, and run idle ones.
-    fn new_epoch(&mut self, now: Nanos, elapsed: Nanos) {
-        let secs = elapsed as f64 / 1e9;
-        let measured: Vec<f64> = self.arrived.iter().map(|&n| (n as f64 / secs).max(MIN_SESSION_RPS)).collect();
+    fn new_epoch(&mut self, now: Nanos, rates: &[f64]) {
+        let measured: Vec<f64> = rates.iter().map(|&r| r.max(MIN_SESSION_RPS)).collect();
         // Start above both the last scale and the first plan's headroom:
         // an incremental re-plan packs less tightly than a fresh one, and a
         // scale that only ever shrank would leave every later plan short.
@@ -477,8 +471,9 @@ impl Nexus {
 impl Scheduler for Nexus {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let session = self.sessions.of_model[req.model.index()];
-        self.arrived[session] += 1;
-        self.last_arrival = now;
+        if let Some(epochs) = &mut self.epochs {
+            epochs.count(now, session);
+        }
         if let Some(b) = self.enqueue(session, Pending { id: req.id, deadline: req.deadline }) {
             self.run_backend(now, b);
         }
@@ -542,21 +537,13 @@ impl Scheduler for Nexus {
 
     /// Nexus's only timer is the epoch: re-plan from what arrived in it.
     fn on_timeout(&mut self, now: Nanos) {
-        let Some(epoch) = self.epoch else { return };
-        if now < self.epoch_start + epoch {
-            return;
-        }
-        if self.arrived.iter().any(|&n| n > 0) {
-            self.new_epoch(now, now - self.epoch_start);
-        }
-        self.arrived.iter_mut().for_each(|n| *n = 0);
-        self.epoch_start = now;
+        let Some(rates) = self.epochs.as_mut().and_then(|e| e.close(now)) else { return };
+        self.new_epoch(now, &rates);
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
         // Epochs run while requests arrive or wait; a quiet cluster sleeps.
-        let epoch = self.epoch?;
-        (self.queued() || self.last_arrival >= self.epoch_start).then_some(self.epoch_start + epoch)
+        self.epochs.as_ref()?.deadline(self.queued())
     }
 
     fn poll_output(&mut self) -> Option<Output> {
