@@ -41,6 +41,7 @@ pub mod rate;
 pub mod repartitioned;
 pub mod rng;
 pub mod scenario;
+pub mod side_by_side;
 pub mod sim;
 pub mod supernet;
 pub mod superserve;

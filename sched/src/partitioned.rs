@@ -17,24 +17,25 @@
 
 use crate::partition::{PartitionError, Plan, SubCluster};
 use crate::scenario::Scenario;
+use crate::side_by_side::SideBySide;
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, ModelId, Output, Request, Scheduler};
 
-struct Sub {
-    sched: Box<dyn Scheduler>,
+/// How a sub-cluster's ids map back to the cluster's.
+struct Names {
     /// The cluster's id of each of its models, by its own index.
     models: Vec<ModelId>,
     first_backend: u32,
 }
 
 pub struct Partitioned {
-    subs: Vec<Sub>,
+    /// Each sub-cluster's scheduler, and its names.
+    subs: SideBySide,
+    names: Vec<Names>,
     /// Each of the cluster's models: its sub-cluster and its id there.
     model_at: Vec<(usize, ModelId)>,
     /// Each of the cluster's backends: its sub-cluster and its id there.
     backend_at: Vec<(usize, BackendId)>,
-    /// The sub-cluster asked first for the next decision (round robin).
-    next: usize,
 }
 
 /// What a partitioned cluster cannot run.
@@ -86,7 +87,7 @@ impl Partitioned {
         assert_eq!(gpus, s.cluster.backends, "a plan shares out every GPU");
         let mut model_at = vec![None; s.models.len()];
         let mut backend_at = Vec::with_capacity(gpus as usize);
-        let mut subs = Vec::new();
+        let (mut subs, mut names) = (Vec::new(), Vec::new());
         for sub in plan.subclusters.iter().filter(|c| !c.models.is_empty()) {
             let i = subs.len();
             let first_backend = backend_at.len() as u32;
@@ -101,71 +102,61 @@ impl Partitioned {
                 return Err(PartitionError::Unsupported("policies that partition GPUs"));
             }
             let models = sub.models.iter().map(|&m| ModelId(m as u32)).collect();
-            subs.push(Sub { sched, models, first_backend });
+            subs.push(sched);
+            names.push(Names { models, first_backend });
         }
         // GPUs of sub-clusters without models idle; a plan gives them none.
         let model_at = model_at.into_iter().map(|m| m.expect("a plan places every model")).collect();
-        Ok(Partitioned { subs, model_at, backend_at, next: 0 })
+        Ok(Partitioned { subs: SideBySide::new(subs), names, model_at, backend_at })
     }
 
     pub fn schedulers(&self) -> usize {
-        self.subs.len()
+        self.subs.count()
     }
 }
 
 impl Scheduler for Partitioned {
     fn on_request(&mut self, now: Nanos, req: Request) {
         let (i, model) = self.model_at[req.model.index()];
-        self.subs[i].sched.on_request(now, Request { model, ..req });
+        self.subs.sched(i).on_request(now, Request { model, ..req });
     }
 
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
         let (i, backend) = self.backend_at[done.backend.index()];
         let (j, model) = self.model_at[done.model.index()];
         debug_assert_eq!(i, j, "a batch runs in its model's sub-cluster");
-        self.subs[i].sched.on_batch_done(now, &BatchDone { backend, model, ..*done });
+        self.subs.sched(i).on_batch_done(now, &BatchDone { backend, model, ..*done });
     }
 
     fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
         let (i, b) = self.backend_at[backend.index()];
-        self.subs[i].sched.on_backend_failed(now, b);
+        self.subs.sched(i).on_backend_failed(now, b);
     }
 
     fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
         let (i, b) = self.backend_at[backend.index()];
-        self.subs[i].sched.on_backend_joined(now, b);
+        self.subs.sched(i).on_backend_joined(now, b);
     }
 
     fn on_timeout(&mut self, now: Nanos) {
-        for s in &mut self.subs {
-            if s.sched.next_timeout().is_some_and(|t| t <= now) {
-                s.sched.on_timeout(now);
-            }
-        }
+        self.subs.on_timeout(now);
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
-        self.subs.iter().filter_map(|s| s.sched.next_timeout()).min()
+        self.subs.next_timeout()
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        let n = self.subs.len();
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            let sub = &mut self.subs[i];
-            if let Some(out) = sub.sched.poll_output() {
-                self.next = (i + 1) % n;
-                return Some(match out {
-                    Output::Dispatch(mut plan) => {
-                        plan.model = sub.models[plan.model.index()];
-                        plan.backend = BackendId(sub.first_backend + plan.backend.0);
-                        Output::Dispatch(plan)
-                    }
-                    dropped => dropped,
-                });
+        let (i, out) = self.subs.poll_output()?;
+        let names = &self.names[i];
+        Some(match out {
+            Output::Dispatch(mut plan) => {
+                plan.model = names.models[plan.model.index()];
+                plan.backend = BackendId(names.first_backend + plan.backend.0);
+                Output::Dispatch(plan)
             }
-        }
-        None
+            dropped => dropped,
+        })
     }
 }
 

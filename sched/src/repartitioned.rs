@@ -32,6 +32,7 @@ use crate::handover::{handover, Change};
 use crate::partition::{plan_with, Options, PartitionError, Plan};
 use crate::partitioned::refuses;
 use crate::scenario::Scenario;
+use crate::side_by_side::SideBySide;
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, Output, Request, Scheduler};
 
@@ -45,7 +46,8 @@ pub struct Epochs {
 
 pub struct Repartitioned {
     scenario: Scenario,
-    subs: Vec<Box<dyn Scheduler>>,
+    /// Each sub-cluster's scheduler.
+    subs: SideBySide,
     /// Each sub-cluster's GPUs under the plan in force.
     gpus: Vec<Vec<u32>>,
     /// Each model's sub-cluster.
@@ -60,8 +62,6 @@ pub struct Repartitioned {
     epochs: Epochs,
     /// Each model's arrivals over the epoch in progress.
     counter: EpochCounter,
-    /// The sub-cluster asked first for the next decision (round robin).
-    next: usize,
     /// Every step taken, with when.
     pub steps: Vec<(Nanos, Change)>,
 }
@@ -117,7 +117,7 @@ impl Repartitioned {
         assert!(model_at.iter().all(|&k| k < subs.len()), "a plan places every model");
         Ok(Self {
             scenario: s.clone(),
-            subs,
+            subs: SideBySide::new(subs),
             gpus,
             model_at,
             holder,
@@ -125,7 +125,6 @@ impl Repartitioned {
             sent_by: vec![VecDeque::new(); total as usize],
             epochs,
             counter: EpochCounter::new(n, epochs.every),
-            next: 0,
             steps: Vec::new(),
         })
     }
@@ -134,7 +133,7 @@ impl Repartitioned {
     /// the steps.
     fn new_epoch(&mut self, now: Nanos, rates: &[f64]) {
         let opts = Options { current: Some((self.model_at.clone(), self.epochs.moves)), ..Options::default() };
-        let plan = match plan_with(&self.scenario, self.subs.len(), rates, &opts) {
+        let plan = match plan_with(&self.scenario, self.subs.count(), rates, &opts) {
             Ok(plan) => plan,
             // Nothing fits better within the limits: the plan in force stays.
             Err(_) => return,
@@ -148,7 +147,7 @@ impl Repartitioned {
                 Change::Gpu { gpu, from, to } => {
                     let b = gpu as usize;
                     debug_assert_eq!(self.holder[b], Some(from as usize));
-                    self.subs[from as usize].on_backend_failed(now, BackendId(gpu));
+                    self.subs.sched(from as usize).on_backend_failed(now, BackendId(gpu));
                     (self.holder[b], self.bound_for[b]) = (None, Some(to as usize));
                     self.arrive(now, b);
                 }
@@ -164,7 +163,7 @@ impl Repartitioned {
         }
         if let Some(to) = self.bound_for[b].take() {
             self.holder[b] = Some(to);
-            self.subs[to].on_backend_joined(now, BackendId(b as u32));
+            self.subs.sched(to).on_backend_joined(now, BackendId(b as u32));
         }
     }
 }
@@ -172,14 +171,14 @@ impl Repartitioned {
 impl Scheduler for Repartitioned {
     fn on_request(&mut self, now: Nanos, req: Request) {
         self.counter.count(now, req.model.index());
-        self.subs[self.model_at[req.model.index()]].on_request(now, req);
+        self.subs.sched(self.model_at[req.model.index()]).on_request(now, req);
     }
 
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
         let b = done.backend.index();
         let by = self.sent_by[b].pop_front().expect("a batch ends that was sent");
         if self.holder[b] == Some(by) {
-            self.subs[by].on_batch_done(now, done);
+            self.subs.sched(by).on_batch_done(now, done);
         }
         self.arrive(now, b);
     }
@@ -196,32 +195,21 @@ impl Scheduler for Repartitioned {
         if let Some(rates) = self.counter.close(now) {
             self.new_epoch(now, &rates);
         }
-        for s in &mut self.subs {
-            if s.next_timeout().is_some_and(|t| t <= now) {
-                s.on_timeout(now);
-            }
-        }
+        self.subs.on_timeout(now);
     }
 
     fn next_timeout(&self) -> Option<Nanos> {
-        let subs = self.subs.iter().filter_map(|s| s.next_timeout()).min();
+        let subs = self.subs.next_timeout();
         // Epochs run while requests arrive or a scheduler has work; a quiet cluster sleeps.
         let epoch = self.counter.deadline(subs.is_some());
         subs.into_iter().chain(epoch).min()
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        let n = self.subs.len();
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            if let Some(out) = self.subs[i].poll_output() {
-                self.next = (i + 1) % n;
-                if let Output::Dispatch(plan) = &out {
-                    self.sent_by[plan.backend.index()].push_back(i);
-                }
-                return Some(out);
-            }
+        let (i, out) = self.subs.poll_output()?;
+        if let Output::Dispatch(plan) = &out {
+            self.sent_by[plan.backend.index()].push_back(i);
         }
-        None
+        Some(out)
     }
 }
