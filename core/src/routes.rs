@@ -13,8 +13,6 @@
 //! (`Held::sub` remembers where each request went). Moving a GPU is its
 //! backend process leaving one scheduler and a new one joining the other.
 
-use std::ops::Range;
-
 use baton_sched::handover::handover;
 use baton_sched::partition::Plan;
 use baton_sched::Scenario;
@@ -51,20 +49,13 @@ impl std::fmt::Display for RouteError {
 impl std::error::Error for RouteError {}
 
 impl Routes {
-    /// A partition plan's sub-clusters, their GPUs numbered in order
-    /// (sub-cluster 0 the first `gpus`, and so on).
+    /// A partition plan's sub-clusters, their GPUs numbered in plan order
+    /// (`Plan::gpu_ranges`: sub-cluster 0 the first `gpus`, and so on).
     pub fn of_plan(plan: &Plan) -> Self {
-        let mut next = 0u32;
-        let subclusters = plan
-            .subclusters
-            .iter()
-            .map(|c| {
-                let backends: Range<u32> = next..next + c.gpus;
-                next = backends.end;
-                Subcluster { models: c.models.clone(), backends: backends.collect() }
-            })
-            .collect();
-        Self { subclusters }
+        let subclusters = plan.subclusters.iter().zip(plan.gpu_ranges());
+        let subclusters =
+            subclusters.map(|(c, gpus)| Subcluster { models: c.models.clone(), backends: gpus.collect() });
+        Self { subclusters: subclusters.collect() }
     }
 
     /// The table `baton partition --json` prints (`subclusters`, each with

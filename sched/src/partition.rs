@@ -29,6 +29,8 @@
 //! `moves` models, none for nothing. Not modelled: a cap on a scheduler's
 //! request rate, and per-model (un)loading costs beyond counting moves.
 
+use std::ops::Range;
+
 use crate::partition_milp::{self as milp, Instance};
 use crate::scenario::Scenario;
 use crate::types::ModelSpec;
@@ -80,6 +82,38 @@ pub struct Plan {
     pub objective: f64,
     /// `(max − min) / mean` of the sub-clusters' demand per GPU.
     pub imbalance: f64,
+}
+
+impl Plan {
+    /// Each sub-cluster's GPUs, numbered in plan order: sub-cluster 0 the
+    /// first `gpus`, sub-cluster 1 the next, and so on. The engine's
+    /// routing table (`Routes::of_plan`) and the simulator's partitioned
+    /// clusters number them so.
+    pub fn gpu_ranges(&self) -> Vec<Range<u32>> {
+        let mut first = 0u32;
+        let ranges = self.subclusters.iter().map(|c| {
+            let gpus = first..first + c.gpus;
+            first = gpus.end;
+            gpus
+        });
+        ranges.collect()
+    }
+
+    /// Each model's sub-cluster, by model. A plan places models 0..n, each
+    /// in exactly one sub-cluster (`plan_with` makes no other).
+    pub fn assignment(&self) -> Vec<usize> {
+        let n = self.subclusters.iter().map(|c| c.models.len()).sum();
+        let mut of = vec![usize::MAX; n];
+        for (k, c) in self.subclusters.iter().enumerate() {
+            for &m in &c.models {
+                assert!(m < n, "model {m} in a plan of {n} models");
+                assert_eq!(of[m], usize::MAX, "model {m} in two sub-clusters");
+                of[m] = k;
+            }
+        }
+        // n models placed, none twice, all below n: every one placed.
+        of
+    }
 }
 
 /// What `plan` refuses.
@@ -379,6 +413,25 @@ mod tests {
         let inst = Instance { demand: &demand, k, w, memory: None, current: None };
         assert!(p.objective <= objective(&dealt, &inst) + 1e-9, "{p:?}");
         assert_eq!(plan(&s, k, 4000.0).unwrap(), p, "deterministic");
+    }
+
+    #[test]
+    fn gpus_are_numbered_in_plan_order_and_every_model_has_its_sub_cluster() {
+        let s = zoo(13, 64);
+        let p = plan(&s, 4, 4000.0).unwrap();
+        let ranges = p.gpu_ranges();
+        assert_eq!(ranges.len(), 4);
+        assert_eq!(ranges[0].start, 0);
+        assert_eq!(ranges[3].end, 64);
+        for (c, (r, next)) in p.subclusters.iter().zip(ranges.iter().zip(ranges.iter().skip(1))) {
+            assert_eq!(r.len() as u32, c.gpus);
+            assert_eq!(r.end, next.start);
+        }
+        let of = p.assignment();
+        assert_eq!(of.len(), 13);
+        for (k, c) in p.subclusters.iter().enumerate() {
+            assert!(c.models.iter().all(|&m| of[m] == k), "{of:?}");
+        }
     }
 
     #[test]

@@ -88,9 +88,12 @@ impl Partitioned {
         let mut model_at = vec![None; s.models.len()];
         let mut backend_at = Vec::with_capacity(gpus as usize);
         let (mut subs, mut names) = (Vec::new(), Vec::new());
-        for sub in plan.subclusters.iter().filter(|c| !c.models.is_empty()) {
+        let ranges = plan.gpu_ranges();
+        for (sub, mine) in plan.subclusters.iter().zip(&ranges).filter(|(c, _)| !c.models.is_empty()) {
             let i = subs.len();
-            let first_backend = backend_at.len() as u32;
+            // GPUs of sub-clusters without models would idle; a plan gives them none.
+            assert_eq!(mine.start as usize, backend_at.len(), "GPUs in a sub-cluster without models");
+            let first_backend = mine.start;
             let (scenario, share) = sub_scenario(s, sub, first_backend);
             for (local, &m) in sub.models.iter().enumerate() {
                 assert!(model_at[m].is_none(), "model {m} in two sub-clusters");
@@ -105,7 +108,6 @@ impl Partitioned {
             subs.push(sched);
             names.push(Names { models, first_backend });
         }
-        // GPUs of sub-clusters without models idle; a plan gives them none.
         let model_at = model_at.into_iter().map(|m| m.expect("a plan places every model")).collect();
         Ok(Partitioned { subs: SideBySide::new(subs), names, model_at, backend_at })
     }

@@ -67,8 +67,8 @@ pub struct Repartitioned {
 }
 
 impl Repartitioned {
-    /// The plan's sub-clusters (GPUs numbered in order: sub-cluster 0 the
-    /// first `gpus`, and so on), each under a scheduler `build` makes for
+    /// The plan's sub-clusters (GPUs numbered in plan order,
+    /// `Plan::gpu_ranges`), each under a scheduler `build` makes for
     /// the whole scenario at its models' share of `rate_rps`.
     pub fn new(
         s: &Scenario,
@@ -87,34 +87,27 @@ impl Repartitioned {
         let n = s.models.len();
         let total: u32 = plan.subclusters.iter().map(|c| c.gpus).sum();
         assert_eq!(total, s.cluster.backends, "a plan shares out every GPU");
-        let (mut gpus, mut first) = (Vec::new(), 0u32);
-        for c in &plan.subclusters {
-            gpus.push((first..first + c.gpus).collect::<Vec<u32>>());
-            first += c.gpus;
-        }
-        let mut model_at = vec![usize::MAX; n];
+        let ranges = plan.gpu_ranges();
+        let gpus: Vec<Vec<u32>> = ranges.iter().map(|r| r.clone().collect()).collect();
+        let model_at = plan.assignment();
+        assert_eq!(model_at.len(), n, "a plan places every model");
         let mut holder = vec![None; total as usize];
         let weight: f64 = s.models.iter().map(|m| m.weight).sum();
         let mut subs = Vec::with_capacity(gpus.len());
-        for (k, c) in plan.subclusters.iter().enumerate() {
-            for &m in &c.models {
-                assert_eq!(model_at[m], usize::MAX, "model {m} in two sub-clusters");
-                model_at[m] = k;
-            }
+        for (k, (c, mine)) in plan.subclusters.iter().zip(&ranges).enumerate() {
             let share = c.models.iter().map(|&m| s.models[m].weight).sum::<f64>() / weight;
             let mut sched = build(s, rate_rps * share);
             if sched.partitions().is_some() {
                 return Err(PartitionError::Unsupported("policies that partition GPUs"));
             }
             for b in 0..total {
-                match gpus[k].contains(&b) {
+                match mine.contains(&b) {
                     true => holder[b as usize] = Some(k),
                     false => sched.on_backend_failed(0, BackendId(b)),
                 }
             }
             subs.push(sched);
         }
-        assert!(model_at.iter().all(|&k| k < subs.len()), "a plan places every model");
         Ok(Self {
             scenario: s.clone(),
             subs: SideBySide::new(subs),
