@@ -78,9 +78,7 @@ pub fn run(a: Args) -> Result<(), String> {
         }
         opts.current = Some((routes.assignment(), a.moves));
     }
-    let total: f64 = s.models.iter().map(|m| m.weight).sum();
-    let rates: Vec<f64> = s.models.iter().map(|m| rate * m.weight / total).collect();
-    let p = plan_with(&s, a.schedulers, &rates, &opts).map_err(|e| e.to_string())?;
+    let p = plan_with(&s, a.schedulers, &s.direct_rates(rate), &opts).map_err(|e| e.to_string())?;
     let names = |models: &[usize]| -> Vec<String> { models.iter().map(|&i| s.models[i].spec.name.clone()).collect() };
     let solver = match &p.solver {
         Solver::Milp { by, gap, optimal } => {
