@@ -23,6 +23,7 @@ pub mod plot;
 pub mod readme;
 pub mod report;
 pub mod sched_speed;
+pub mod subclusters;
 pub mod subnetact_bench;
 pub mod superserve_bench;
 pub mod wire_bench;

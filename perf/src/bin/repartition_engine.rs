@@ -22,8 +22,8 @@ use baton_core::routes::{Change, Routes};
 use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::EngineConfig;
 use baton_perf::load_scenario;
+use baton_perf::subclusters::simulated;
 use baton_sched::partition::{plan, Plan};
-use baton_sched::partitioned::Partitioned;
 use baton_sched::policy::PolicyKind;
 use baton_sched::repartitioned::{Epochs as SimEpochs, Repartitioned};
 use baton_sched::sim::run_with;
@@ -123,10 +123,4 @@ fn resimulated(s: &Scenario, p: &Plan, rate: f64) -> Repartitioned {
     let each = |whole: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, whole, r);
     let epochs = SimEpochs { every: EPOCHS.every.as_nanos() as u64, moves: EPOCHS.moves };
     Repartitioned::new(s, p, rate, epochs, &each).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The simulator's scheduler for `s` split by `p` (the engine's plan) at `rate`.
-fn simulated(s: &Scenario, p: &Plan, rate: f64) -> Box<dyn baton_sched::Scheduler> {
-    let each = |sub: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, sub, r);
-    Box::new(Partitioned::new(s, p, rate, &each).unwrap_or_else(|e| panic!("{e}")))
 }

@@ -27,8 +27,8 @@ use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::EngineConfig;
 use baton_perf::engine_bench::{engine_goodput, GOODPUT_TOLERANCE};
 use baton_perf::load_scenario;
-use baton_sched::partition::{plan, Plan};
-use baton_sched::partitioned::Partitioned;
+use baton_perf::subclusters::simulated;
+use baton_sched::partition::plan;
 use baton_sched::sim::{find_goodput_with, run_with};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::Scenario;
@@ -105,12 +105,6 @@ fn main() {
     }
     moved(&s, &serve, last);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The simulator's scheduler for `s` split by `p` (the engine's plan) at `rate`.
-fn simulated(s: &Scenario, p: &Plan, rate: f64) -> Box<dyn baton_sched::Scheduler> {
-    let each = |sub: &Scenario, r: f64| baton_sched::build::scheduler(s.policy, sub, r);
-    Box::new(Partitioned::new(s, p, rate, &each).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Two sub-clusters at 70% of the last goodput; at half-time the first
