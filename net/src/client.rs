@@ -7,6 +7,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
+use baton_wire::message::View;
 use baton_wire::{fb, FrameError, Message};
 
 use crate::framing::{FrameBuf, Outbox};
@@ -23,10 +24,11 @@ pub struct Receiver {
     buf: FrameBuf,
 }
 
-/// What the receiving half read.
+/// What the receiving half read: an answer is read in place (verified,
+/// not copied; `fb::InferResponse::try_from` makes it owned).
 #[derive(Debug)]
-pub enum Received {
-    Answer(Box<fb::InferResponse>),
+pub enum Received<'a> {
+    Answer(fb::InferResponseRef<'a>),
     /// A frame that is not an answer, or that does not decode (the server
     /// never sends one; counted by callers that care).
     Other,
@@ -68,16 +70,16 @@ impl Sender {
 impl Receiver {
     /// Reads what has arrived, blocking until something has, and hands each
     /// frame to `each`. Ok(false) once the server closed the connection.
-    pub fn read(&mut self, mut each: impl FnMut(Received)) -> io::Result<bool> {
+    pub fn read(&mut self, mut each: impl FnMut(Received<'_>)) -> io::Result<bool> {
         let n = self.stream.read(self.buf.spare())?;
         if n == 0 {
             return Ok(false);
         }
         self.buf.filled(n);
         loop {
-            match self.buf.next_frame() {
+            match self.buf.next_view() {
                 Ok(None) => return Ok(true),
-                Ok(Some(Ok(Message::InferResponse(r)))) => each(Received::Answer(Box::new(r))),
+                Ok(Some(Ok(View::InferResponse(r)))) => each(Received::Answer(r)),
                 Ok(Some(_)) => each(Received::Other),
                 // A bad header: the stream cannot be read on.
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
@@ -108,12 +110,18 @@ impl Client {
             if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
                 return Ok(self.waiting.remove(i).expect("found"));
             }
-            let waiting = &mut self.waiting;
+            let (waiting, mut bad) = (&mut self.waiting, None);
             let open = self.rx.read(|r| {
                 if let Received::Answer(a) = r {
-                    waiting.push_back(*a);
+                    match fb::InferResponse::try_from(a) {
+                        Ok(a) => waiting.push_back(a),
+                        Err(e) => bad = Some(e),
+                    }
                 }
             })?;
+            if let Some(e) = bad {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+            }
             if !open {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection"));
             }

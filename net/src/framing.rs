@@ -8,8 +8,8 @@
 //! *payload* leaves the stream in sync: that one message is refused with a
 //! typed error and the next frame is read normally.
 
-use baton_wire::frame::{split, FrameError, HEADER_LEN};
-use baton_wire::message::decode_payload;
+use baton_wire::frame::{split, FrameError, Kind, HEADER_LEN};
+use baton_wire::message::{decode_payload, view, View};
 use baton_wire::{encode_into, DecodeError, Limits, Message};
 
 /// Bytes asked of the socket per read.
@@ -67,13 +67,25 @@ impl FrameBuf {
     /// The next whole frame, `Ok(None)` if more bytes are needed, or the
     /// header error that ends the connection.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        Ok(self.next_payload()?.map(|(kind, at)| decode_payload(kind, &self.buf[at], &self.limits)))
+    }
+
+    /// The same, the frame read in place (`View`): a client's request or
+    /// answer is verified, not copied. The view borrows the buffer until
+    /// the next call.
+    pub fn next_view(&mut self) -> Result<Option<Result<View<'_>, DecodeError>>, FrameError> {
+        Ok(self.next_payload()?.map(|(kind, at)| view(kind, &self.buf[at], &self.limits)))
+    }
+
+    /// The next whole frame's kind and where its payload lies, consumed.
+    fn next_payload(&mut self) -> Result<Option<(Kind, std::ops::Range<usize>)>, FrameError> {
         let Some((header, payload, used)) = split(&self.buf[self.start..self.end])? else {
             return Ok(None);
         };
         debug_assert_eq!(used, HEADER_LEN + header.len);
-        let msg = decode_payload(header.kind, payload, &self.limits);
+        let at = self.start + HEADER_LEN..self.start + HEADER_LEN + payload.len();
         self.start += used;
-        Ok(Some(msg))
+        Ok(Some((header.kind, at)))
     }
 }
 

@@ -50,6 +50,7 @@ fn ask(addr: std::net::SocketAddr) -> HashMap<u64, Vec<u8>> {
         let open = rx
             .read(|r| {
                 let Received::Answer(a) = r else { panic!("only answers come back") };
+                let a = fb::InferResponse::try_from(a).expect("a verified answer reads");
                 assert_eq!(a.status, fb::Status::Ok, "{a:?}");
                 let out = a.outputs.unwrap_or_default().into_iter().next().and_then(|t| t.data).unwrap_or_default();
                 assert!(outputs.insert(a.id, out).is_none(), "request {} answered twice", a.id);

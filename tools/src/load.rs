@@ -21,7 +21,7 @@ use baton_net::client::{self, Received, Receiver, Sender};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::Nanos;
-use baton_wire::fb;
+use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
@@ -267,72 +267,83 @@ fn yield_to_the_server() {
 fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
     yield_to_the_server();
     let mut t = Tally::default();
-    let mut answers = Vec::new();
     loop {
+        // One clock read per socket read: every answer it brought had
+        // arrived by then. Answers are read in place; one whose fields do
+        // not read (never from a sound server) is left unanswered.
+        let mut now = None;
         let read = rx.read(|r| {
             if let Received::Answer(a) = r {
-                answers.push(a);
+                let now = *now.get_or_insert_with(|| shared.start.elapsed().as_nanos() as Nanos);
+                let _ = t.answer(&shared, now, a);
             }
         });
         if !matches!(read, Ok(true)) {
             return t;
         }
-        let now = shared.start.elapsed().as_nanos() as Nanos;
-        for r in answers.drain(..) {
-            let Some(&Planned { at, model, query, .. }) = shared.schedule.get(r.id as usize) else { continue };
-            let slo = shared.slo[query.map_or(model as usize, |q| shared.models + q as usize)];
-            if shared.answered[r.id as usize].fetch_add(1, Ordering::Relaxed) > 0 {
-                t.duplicates += 1;
-                continue;
-            }
-            shared.answers.fetch_add(1, Ordering::Relaxed);
-            if let Some(tm) = &r.timing {
-                // Round trip less the server's part: exact on each clock.
-                let round_trip = now.saturating_sub(shared.sent[r.id as usize].load(Ordering::Relaxed));
-                let mut path = shared.path.lock().expect("no reader panics holding it");
-                if path.observe(round_trip.saturating_sub(tm.written_ns.saturating_sub(tm.received_ns))) {
-                    shared.path_ns.store(path.p99(), Ordering::Relaxed);
-                }
-            }
-            if at < shared.warmup {
-                continue;
-            }
-            let latency = now.saturating_sub(at);
-            if r.status != fb::Status::Ok {
-                t.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
-            }
-            match r.status {
-                fb::Status::Ok => {
-                    if latency <= slo {
-                        t.ok += 1;
-                        if r.subnet.is_some() {
-                            t.accuracy_sum += f64::from(r.accuracy);
-                            t.accuracy_ok += 1;
-                        }
-                    } else {
-                        t.late += 1;
-                    }
-                    t.latency_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
-                    if let Some(tm) = r.timing {
-                        t.batch_sum += u64::from(tm.batch_size);
-                        *t.batch_sizes.entry(tm.batch_size).or_default() += 1;
-                        let sent = shared.sent[r.id as usize].load(Ordering::Relaxed);
-                        t.overhead.record(shared.start_unix_ns + sent, shared.start_unix_ns + now, &tm);
-                    }
-                }
-                fb::Status::Dropped => {
-                    t.dropped += 1;
-                    bump(&mut t.drop_reasons, r.drop_reason);
-                    if let Some(stage) = r.stage {
-                        bump(&mut t.failed_stages, stage);
-                    }
-                }
-                fb::Status::Error => {
-                    t.errors += 1;
-                    bump(&mut t.error_codes, r.error_code);
-                }
+    }
+}
+
+impl Tally {
+    /// Counts answer `r`, read at `now`.
+    fn answer(&mut self, shared: &Shared, now: Nanos, r: fb::InferResponseRef<'_>) -> Result<(), ReadError> {
+        let id = r.id()? as usize;
+        let Some(&Planned { at, model, query, .. }) = shared.schedule.get(id) else { return Ok(()) };
+        let slo = shared.slo[query.map_or(model as usize, |q| shared.models + q as usize)];
+        if shared.answered[id].fetch_add(1, Ordering::Relaxed) > 0 {
+            self.duplicates += 1;
+            return Ok(());
+        }
+        shared.answers.fetch_add(1, Ordering::Relaxed);
+        let timing = r.timing()?.map(fb::Timing::from);
+        if let Some(tm) = &timing {
+            // Round trip less the server's part: exact on each clock.
+            let round_trip = now.saturating_sub(shared.sent[id].load(Ordering::Relaxed));
+            let mut path = shared.path.lock().expect("no reader panics holding it");
+            if path.observe(round_trip.saturating_sub(tm.written_ns.saturating_sub(tm.received_ns))) {
+                shared.path_ns.store(path.p99(), Ordering::Relaxed);
             }
         }
+        if at < shared.warmup {
+            return Ok(());
+        }
+        let latency = now.saturating_sub(at);
+        let status = r.status()?;
+        if status != fb::Status::Ok {
+            self.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
+        }
+        match status {
+            fb::Status::Ok => {
+                if latency <= slo {
+                    self.ok += 1;
+                    if r.subnet()?.is_some() {
+                        self.accuracy_sum += f64::from(r.accuracy()?);
+                        self.accuracy_ok += 1;
+                    }
+                } else {
+                    self.late += 1;
+                }
+                self.latency_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
+                if let Some(tm) = timing {
+                    self.batch_sum += u64::from(tm.batch_size);
+                    *self.batch_sizes.entry(tm.batch_size).or_default() += 1;
+                    let sent = shared.sent[id].load(Ordering::Relaxed);
+                    self.overhead.record(shared.start_unix_ns + sent, shared.start_unix_ns + now, &tm);
+                }
+            }
+            fb::Status::Dropped => {
+                self.dropped += 1;
+                bump(&mut self.drop_reasons, r.drop_reason()?);
+                if let Some(stage) = r.stage()? {
+                    bump(&mut self.failed_stages, stage.to_owned());
+                }
+            }
+            fb::Status::Error => {
+                self.errors += 1;
+                bump(&mut self.error_codes, r.error_code()?);
+            }
+        }
+        Ok(())
     }
 }
 

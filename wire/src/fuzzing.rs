@@ -1,21 +1,32 @@
 //! The decoder's fuzz entry point, shared by the `cargo fuzz` target
 //! (`wire/fuzz`) and the corpus smoke test that runs under `cargo test`.
 
+use crate::fb;
 use crate::frame::split;
-use crate::message::{decode, decode_payload, encode, Limits, Message};
+use crate::message::{decode, decode_payload, encode, view, Limits, Message, View};
 
 /// Feeds arbitrary bytes through the stream decoder: splits whole frames
 /// and decodes each. Any input may be refused, none may panic; whatever
 /// decodes must re-encode to a frame that decodes to the same message —
 /// compared as bytes, re-encoded, since a float may be NaN, which equals
-/// nothing (found by `cargo fuzz`: an `accuracy` of NaN).
+/// nothing (found by `cargo fuzz`: an `accuracy` of NaN). Every frame is
+/// also read in place (`view`): what decodes has a view, and the view
+/// made owned is the decoded message.
 /// Returns how many frames decoded.
 pub fn decode_stream(mut bytes: &[u8]) -> usize {
     let limits = Limits::default();
     let mut ok = 0;
     while let Ok(Some((h, payload, used))) = split(bytes) {
+        let seen = view(h.kind, payload, &limits);
         if let Ok(m) = decode_payload(h.kind, payload, &limits) {
             round_trips(&m, &limits);
+            let owned = match seen.expect("a message that decodes has a view") {
+                View::InferRequest(r) => fb::InferRequest::try_from(r).map(Message::InferRequest),
+                View::InferResponse(r) => fb::InferResponse::try_from(r).map(Message::InferResponse),
+                View::Owned(m) => Ok(m),
+            };
+            let owned = owned.expect("a view of a message that decodes reads");
+            assert_eq!(encode(&owned).ok(), encode(&m).ok(), "the view is the decoded message");
             ok += 1;
         }
         bytes = &bytes[used..];

@@ -23,6 +23,8 @@ pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
 pub use message::{decode, encode, encode_into, DecodeError, Limits, Message};
 /// The flatbuffers builder `encode_into` reuses.
 pub use planus::Builder;
+/// What reading a field of a `View` in place can fail with.
+pub use planus::Error as ReadError;
 
 /// A client's string as quoted back in an error: at most 64 characters,
 /// so an answer stays small whatever the request carried.

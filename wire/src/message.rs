@@ -189,6 +189,36 @@ messages!(
     RdmaConnect => RdmaConnectRef,
 );
 
+/// A payload read in place: verified as `decode_payload` verifies it, not
+/// copied into an owned message. The kinds on a client's hot path (its
+/// request, its answer) are views; every other kind decodes to its owned
+/// message.
+#[derive(Debug)]
+pub enum View<'a> {
+    InferRequest(fb::InferRequestRef<'a>),
+    InferResponse(fb::InferResponseRef<'a>),
+    Owned(Message),
+}
+
+/// Verifies one payload of the given kind and returns it as a `View`.
+pub fn view<'a>(kind: Kind, payload: &'a [u8], limits: &Limits) -> Result<View<'a>, DecodeError> {
+    let bad = |e: planus::Error| DecodeError::Malformed { kind, detail: e.to_string() };
+    let verified = |f: Result<(), check::Fail>| f.map_err(|e| e.into_decode(kind));
+    match kind {
+        Kind::InferRequest => {
+            let r = fb::InferRequestRef::read_as_root(payload).map_err(bad)?;
+            verified(check::InferRequest(&r, payload.len(), limits))?;
+            Ok(View::InferRequest(r))
+        }
+        Kind::InferResponse => {
+            let r = fb::InferResponseRef::read_as_root(payload).map_err(bad)?;
+            verified(check::InferResponse(&r, payload.len(), limits))?;
+            Ok(View::InferResponse(r))
+        }
+        _ => decode_payload(kind, payload, limits).map(View::Owned),
+    }
+}
+
 /// Encodes a message as one frame (header + payload).
 pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
     let mut out = Vec::new();

@@ -63,7 +63,7 @@ use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::fetch::{FetchStats, Fetcher, Read};
-use super::frontend::{f32_tensor, f32s, le_bytes};
+use super::frontend::{f32_tensor, le_bytes, le_floats};
 use super::{frontend_of, Addr, Envelope};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -526,21 +526,32 @@ impl BackendRole {
         self.stats.max_start_lag_ns = self.stats.max_start_lag_ns.max(lag);
         // Inputs in plan order; a request its frontend no longer held (it
         // has already been answered) is left out of the run.
-        let mut requests = Vec::with_capacity(job.inputs.len());
-        let mut seen = Vec::with_capacity(job.inputs.len());
-        let mut data: Vec<Vec<f32>> = Vec::with_capacity(job.inputs.len());
+        let n = job.inputs.len();
+        let (mut requests, mut seen, mut spans) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        // Every input's floats in one buffer, each a span of it.
+        let mut floats: Vec<f32> = Vec::with_capacity(job.inputs.iter().map(|(_, b)| b.len() / 4).sum());
         let mut heads: Vec<u16> = Vec::new();
         let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
+        // Inputs come in plan order but for a refetch or a READ: look where
+        // the last one was found first.
+        let mut next = 0;
         for (i, &id) in plan.requests.as_deref().unwrap_or(&[]).iter().enumerate() {
-            if let Some((_, bytes)) = job.inputs.iter().find(|(r, _)| *r == id) {
+            let at = match job.inputs.get(next) {
+                Some((r, _)) if *r == id => Some(next),
+                _ => job.inputs.iter().position(|(r, _)| *r == id),
+            };
+            if let Some(at) = at {
+                next = at + 1;
                 requests.push(id);
                 seen.push(seen_at(i));
-                data.push(f32s(bytes));
+                let from = floats.len();
+                floats.extend(le_floats(&job.inputs[at].1));
+                spans.push(from..floats.len());
                 // The decoder checked: one head per request, if any.
                 heads.extend(plan.heads.as_deref().map(|h| h[i]));
             }
         }
-        let inputs: Vec<&[f32]> = data.iter().map(|v| v.as_slice()).collect();
+        let inputs: Vec<&[f32]> = spans.into_iter().map(|s| &floats[s]).collect();
         let work = self.exec.models().get(plan.model as usize).and_then(|m| m.work.as_ref());
         let solo = work.map_or_else(Vec::new, |w| {
             inputs.iter().map(|x| w.solo_time(x).map_or(0, |d| d.as_nanos() as Nanos)).collect()
@@ -737,7 +748,7 @@ mod tests {
             .filter_map(|e| match &e.msg {
                 Message::Results(r) => {
                     let outs =
-                        r.outputs.iter().flatten().flat_map(|t| f32s(t.data.as_deref().unwrap_or(&[]))).collect();
+                        r.outputs.iter().flatten().flat_map(|t| le_floats(t.data.as_deref().unwrap_or(&[]))).collect();
                     Some((r.requests.clone().unwrap_or_default(), outs))
                 }
                 _ => None,

@@ -43,6 +43,7 @@ use super::fetch::{answer, input_at};
 use super::held::ByIds;
 use super::outcomes::Tally;
 use super::queries::{Instance, StageOf};
+use super::request::ClientRequest;
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::models::{ModelEntry, ModelTable};
@@ -240,13 +241,14 @@ impl Frontend {
 
     /// A client request arrives at `now`: its metadata for the scheduler, or
     /// the error to answer at once.
-    pub fn admit(
+    pub fn admit<'a>(
         &mut self,
         now: Nanos,
         conn: ConnId,
-        req: fb::InferRequest,
+        req: impl Into<ClientRequest<'a>>,
         table: &ModelTable,
     ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
+        let req = req.into();
         self.stats.received += 1;
         let checked = match req.query.is_some() {
             true => self.check_query(&req, table),
@@ -261,8 +263,9 @@ impl Frontend {
                 return Err(Box::new(answer));
             }
         };
-        // Checked: exactly one tensor; its bytes move, uncopied, into the store.
-        let input = req.inputs.and_then(|mut t| t.pop()).and_then(|t| t.data).unwrap_or_default();
+        // Checked: exactly one tensor. Its bytes are held: an owned
+        // request's move, a frame's are copied once.
+        let input = req.input.map(|t| t.data.into_owned()).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
         // The model that runs first: a query's (`model` numbers queries
@@ -311,11 +314,11 @@ impl Frontend {
     /// `admit`, its metadata addressed to its model's sub-cluster's
     /// scheduler in `table` (the one `admit` read: where the frontend
     /// records that it went).
-    pub fn admit_to_scheduler(
+    pub fn admit_to_scheduler<'a>(
         &mut self,
         now: Nanos,
         conn: ConnId,
-        req: fb::InferRequest,
+        req: impl Into<ClientRequest<'a>>,
         table: &ModelTable,
     ) -> Result<Envelope, Box<fb::InferResponse>> {
         self.admit(now, conn, req, table).map(|meta| to_scheduler(meta, table))
@@ -339,7 +342,7 @@ impl Frontend {
 
     /// A query request's (query, app 0), or why it is refused: a known
     /// query, no model named beside it, and its root model's input.
-    fn check_query(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
+    fn check_query(&self, req: &ClientRequest<'_>, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = req.query.as_deref().unwrap_or("");
         let query = table.find_query(name).ok_or_else(|| (UnknownQuery, format!("no query named `{}`", clip(name))))?;
@@ -358,7 +361,7 @@ impl Frontend {
     }
 
     /// The request's (model, app), or why it is refused.
-    fn check(&self, req: &fb::InferRequest, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
+    fn check(&self, req: &ClientRequest<'_>, table: &ModelTable) -> Result<(u32, u32), (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = req.model.as_deref().unwrap_or("");
         let model = table.find(name).ok_or_else(|| (UnknownModel, format!("no model named `{}`", clip(name))))?;
@@ -372,22 +375,20 @@ impl Frontend {
     }
 
     /// The SLO, the input tensor for `entry`, and room to hold it.
-    fn check_input(&self, req: &fb::InferRequest, entry: &ModelEntry) -> Result<(), (fb::ErrorCode, String)> {
+    fn check_input(&self, req: &ClientRequest<'_>, entry: &ModelEntry) -> Result<(), (fb::ErrorCode, String)> {
         use fb::ErrorCode::*;
         let name = &entry.name;
         if req.slo_ns == 0 {
             return Err((DeadlineInPast, "slo_ns is 0: the deadline has already passed".into()));
         }
         let want = entry.input_floats;
-        let tensors = req.inputs.as_deref().unwrap_or(&[]);
-        let [t] = tensors else {
-            return Err((BadTensor, format!("{} input tensors, `{name}` takes one", tensors.len())));
+        let (1, Some(t)) = (req.tensors, &req.input) else {
+            return Err((BadTensor, format!("{} input tensors, `{name}` takes one", req.tensors)));
         };
         if t.dtype != fb::DType::F32 {
             return Err((BadTensor, format!("input is {:?}, `{name}` takes F32", t.dtype)));
         }
-        let elements: i64 = t.shape.as_deref().unwrap_or(&[]).iter().product();
-        let data = t.data.as_deref().unwrap_or(&[]);
+        let (elements, data) = (t.elements, &t.data[..]);
         // The decoder has checked that the bytes match the shape; a tensor
         // built in process is checked here too.
         if elements != want as i64 || data.len() != want * 4 {
@@ -730,7 +731,7 @@ impl Frontend {
 
 /// The `Tally` key of a request refused at admission: its model, its
 /// query, or the key of requests naming nothing known.
-fn key_of(req: &fb::InferRequest, table: &ModelTable) -> usize {
+fn key_of(req: &ClientRequest<'_>, table: &ModelTable) -> usize {
     let (m, q) = (table.models.len(), table.queries.len());
     let query = req.query.as_deref().and_then(|n| table.find_query(n)).map(|i| m + i as usize);
     let model = || req.model.as_deref().and_then(|n| table.find(n)).map(|i| i as usize);
@@ -738,7 +739,7 @@ fn key_of(req: &fb::InferRequest, table: &ModelTable) -> usize {
 }
 
 /// The app a request names, by index or by name (both: they must agree).
-fn app_of(req: &fb::InferRequest, entry: &crate::models::ModelEntry) -> Result<u32, String> {
+fn app_of(req: &ClientRequest<'_>, entry: &crate::models::ModelEntry) -> Result<u32, String> {
     let name = &entry.name;
     let by_index = || match entry.apps.get(req.app as usize) {
         Some(_) => Ok(req.app),
@@ -760,7 +761,12 @@ pub fn f32_tensor(data: Vec<u8>) -> fb::Tensor {
 
 /// A tensor's bytes as f32s (little-endian).
 pub fn f32s(data: &[u8]) -> Vec<f32> {
-    data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    le_floats(data).collect()
+}
+
+/// A tensor's bytes read as f32s (little-endian), one at a time.
+pub fn le_floats(data: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
 }
 
 /// f32s as a tensor's bytes (little-endian).

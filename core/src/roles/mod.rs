@@ -21,6 +21,7 @@ pub mod frontend;
 mod held;
 pub mod outcomes;
 pub mod queries;
+pub mod request;
 pub mod reserve;
 pub mod scheduler;
 pub mod symphony;

@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
 use baton_sched::time::Nanos;
-use baton_wire::{fb, Message};
+use baton_wire::message::View;
+use baton_wire::{fb, Kind, Message};
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
@@ -48,6 +49,7 @@ use crate::models::ModelTable;
 use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
+use crate::roles::request::ClientRequest;
 use crate::roles::{Addr, Envelope};
 
 /// Answer bytes a client may leave unread before its requests stop being read.
@@ -132,21 +134,29 @@ impl Shard {
         }
     }
 
-    /// One frame from connection `conn`.
-    fn on_frame(&mut self, conn: &Conn, id: ConnId, msg: Message) {
+    /// One frame from connection `conn`, read in place at `now`: a request
+    /// is admitted from the frame's bytes.
+    fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>) {
         match msg {
-            Message::InferRequest(req) => {
-                let now = self.clock.now();
+            View::InferRequest(req) => {
+                let req = match ClientRequest::try_from(req) {
+                    Ok(req) => req,
+                    Err(e) => return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string())),
+                };
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
                 match admitted {
                     Ok(meta) => self.outbound.push_back(ShardMsg::Env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
-            Message::ModelLoad(m) => self.repository(conn, m.id, m.name, true),
-            Message::ModelUnload(m) => self.repository(conn, m.id, m.name, false),
+            View::Owned(Message::ModelLoad(m)) => self.repository(conn, m.id, m.name, true),
+            View::Owned(Message::ModelUnload(m)) => self.repository(conn, m.id, m.name, false),
             other => {
-                let why = format!("{:?} is not a message clients send", other.kind());
+                let kind = match other {
+                    View::Owned(m) => m.kind(),
+                    _ => Kind::InferResponse,
+                };
+                let why = format!("{kind:?} is not a message clients send");
                 send_small(conn, &error_answer(fb::ErrorCode::UnexpectedKind, why));
             }
         }
@@ -521,10 +531,12 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
             Ok(n) => n,
         };
         buf.filled(n);
+        // Every frame of this read arrived by now.
+        let now = shard.borrow().clock.now();
         loop {
-            match buf.next_frame() {
+            match buf.next_view() {
                 Ok(None) => break,
-                Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(&conn, id, msg),
+                Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(now, &conn, id, msg),
                 Ok(Some(Err(e))) => {
                     shard.borrow_mut().bad_frames += 1;
                     send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));

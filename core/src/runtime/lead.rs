@@ -57,9 +57,11 @@ impl Lead {
         round: Round,
         has_work: impl FnOnce() -> bool,
     ) {
-        let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(clock.now())));
+        let now = clock.now();
+        let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(now)));
         let asked = next.map(|d| d.saturating_sub(self.lead));
-        if let Some(parked) = rhythm.end_round(round.busy || self.imminent(next), asked, has_work).await {
+        let busy = round.busy || self.imminent(next);
+        if let Some(parked) = rhythm.end_round(busy, now, clock, asked, has_work).await {
             if let Some(asked) = asked.filter(|&a| parked >= a) {
                 self.slept(asked, parked);
             }

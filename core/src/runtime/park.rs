@@ -31,7 +31,10 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_sched::time::Nanos;
 use futures_lite::AsyncReadExt;
+
+use crate::clock::Clock;
 
 /// The longest a shard stays parked without being rung.
 pub const MAX_PARK: Duration = Duration::from_millis(100);
@@ -122,13 +125,14 @@ impl Parking {
 /// within the busy-poll budget after it), park otherwise.
 pub struct Rhythm {
     parking: Parking,
-    poll: Duration,
-    last_work: std::time::Instant,
+    poll: Nanos,
+    /// When the last busy round ended, on the shard's clock.
+    last_work: Nanos,
 }
 
 impl Rhythm {
     pub fn new(parking: Parking, poll: Duration) -> Self {
-        Self { parking, poll, last_work: std::time::Instant::now() }
+        Self { parking, poll: poll.as_nanos() as Nanos, last_work: 0 }
     }
 
     pub fn bell(&self) -> Bell {
@@ -138,23 +142,24 @@ impl Rhythm {
     /// Ends a round. A busy round only yields the task queue (sockets and
     /// other tasks run, nothing blocks); an idle one parks until `timeout`,
     /// a bell or an I/O completion, unless the busy-poll budget since the
-    /// last busy round is not used up. Returns how long it parked (None if
-    /// it did not).
+    /// last busy round is not used up. `now` is the round's end on
+    /// `clock`. Returns how long it parked (None if it did not).
     pub async fn end_round(
         &mut self,
         busy: bool,
+        now: Nanos,
+        clock: &Clock,
         timeout: Option<Duration>,
         has_work: impl FnOnce() -> bool,
     ) -> Option<Duration> {
         if busy {
-            self.last_work = std::time::Instant::now();
+            self.last_work = now;
         }
-        if busy || self.last_work.elapsed() < self.poll {
+        if busy || now.saturating_sub(self.last_work) < self.poll {
             glommio::executor().yield_task_queue_now().await;
             return None;
         }
-        let start = std::time::Instant::now();
         self.parking.park(timeout, has_work).await;
-        Some(start.elapsed())
+        Some(Duration::from_nanos(clock.now().saturating_sub(now)))
     }
 }
