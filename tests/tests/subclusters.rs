@@ -11,7 +11,7 @@ use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start_role, EngineConfig, RoleSpec};
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
-use baton_tools::partitioned::{self, Control, Move};
+use baton_tools::partitioned::{self, Control, Move, PartitionedError};
 use baton_tools::repartition::Epochs;
 
 const FLOATS: usize = 4;
@@ -75,6 +75,29 @@ fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothin
     let dups: u64 = run.frontends.iter().map(|r| r.frontend.duplicates).sum();
     assert_eq!(dups, 0);
     assert_eq!(run.moved_at.len(), 1);
+}
+
+/// A run that fails midway — a move to a sub-cluster that is not there —
+/// returns its typed error, having killed the roles it started on the way
+/// out (`role_guard.rs`).
+#[test]
+fn a_run_that_fails_midway_returns_its_error() {
+    let s = scenario();
+    let dir = std::env::temp_dir().join(format!("baton-subclusters-fails-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let origin = dir.join("clock-origin");
+    let load = LoadConfig {
+        connections: 1,
+        input_floats: vec![FLOATS],
+        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 100.0, Duration::from_secs(1))
+    };
+    let moves = [Move { at: Duration::from_millis(200), model: 0, to: 7, gpu: None }];
+    let err = partitioned::run(&s, &config(), &halves(), 1, load, Control::Moves(&moves), &origin)
+        .err()
+        .expect("a move to sub-cluster 7 of 2 fails");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(matches!(err, PartitionedError::Routes(_)), "{err:?}");
+    assert!(err.to_string().contains("sub-cluster 7: there are 2"), "{err}");
 }
 
 #[test]

@@ -15,5 +15,6 @@ pub mod overhead;
 pub mod partitioned;
 pub mod policies;
 pub mod repartition;
+pub mod role_guard;
 pub mod scenarios;
 pub mod supervise;

@@ -10,17 +10,20 @@
 //! time), or decided at every epoch boundary by the re-partitioning
 //! controller (`repartition.rs`, from the frontends' `/metrics`; every GPU
 //! then has a process of its own, since any may move). Nothing is lost or
-//! answered twice (`routes.rs` says why).
+//! answered twice (`routes.rs` says why). However a run ends, it leaves no
+//! role process running: one that fails kills and waits for every
+//! process it started (`role_guard.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use baton_core::routes::{Change, Routes};
-use baton_core::runtime::{start_role, EngineConfig, EngineReport, RoleProcess, RoleSpec};
+use baton_core::routes::{Change, RouteError, Routes};
+use baton_core::runtime::{start_role, EngineConfig, EngineError, EngineReport, RoleSpec};
 use baton_sched::Scenario;
 
-use crate::load::{LoadConfig, LoadReport};
+use crate::load::{LoadConfig, LoadError, LoadReport};
 use crate::repartition::{answered_by_model, scrape, Controller, Epochs};
+use crate::role_guard::RoleGuard;
 
 /// A model (by index) moved to sub-cluster `to` at `at` into the run,
 /// with the GPU `gpu` when given (its process leaves its scheduler first,
@@ -62,6 +65,40 @@ impl PartitionedRun {
     }
 }
 
+/// Why a partitioned run failed.
+#[derive(Debug)]
+pub enum PartitionedError {
+    /// A table that does not fit the scenario: the one given, one a move
+    /// made, or one a frontend refused.
+    Routes(RouteError),
+    /// A run asked for no frontend.
+    NoFrontend,
+    /// A role process did not start.
+    Start(EngineError),
+    /// A frontend's `/metrics` could not be read (`repartition::scrape`).
+    Scrape(String),
+    /// The controller could not re-plan (`Controller::step`).
+    Replan(String),
+    /// The load generator failed, or panicked.
+    Load(LoadError),
+    LoadPanicked,
+}
+
+impl std::fmt::Display for PartitionedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Routes(e) => write!(f, "{e}"),
+            Self::NoFrontend => write!(f, "a partitioned cluster needs a frontend"),
+            Self::Start(e) => write!(f, "{e}"),
+            Self::Scrape(why) | Self::Replan(why) => write!(f, "{why}"),
+            Self::Load(e) => write!(f, "{e}"),
+            Self::LoadPanicked => write!(f, "the load generator panicked"),
+        }
+    }
+}
+
+impl std::error::Error for PartitionedError {}
+
 /// What changes the table while the load runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Control<'a> {
@@ -75,7 +112,9 @@ pub enum Control<'a> {
 /// frontends, under `load` spread over them (its targets are set here),
 /// changing the table as `control` says while it runs. `cfg` must hold a
 /// cluster key; `origin_file` is where the schedulers keep their one
-/// clock (a fresh path: it is written).
+/// clock (a fresh path: it is written). On an error the processes it
+/// started are killed and waited for; the load generator, if it started,
+/// runs out on its own against the stopped frontends.
 pub fn run(
     s: &Scenario,
     cfg: &EngineConfig,
@@ -84,13 +123,17 @@ pub fn run(
     mut load: LoadConfig,
     control: Control<'_>,
     origin_file: &std::path::Path,
-) -> Result<PartitionedRun, String> {
-    routes.check(s).map_err(|e| e.to_string())?;
+) -> Result<PartitionedRun, PartitionedError> {
+    routes.check(s).map_err(PartitionedError::Routes)?;
     if frontends == 0 {
-        return Err("a partitioned cluster needs a frontend".into());
+        return Err(PartitionedError::NoFrontend);
     }
     let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
-    let role = |cfg: &EngineConfig, spec| start_role(s, s.policy, cfg, spec).map_err(|e| e.to_string());
+    // Every process started is held by a guard until it is shut down: an
+    // early return kills it.
+    let role = |cfg: &EngineConfig, spec| {
+        start_role(s, s.policy, cfg, spec).map(RoleGuard::new).map_err(PartitionedError::Start)
+    };
     let mut schedulers = Vec::with_capacity(routes.subclusters.len());
     for k in 0..routes.subclusters.len() as u32 {
         let cfg = EngineConfig { subcluster: k, clock_origin_file: Some(origin_file.to_path_buf()), ..cfg.clone() };
@@ -107,7 +150,7 @@ pub fn run(
             let spec = RoleSpec::Frontend { index, listen: any, peers: any, schedulers: sched_addrs.clone() };
             role(&fe_cfg, spec)
         })
-        .collect::<Result<Vec<RoleProcess>, String>>()?;
+        .collect::<Result<Vec<RoleGuard>, PartitionedError>>()?;
     let fe_peers: Vec<SocketAddr> = fes.iter().map(|p| p.peer_addr.expect("a frontend listens for backends")).collect();
     let gpus = |first: u32, count: u32, k: u32| {
         let cfg = EngineConfig { subcluster: k, ..cfg.clone() };
@@ -115,7 +158,7 @@ pub fn run(
         role(&cfg, RoleSpec::Backends { first, count, scheduler, frontends })
     };
     // Processes by their first GPU and how many they hold.
-    let mut serving: Vec<(u32, u32, RoleProcess)> = Vec::new();
+    let mut serving: Vec<(u32, u32, RoleGuard)> = Vec::new();
     let moving = |b: u32| match control {
         Control::Moves(moves) => moves.iter().any(|m| m.gpu == Some(b)),
         Control::Epochs(_) => true,
@@ -135,14 +178,14 @@ pub fn run(
     let (mut table, mut left, mut moved_at, mut replans) = (routes.clone(), Vec::new(), Vec::new(), Vec::new());
     // GPU `b` leaves its scheduler (its process drains and stops) and a
     // process of its own joins sub-cluster `to`'s.
-    let mut move_gpu = |serving: &mut Vec<(u32, u32, RoleProcess)>, b: u32, to: u32| -> Result<(), String> {
+    let mut move_gpu = |serving: &mut Vec<(u32, u32, RoleGuard)>, b: u32, to: u32| -> Result<(), PartitionedError> {
         if let Some(i) = serving.iter().position(|&(first, count, _)| (first..first + count).contains(&b)) {
             left.push(serving.swap_remove(i).2.shutdown());
         }
         serving.push((b, 1, gpus(b, 1, to)?));
         Ok(())
     };
-    let publish = |table: &Routes| fes.iter().try_for_each(|fe| fe.reroute(s, table).map_err(|e| e.to_string()));
+    let publish = |table: &Routes| fes.iter().try_for_each(|fe| fe.reroute(s, table).map_err(PartitionedError::Routes));
     match control {
         Control::Moves(moves) => {
             for m in moves {
@@ -150,7 +193,7 @@ pub fn run(
                 if let Some(b) = m.gpu {
                     move_gpu(&mut serving, b, m.to)?;
                 }
-                table = table.moved(m.model, m.to, m.gpu).map_err(|e| e.to_string())?;
+                table = table.moved(m.model, m.to, m.gpu).map_err(PartitionedError::Routes)?;
                 publish(&table)?;
                 moved_at.push(started.elapsed());
             }
@@ -166,13 +209,15 @@ pub fn run(
                 }
                 let mut answered = vec![0; s.models.len()];
                 for &http in &https {
-                    for (sum, n) in answered.iter_mut().zip(answered_by_model(s, &scrape(http)?)) {
+                    let metrics = scrape(http).map_err(PartitionedError::Scrape)?;
+                    for (sum, n) in answered.iter_mut().zip(answered_by_model(s, &metrics)) {
                         *sum += n;
                     }
                 }
                 let span = last.elapsed();
                 last = Instant::now();
-                if let Some((next, changes)) = controller.step(s, &table, answered, span)? {
+                let step = controller.step(s, &table, answered, span).map_err(PartitionedError::Replan)?;
+                if let Some((next, changes)) = step {
                     for c in &changes {
                         if let Change::Gpu { gpu, to, .. } = *c {
                             move_gpu(&mut serving, gpu, to)?;
@@ -185,10 +230,10 @@ pub fn run(
             }
         }
     }
-    let load = run.join().map_err(|_| "the load generator panicked")?.map_err(|e| e.to_string())?;
-    let frontends = fes.into_iter().map(RoleProcess::shutdown).collect();
+    let load = run.join().map_err(|_| PartitionedError::LoadPanicked)?.map_err(PartitionedError::Load)?;
+    let frontends = fes.into_iter().map(RoleGuard::shutdown).collect();
     left.extend(serving.into_iter().map(|(.., p)| p.shutdown()));
-    let schedulers = schedulers.into_iter().map(RoleProcess::shutdown).collect();
+    let schedulers = schedulers.into_iter().map(RoleGuard::shutdown).collect();
     Ok(PartitionedRun { load, schedulers, frontends, backends: left, moved_at, replans, routes: table })
 }
 
