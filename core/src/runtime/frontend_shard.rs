@@ -35,7 +35,6 @@ use baton_wire::{fb, Kind, Message};
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
-use super::conn::{self, Conn};
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg};
@@ -51,6 +50,7 @@ use crate::roles::backend::BackendStats;
 use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
 use crate::roles::request::ClientRequest;
 use crate::roles::{Addr, Envelope};
+use baton_net::tcp::conn::{self, Conn};
 
 /// Answer bytes a client may leave unread before its requests stop being read.
 const MAX_UNSENT: usize = 8 << 20;

@@ -41,9 +41,7 @@
 //! Reduced, and said so: one frontend shard.
 
 mod alarms;
-pub mod auth;
 pub mod clients;
-mod conn;
 mod frontend_shard;
 mod gateway;
 #[cfg(feature = "hwloc")]
@@ -58,6 +56,7 @@ mod router;
 mod sched_shard;
 pub mod topology;
 
+pub use baton_net::tcp::{auth, conn};
 pub use process::{start_role, RoleProcess, RoleSpec};
 
 use std::net::SocketAddr;
@@ -164,7 +163,7 @@ pub struct EngineConfig {
     pub poll: Duration,
     /// The KServe v2 gateway's listeners (none: no gateway).
     pub gateway: GatewayConfig,
-    /// The secret role processes prove to each other (`auth.rs`); role
+    /// The secret role processes prove to each other (`baton_net::tcp::auth`); role
     /// processes refuse to start without one. Unused by `baton serve`.
     pub cluster_key: Option<auth::ClusterKey>,
     /// Where a scheduler process keeps the cluster clock's origin: read if
@@ -261,7 +260,7 @@ pub struct EngineReport {
     /// bytes of answers unread.
     pub unread_closed: u64,
     /// Connections on a role listener closed for not proving they hold
-    /// the cluster secret (`auth.rs`).
+    /// the cluster secret (`baton_net::tcp::auth`).
     pub refused_peers: u64,
     /// Peer connections cut for leaving more than `max_peer_unread` bytes
     /// unread.

@@ -8,7 +8,7 @@
 //! from its clients') to fetch inputs and return results. Frontend `i`'s
 //! peer address must be the i-th in the backends' `--frontends` list:
 //! request ids carry their frontend's index. Every connection between
-//! roles is authenticated with the cluster secret (`auth.rs`).
+//! roles is authenticated with the cluster secret (`baton_net::tcp::auth`).
 //!
 //! A cluster partitioned into sub-clusters (`routes.rs`) has a scheduler
 //! per sub-cluster, all on one clock: each backend process reports to its
@@ -31,8 +31,6 @@ use baton_wire::{fb, Message};
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::auth::{ClusterKey, KeyError};
-use super::conn::Conn;
 use super::gateway::Inbox;
 use super::link::Link;
 use super::park::{doorbell, Doorbell, Rhythm};
@@ -48,6 +46,8 @@ use crate::publish::Published;
 use crate::roles::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::routes::{RouteError, Routes};
 use baton_net::kserve::Gateway;
+use baton_net::tcp::auth::{ClusterKey, KeyError};
+use baton_net::tcp::conn::Conn;
 
 /// How long a role waits for the peers it connects to.
 const PATIENCE: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 //!
 //! Every connection between roles starts with a greeting of `Hello` frames
 //! that names the speakers (one per backend when a process hosts several)
-//! and authenticates both ends with the cluster secret (`auth.rs`); the
+//! and authenticates both ends with the cluster secret (`baton_net::tcp::auth`); the
 //! scheduler's carries the cluster clock's origin. Roles accept each other
 //! on listeners apart from clients' (`accept_peers`). Frames after the
 //! greeting are routed by content: requests and completions to the
@@ -28,11 +28,11 @@ use futures_lite::io::ReadHalf;
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
-use super::auth::{Answer, AuthError, Challenge, ClusterKey};
-use super::conn::{self, accept_backing_off, Backoff, Conn};
 use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
+use baton_net::tcp::auth::{Answer, AuthError, Challenge, ClusterKey};
+use baton_net::tcp::conn::{self, accept_backing_off, Backoff, Conn};
 
 pub struct Router {
     peers: RefCell<HashMap<Addr, Rc<Conn>>>,
@@ -346,7 +346,7 @@ async fn within<T>(deadline: std::time::Instant, f: impl std::future::Future<Out
 /// the greeting, and the peer's own greeting.
 pub type Greeted = (ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, fb::Hello);
 
-/// Connects to a peer role at `addr` and greets it (`auth.rs`) as the
+/// Connects to a peer role at `addr` and greets it (`baton_net::tcp::auth`) as the
 /// roles `hellos` name, trying again (at pauses doubling from 20 ms to 1 s)
 /// for `patience` while it is not up or the greeting fails (a peer restarting, a link down; also a peer with
 /// another secret, which is only told apart by never succeeding). Each

@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Duration;
 
-use baton_net::framing::Outbox;
+use crate::framing::Outbox;
 use baton_wire::{FrameError, Message};
 use futures_lite::io::WriteHalf;
 use futures_lite::AsyncWriteExt;
