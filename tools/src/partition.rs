@@ -68,6 +68,11 @@ pub fn run(a: Args) -> Result<(), String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--rate: must be a positive number, got {rate}"));
     }
+    if !s.queries.is_empty() {
+        // Their stages may land in different sub-clusters: a partitioned
+        // cluster refuses them, so no plan is made for them either.
+        return Err(format!("{}: a partitioned cluster cannot serve multi-model queries", a.file.display()));
+    }
     let mut opts = Options { solver: solver(&a)?, current: None };
     if let Some(path) = &a.current {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--current {}: {e}", path.display()))?;

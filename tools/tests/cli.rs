@@ -497,6 +497,11 @@ fn partition_prints_subclusters_with_their_models_and_gpus() {
     let out = baton(&["partition", zoo, "--schedulers", "0", "--rate", "100"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one scheduler"));
+    // Queries cannot be split over sub-clusters: no plan is made for them.
+    let queries = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/nexus-traffic.toml");
+    let out = baton(&["partition", queries, "--schedulers", "2", "--rate", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("multi-model queries"));
 }
 
 /// `--transport rdma` without verbs built refuses, naming the feature; the
