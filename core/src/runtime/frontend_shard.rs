@@ -141,7 +141,10 @@ impl Shard {
             View::InferRequest(req) => {
                 let req = match ClientRequest::try_from(req) {
                     Ok(req) => req,
-                    Err(e) => return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string())),
+                    Err(e) => {
+                        self.bad_frames += 1;
+                        return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
+                    }
                 };
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
                 match admitted {
