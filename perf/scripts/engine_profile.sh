@@ -9,14 +9,11 @@
 # with debug info (the workspace's release profile has it).
 set -euo pipefail
 baton=$1 rate=$2 secs=${3:-6}
-here=$(cd "$(dirname "$0")/.." && pwd)
-scenario=$here/scenarios/engine-tiny.toml
 port=${PORT:-7870}
+. "$(dirname "$0")/tiny_server.sh"
 data=$(mktemp /tmp/engine-profile.XXXXXX)
-"$baton" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 > /dev/null 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null || true; rm -f "$data"' EXIT
-sleep 1
+cleanup=("$data" "$data.load")
+start_tiny_server "$baton" "$port"
 "$baton" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
   --connections 1 --cores 1 --json > "$data.load" 2>/dev/null &
 load=$!
@@ -24,7 +21,6 @@ sleep 2
 perf record -q --call-graph dwarf,16384 -F 999 -p "$server" -o "$data" -- sleep 2 > /dev/null 2>&1
 wait $load
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("# %s r/s offered: bad rate %.4f, unanswered %d" % (sys.argv[2], d["bad_rate"], d["unanswered"]))' "$data.load" "$rate"
-rm -f "$data.load"
 echo "## the server's samples by part (inclusive)"
 report=$(perf report -i "$data" --children --sort sym --stdio -g none 2>/dev/null | grep '%')
 part() { # label, symbol pattern

@@ -7,14 +7,11 @@
 # nothing here: a busy shard yields and runs again, so it reads ~1 core.)
 set -euo pipefail
 baton=$1 rate=$2 secs=$3
-here=$(cd "$(dirname "$0")/.." && pwd)
-scenario=$here/scenarios/engine-tiny.toml
 port=${PORT:-7880}
+. "$(dirname "$0")/tiny_server.sh"
 out=$(mktemp /tmp/load-cpu.XXXXXX)
-"$baton" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 > /dev/null 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null || true; rm -f "$out" "$out.stat"' EXIT
-sleep 1
+cleanup=("$out" "$out.stat")
+start_tiny_server "$baton" "$port"
 perf stat -x, -e task-clock -o "$out.stat" "$baton" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" \
   --duration "$secs" --warmup 0 --connections 1 --cores 1 --json > "$out" 2>/dev/null
 python3 - "$out" "$out.stat" "$rate" <<'PY'
