@@ -270,7 +270,8 @@ fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
     loop {
         // One clock read per socket read: every answer it brought had
         // arrived by then. Answers are read in place; one whose fields do
-        // not read (never from a sound server) is left unanswered.
+        // not read (never from a sound server) is not counted, so its
+        // request ends the run `unanswered`.
         let mut now = None;
         let read = rx.read(|r| {
             if let Received::Answer(a) = r {
@@ -285,9 +286,13 @@ fn reader(mut rx: Receiver, shared: Arc<Shared>) -> Tally {
 }
 
 impl Tally {
-    /// Counts answer `r`, read at `now`.
+    /// Counts answer `r`, read at `now`. Its fields are read first: an
+    /// answer one of whose fields does not read is not counted at all.
     fn answer(&mut self, shared: &Shared, now: Nanos, r: fb::InferResponseRef<'_>) -> Result<(), ReadError> {
         let id = r.id()? as usize;
+        let (status, timing, subnet, accuracy) =
+            (r.status()?, r.timing()?.map(fb::Timing::from), r.subnet()?, r.accuracy()?);
+        let (drop_reason, error_code, stage) = (r.drop_reason()?, r.error_code()?, r.stage()?);
         let Some(&Planned { at, model, query, .. }) = shared.schedule.get(id) else { return Ok(()) };
         let slo = shared.slo[query.map_or(model as usize, |q| shared.models + q as usize)];
         if shared.answered[id].fetch_add(1, Ordering::Relaxed) > 0 {
@@ -295,7 +300,6 @@ impl Tally {
             return Ok(());
         }
         shared.answers.fetch_add(1, Ordering::Relaxed);
-        let timing = r.timing()?.map(fb::Timing::from);
         if let Some(tm) = &timing {
             // Round trip less the server's part: exact on each clock.
             let round_trip = now.saturating_sub(shared.sent[id].load(Ordering::Relaxed));
@@ -308,7 +312,6 @@ impl Tally {
             return Ok(());
         }
         let latency = now.saturating_sub(at);
-        let status = r.status()?;
         if status != fb::Status::Ok {
             self.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
         }
@@ -316,8 +319,8 @@ impl Tally {
             fb::Status::Ok => {
                 if latency <= slo {
                     self.ok += 1;
-                    if r.subnet()?.is_some() {
-                        self.accuracy_sum += f64::from(r.accuracy()?);
+                    if subnet.is_some() {
+                        self.accuracy_sum += f64::from(accuracy);
                         self.accuracy_ok += 1;
                     }
                 } else {
@@ -333,14 +336,14 @@ impl Tally {
             }
             fb::Status::Dropped => {
                 self.dropped += 1;
-                bump(&mut self.drop_reasons, r.drop_reason()?);
-                if let Some(stage) = r.stage()? {
+                bump(&mut self.drop_reasons, drop_reason);
+                if let Some(stage) = stage {
                     bump(&mut self.failed_stages, stage.to_owned());
                 }
             }
             fb::Status::Error => {
                 self.errors += 1;
-                bump(&mut self.error_codes, r.error_code()?);
+                bump(&mut self.error_codes, error_code);
             }
         }
         Ok(())

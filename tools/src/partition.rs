@@ -68,10 +68,9 @@ pub fn run(a: Args) -> Result<(), String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--rate: must be a positive number, got {rate}"));
     }
-    if !s.queries.is_empty() {
-        // Their stages may land in different sub-clusters: a partitioned
-        // cluster refuses them, so no plan is made for them either.
-        return Err(format!("{}: a partitioned cluster cannot serve multi-model queries", a.file.display()));
+    // What a partitioned cluster refuses gets no plan either.
+    if let Some(what) = baton_sched::partitioned::refuses(&s) {
+        return Err(format!("{}: a partitioned cluster cannot serve {what}", a.file.display()));
     }
     let mut opts = Options { solver: solver(&a)?, current: None };
     if let Some(path) = &a.current {

@@ -388,10 +388,12 @@ impl Frontend {
         if t.dtype != fb::DType::F32 {
             return Err((BadTensor, format!("input is {:?}, `{name}` takes F32", t.dtype)));
         }
-        let (elements, data) = (t.elements, &t.data[..]);
+        let data = &t.data[..];
         // The decoder has checked that the bytes match the shape; a tensor
-        // built in process is checked here too.
-        if elements != want as i64 || data.len() != want * 4 {
+        // built in process is checked here too. A shape whose product
+        // overflows fits no model.
+        if t.elements != Some(want as i64) || data.len() != want * 4 {
+            let elements = t.elements.map_or_else(|| "too many to count".into(), |e| e.to_string());
             return Err((
                 BadTensor,
                 format!("input has {elements} floats ({} bytes), `{name}` takes {want}", data.len()),

@@ -29,8 +29,10 @@ pub struct ClientRequest<'a> {
 #[derive(Debug)]
 pub struct Input<'a> {
     pub dtype: fb::DType,
-    /// The product of its shape (1 for a tensor without one, as a scalar).
-    pub elements: i64,
+    /// The product of its shape (1 for a tensor without one, as a scalar);
+    /// None where it overflows (a shape with a 0 in it passes the frame's
+    /// verifier, which multiplies wider).
+    pub elements: Option<i64>,
     pub data: Cow<'a, [u8]>,
 }
 
@@ -41,7 +43,7 @@ impl From<fb::InferRequest> for ClientRequest<'static> {
         inputs.truncate(1);
         let input = inputs.pop().map(|t| Input {
             dtype: t.dtype,
-            elements: t.shape.as_deref().unwrap_or(&[]).iter().product(),
+            elements: product(t.shape.as_deref().unwrap_or(&[]).iter().copied()),
             data: Cow::Owned(t.data.unwrap_or_default()),
         });
         ClientRequest {
@@ -70,7 +72,7 @@ impl<'a> TryFrom<fb::InferRequestRef<'a>> for ClientRequest<'a> {
         let input = match inputs.and_then(|v| v.iter().next()) {
             Some(t) => {
                 let t = t?;
-                let elements = t.shape()?.map_or(1, |s| s.iter().product());
+                let elements = t.shape()?.map_or(Some(1), |s| product(s.iter()));
                 Some(Input { dtype: t.dtype()?, elements, data: Cow::Borrowed(t.data()?.unwrap_or(&[])) })
             }
             None => None,
@@ -87,6 +89,11 @@ impl<'a> TryFrom<fb::InferRequestRef<'a>> for ClientRequest<'a> {
             input,
         })
     }
+}
+
+/// The product of a shape's dimensions, None if it overflows.
+fn product(dims: impl Iterator<Item = i64>) -> Option<i64> {
+    dims.into_iter().try_fold(1i64, i64::checked_mul)
 }
 
 #[cfg(test)]
@@ -129,6 +136,22 @@ mod tests {
         };
         assert_eq!(format!("{owned:?}"), format!("{borrowed:?}"));
         assert!(matches!(borrowed.input.as_ref().map(|i| &i.data), Some(Cow::Borrowed(_))));
-        assert_eq!((borrowed.tensors, borrowed.input.as_ref().map(|i| i.elements)), (1, Some(3)));
+        assert_eq!((borrowed.tensors, borrowed.input.as_ref().and_then(|i| i.elements)), (1, Some(3)));
+    }
+
+    /// A shape whose product overflows (it has a 0, so the frame holds no
+    /// bytes and passes the verifier) reads as no element count, not a panic.
+    #[test]
+    fn a_shape_that_overflows_has_no_element_count() {
+        let mut r = request();
+        let t = &mut r.inputs.as_mut().expect("one tensor")[0];
+        (t.shape, t.data) = (Some(vec![i64::MAX, 2, 0]), Some(Vec::new()));
+        let frame = encode(&Message::InferRequest(r.clone())).expect("fits a frame");
+        let borrowed = match view(Kind::InferRequest, &frame[HEADER_LEN..], &Limits::default()) {
+            Ok(baton_wire::message::View::InferRequest(v)) => ClientRequest::try_from(v).expect("verified"),
+            other => panic!("a request's view: {other:?}"),
+        };
+        assert_eq!(borrowed.input.and_then(|i| i.elements), None);
+        assert_eq!(ClientRequest::from(r).input.and_then(|i| i.elements), None);
     }
 }

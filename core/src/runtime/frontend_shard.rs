@@ -261,9 +261,9 @@ impl Shard {
         }
     }
 
-    /// Answers `Lost` what has been held past its grace, when it is time to look.
-    fn expire(&mut self, answers: &mut Vec<Answer>) {
-        let now = self.clock.now();
+    /// Answers `Lost` what has been held past its grace at `now`, when it
+    /// is time to look.
+    fn expire(&mut self, now: Nanos, answers: &mut Vec<Answer>) {
         if self.fe.next_timeout().is_some_and(|t| t <= now) {
             let fe = &mut self.fe;
             self.table.read(|t| fe.on_timeout(now, t, answers));
@@ -286,8 +286,8 @@ impl Shard {
         self.gateway.as_ref().is_some_and(|g| !g.rx.is_empty())
     }
 
-    fn on_envelope(&mut self, e: Envelope, answers: &mut Vec<Answer>) {
-        let now = self.clock.now();
+    /// A message from the cluster, taken at `now`.
+    fn on_envelope(&mut self, now: Nanos, e: Envelope, answers: &mut Vec<Answer>) {
         let s = &mut *self;
         let out = &mut s.outbound;
         let send = |e| out.push_back(ShardMsg::Env(e));
@@ -419,17 +419,19 @@ pub async fn run(
         let mut busy = !incoming.is_empty();
         {
             let mut s = shard.borrow_mut();
+            // One clock read per round: what it polled had arrived by then.
+            let now = s.clock.now();
             for m in incoming.drain(..) {
                 match m {
                     ShardMsg::Env(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
-                    ShardMsg::Env(e) => s.on_envelope(e, &mut answers),
+                    ShardMsg::Env(e) => s.on_envelope(now, e, &mut answers),
                     ShardMsg::Peer { peer, up } => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.
                     ShardMsg::Rank(_) | ShardMsg::Model(_) => s.bad_frames += 1,
                 }
             }
             busy |= s.on_asks(&mut answers);
-            s.expire(&mut answers);
+            s.expire(now, &mut answers);
             s.answer(&mut answers);
             s.publish();
             if !s.outbound.is_empty() {
