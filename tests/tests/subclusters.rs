@@ -65,16 +65,16 @@ fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothin
     let l = &run.load;
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     assert!(l.ok > 0, "{l:?}");
-    assert_eq!(run.held_at_stop(), 0);
-    let requests: Vec<u64> = run.schedulers.iter().map(|r| r.scheduler.requests).collect();
-    let received: u64 = run.frontends.iter().map(|r| r.frontend.received).sum();
+    assert_eq!(run.cluster.held_at_stop(), 0);
+    let requests: Vec<u64> = run.cluster.schedulers.iter().map(|r| r.scheduler.requests).collect();
+    let received: u64 = run.cluster.frontends.iter().map(|r| r.frontend.received).sum();
     assert_eq!(requests.iter().sum::<u64>(), received, "each request reached exactly one scheduler: {requests:?}");
     // Before the move each scheduler takes one model; after it, scheduler
     // 1 takes both: about a quarter and three quarters of the requests.
     assert!(requests[0] > 0 && requests[1] > 2 * requests[0], "{requests:?}");
-    let dups: u64 = run.frontends.iter().map(|r| r.frontend.duplicates).sum();
+    let dups: u64 = run.cluster.frontends.iter().map(|r| r.frontend.duplicates).sum();
     assert_eq!(dups, 0);
-    assert_eq!(run.moved_at.len(), 1);
+    assert_eq!(run.cluster.moved_at.len(), 1);
 }
 
 /// A run that fails midway — a move to a sub-cluster that is not there —
@@ -126,15 +126,15 @@ fn the_controller_re_partitions_a_lopsided_table_at_an_epoch_boundary() {
     let _ = std::fs::remove_dir_all(&dir);
     let l = &run.load;
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
-    assert_eq!(run.held_at_stop(), 0);
-    let requests: Vec<u64> = run.schedulers.iter().map(|r| r.scheduler.requests).collect();
-    assert_eq!(requests.iter().sum::<u64>(), run.frontends[0].frontend.received, "{requests:?}");
-    let (_, first) = run.replans.first().expect("a re-plan changed the table");
+    assert_eq!(run.cluster.held_at_stop(), 0);
+    let requests: Vec<u64> = run.cluster.schedulers.iter().map(|r| r.scheduler.requests).collect();
+    assert_eq!(requests.iter().sum::<u64>(), run.cluster.frontends[0].frontend.received, "{requests:?}");
+    let (_, first) = run.cluster.replans.first().expect("a re-plan changed the table");
     assert!(first.iter().any(|c| matches!(c, Change::Model { from: 0, to: 1, .. })), "{first:?}");
     assert!(first.contains(&Change::Gpu { gpu: 3, from: 1, to: 0 }), "{first:?}");
-    assert_eq!(run.replans.len(), 1, "a balanced table stays: {:?}", run.replans);
+    assert_eq!(run.cluster.replans.len(), 1, "a balanced table stays: {:?}", run.cluster.replans);
     let shape: Vec<(usize, usize)> =
-        run.routes.subclusters.iter().map(|c| (c.models.len(), c.backends.len())).collect();
+        run.cluster.routes.subclusters.iter().map(|c| (c.models.len(), c.backends.len())).collect();
     assert_eq!(shape, vec![(2, 2), (2, 2)]);
 }
 

@@ -1,5 +1,6 @@
 //! `baton`: the command-line entry point to Baton.
 
+mod cluster;
 mod compare;
 mod partition;
 mod plan;
@@ -43,6 +44,9 @@ enum Command {
     Scheduler(serve::SchedulerArgs),
     /// Backend roles alone: emulated (or CUDA) GPUs, over TCP to the scheduler and frontends.
     Backend(serve::BackendArgs),
+    /// Serve a scenario partitioned into K sub-clusters, a scheduler each, re-planned every epoch
+    /// if asked (Symphony's control plane on one host).
+    Cluster(cluster::Args),
     /// What placement sees of this machine: NUMA nodes, cores, GPUs' and NICs' nodes, per view.
     Topology(topology::Args),
     /// Open-loop load generator against a running server.
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Scheduler(a) => serve::scheduler(a),
         Command::Backend(a) => serve::backend(a),
         Command::Load(a) => serve::load(a),
+        Command::Cluster(a) => cluster::run(a),
         Command::Topology(a) => topology::run(a),
         Command::Demo(a) => serve::demo(a),
     };

@@ -36,7 +36,10 @@ impl Controller {
 
     /// One epoch boundary: `answered[i]`, model i's answers so far over
     /// every frontend, `span` after the last boundary. The new table and
-    /// its steps, or None if the plan keeps the table as it is.
+    /// its steps, or None if the plan keeps the table as it is — or if
+    /// the epoch saw no answer at all (a cluster without traffic, before
+    /// its clients come or after they leave, is left as it is: no rate
+    /// says where the GPUs should go).
     pub fn step(
         &mut self,
         s: &Scenario,
@@ -49,6 +52,9 @@ impl Controller {
         let rates: Vec<f64> =
             answered.iter().zip(&self.counted).map(|(&now, &was)| now.saturating_sub(was) as f64 / secs).collect();
         self.counted = answered;
+        if rates.iter().all(|&r| r == 0.0) {
+            return Ok(None);
+        }
         let opts = Options { current: Some((table.assignment(), self.epochs.moves)), ..Options::default() };
         let plan = plan_with(s, table.subclusters.len(), &rates, &opts).map_err(|e| e.to_string())?;
         let (next, changes) = table.replanned(&plan).map_err(|e| e.to_string())?;
@@ -102,6 +108,8 @@ pub fn scrape(http: SocketAddr) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    use baton_core::routes::Subcluster;
+
     use super::*;
 
     #[test]
@@ -120,5 +128,26 @@ mod tests {
         assert_eq!(answered_by_model(&s, &text), want);
         assert_eq!(label_value(r#"a\"b\\c" rest"#).as_deref(), Some(r#"a"b\c"#));
         assert_eq!(label_value("unterminated"), None);
+    }
+
+    #[test]
+    fn an_epoch_without_answers_leaves_the_table_and_the_next_counts_from_it() {
+        let s = Scenario::parse(include_str!("../scenarios/serve-default.toml")).unwrap();
+        let n = s.models.len();
+        // Every model in sub-cluster 0 with one GPU, the rest in 1: any
+        // traffic moves GPUs to sub-cluster 0.
+        let all = Subcluster { models: (0..n).collect(), backends: vec![0] };
+        let rest = Subcluster { models: vec![], backends: (1..s.cluster.backends).collect() };
+        let table = Routes { subclusters: vec![all, rest] };
+        table.check(&s).expect("the table fits");
+        let mut c = Controller::new(&s, Epochs { every: Duration::from_secs(1), moves: 1 });
+        let second = Duration::from_secs(1);
+        assert_eq!(c.step(&s, &table, vec![0; n], second), Ok(None), "no answers: nothing to plan for");
+        let busy = vec![1_000; n];
+        let (next, changes) = c.step(&s, &table, busy.clone(), second).unwrap().expect("traffic re-plans");
+        assert!(changes.iter().any(|c| matches!(c, Change::Gpu { to: 0, .. })), "{changes:?}");
+        next.check(&s).expect("the new table fits");
+        // The clients left: the same totals a second later are no answers.
+        assert_eq!(c.step(&s, &next, busy, second), Ok(None));
     }
 }

@@ -45,7 +45,7 @@ use baton_tools::load::{self, LoadConfig};
 use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
 
 #[derive(clap::Args)]
-pub struct EngineArgs {
+pub(crate) struct EngineArgs {
     /// Scenario TOML file (default: built-in, three models on 4 GPUs).
     #[arg(long)]
     scenario: Option<PathBuf>,
@@ -411,7 +411,7 @@ fn request_sizes(a: &EngineArgs, s: &Scenario) -> Result<Vec<usize>, String> {
     Ok(table.models.iter().map(|m| m.input_floats).collect())
 }
 
-fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
+pub(crate) fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String> {
     let s = match &a.scenario {
         Some(f) => load_scenario(f)?,
         None => Scenario::parse(SERVE_SCENARIO).map_err(|e| format!("built-in scenario: {e}"))?,
@@ -460,7 +460,7 @@ fn rate_of(s: &Scenario, given: Option<f64>, flag: &str) -> Result<f64, String> 
     positive(flag, r)
 }
 
-fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineConfig, String> {
+pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineConfig, String> {
     Ok(EngineConfig {
         listen,
         fabric: fabric(a)?,
@@ -552,7 +552,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn install_signals() {
+pub(crate) fn install_signals() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -560,11 +560,16 @@ fn install_signals() {
     }
 }
 
+/// Whether SIGINT or SIGTERM came (after `install_signals`).
+pub(crate) fn stopped() -> bool {
+    STOP.load(Ordering::Acquire)
+}
+
 /// Waits for a signal or `duration` seconds.
 fn run_until_stopped(duration: Option<f64>) {
     let started = Instant::now();
     let limit = duration.map(Duration::from_secs_f64);
-    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
+    while !stopped() && limit.is_none_or(|l| started.elapsed() < l) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -644,7 +649,7 @@ fn follow_routes(p: &RoleProcess, s: &baton_sched::Scenario, path: &std::path::P
     let limit = duration.map(Duration::from_secs_f64);
     let changed = || std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let mut seen = changed();
-    while !STOP.load(Ordering::Acquire) && limit.is_none_or(|l| started.elapsed() < l) {
+    while !stopped() && limit.is_none_or(|l| started.elapsed() < l) {
         std::thread::sleep(Duration::from_millis(50));
         let now = changed();
         if now == seen {

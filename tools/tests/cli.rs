@@ -354,6 +354,34 @@ fn frontend_scheduler_and_backend_processes_serve_like_serve() {
     assert!(shown <= b["batches"].as_f64().unwrap(), "{shown} shown, {b}");
 }
 
+/// `baton cluster`: two sub-clusters, a scheduler each, from a lopsided
+/// table (every model on one GPU of sub-cluster 0), re-planned every 0.3 s
+/// while `baton load` spreads its connections over the two frontends: the
+/// controller moves GPUs to where the traffic is, and every request is
+/// answered exactly once.
+#[test]
+fn cluster_re_plans_under_load_and_answers_every_request_once() {
+    let routes = write_temp(
+        "lopsided-routes.json",
+        r#"{"subclusters": [{"models": ["ResNet50", "InceptionV3", "BERT-base"], "gpus": 1}, {"models": [], "gpus": 3}]}"#,
+    );
+    let any = "127.0.0.1:0,127.0.0.1:0";
+    let mut c =
+        Proc::start(&["cluster", "--schedulers", "2", "--routes", &routes, "--listen", any, "--epoch-s", "0.3"]);
+    let fes = c.addresses();
+    assert_eq!(fes.len(), 2, "a frontend per --listen address: {fes:?}");
+    let v = load_json(&fes.join(","), "300");
+    let c = c.stop();
+    assert_eq!(c["received"].as_u64(), Some(all_sent(&v)), "{c}");
+    assert_eq!((c["duplicates"].as_u64(), c["held_at_stop"].as_u64()), (Some(0), Some(0)), "{c}");
+    assert!(c["replans"].as_u64() >= Some(1), "the controller moved nothing: {c}");
+    let gpus = |k: usize| c["subclusters"][k]["gpus"].as_array().map_or(0, Vec::len);
+    assert!(gpus(0) > 1, "no GPU joined the busy sub-cluster: {c}");
+    // A table for another number of schedulers is refused, saying so.
+    let out = baton(&["cluster", "--schedulers", "3", "--routes", &routes, "--duration", "1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--routes has 2 sub-clusters, --schedulers 3"), "{out:?}");
+}
+
 /// A scheduler that runs out of file descriptors goes on accepting once
 /// some are free: before, its accept loop ended at the first failed accept
 /// and no role could connect to it again.

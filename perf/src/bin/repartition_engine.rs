@@ -15,6 +15,12 @@
 //! same rule every epoch (`repartitioned.rs`, from the rates it measured). Each row: bad rate as the client sees it, every
 //! request answered exactly once (`unanswered`, `duplicates`), and for the
 //! controlled runs the GPUs each sub-cluster held after each re-plan.
+//! Then the gap between the two in parts, per run: the engine's late
+//! answers as the client saw them and by the frontends' clock (the rest
+//! late on the way back), its drops, the simulator's late and dropped
+//! shares, the time moved GPUs served no one (from leaving one scheduler
+//! to joining the other; the simulator's move takes none), and the p99 of
+//! the engine's overhead parts.
 
 use std::time::Duration;
 
@@ -26,7 +32,7 @@ use baton_perf::subclusters::simulated;
 use baton_sched::partition::{plan, Plan};
 use baton_sched::policy::PolicyKind;
 use baton_sched::repartitioned::{Epochs as SimEpochs, Repartitioned};
-use baton_sched::sim::run_with;
+use baton_sched::sim::{run_with, Report};
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
 use baton_tools::partitioned::{self, Control, PartitionedRun};
@@ -64,33 +70,81 @@ fn main() {
         "{:>8} {:>10} {:>14} {:>12} {:>12} {:>10} {:>10}  gpus per sub-cluster after each re-plan (s: counts)",
         "rate", "table", "sub-clusters", "bad_rate", "sim_bad", "unanswered", "duplicates"
     );
+    let mut parts = Vec::new();
     for rate in [2_000.0, 3_000.0, 4_000.0] {
         let p = plan(&s, 2, rate).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of_plan(&p);
         let shape =
             |r: &Routes| r.subclusters.iter().map(|c| c.backends.len().to_string()).collect::<Vec<_>>().join("+");
-        let sim_bad = run_with(&s, "symphony/2-schedulers", simulated(&s, &p, rate).as_mut(), rate).bad_rate;
+        let sim = run_with(&s, "symphony/2-schedulers", simulated(&s, &p, rate).as_mut(), rate);
         let fixed = serve(&routes, rate, Control::Moves(&[]));
-        row(rate, "static", &shape(&routes), &fixed, &format!("{sim_bad:.4}"), "");
+        row(rate, "static", &shape(&routes), &fixed, &format!("{:.4}", sim.bad_rate), "");
+        parts.push(gap(rate, "static", &fixed, &sim));
         let run = serve(&routes, rate, Control::Epochs(EPOCHS));
-        let replans = run.replans.iter().map(|(at, changes)| (at.as_secs_f64(), &changes[..]));
+        let replans = run.cluster.replans.iter().map(|(at, changes)| (at.as_secs_f64(), &changes[..]));
         let steps = gpu_steps(&routes, replans);
         let mut sim = resimulated(&s, &p, rate);
-        let sim_bad = run_with(&s, "symphony/2-schedulers/epochs", &mut sim, rate).bad_rate;
+        let sim_report = run_with(&s, "symphony/2-schedulers/epochs", &mut sim, rate);
         let sim_steps = gpu_steps(&routes, sim.steps.iter().map(|(at, c)| (*at as f64 / 1e9, std::slice::from_ref(c))));
         let steps = format!("{steps} | sim: {sim_steps}");
-        row(rate, "epochs", &shape(&routes), &run, &format!("{sim_bad:.4}"), &steps);
+        row(rate, "epochs", &shape(&routes), &run, &format!("{:.4}", sim_report.bad_rate), &steps);
+        parts.push(gap(rate, "epochs", &run, &sim_report));
+    }
+    println!(
+        "# the gap in parts: shares of the requests sent; moved GPUs out of service (count, total s); overhead p99 us"
+    );
+    println!(
+        "{:>8} {:>10} {:>11} {:>13} {:>10} {:>10} {:>10} {:>15} {:>8} {:>8} {:>10} {:>8}",
+        "rate",
+        "table",
+        "eng_late",
+        "eng_late_fe",
+        "eng_drop",
+        "sim_late",
+        "sim_drop",
+        "gpus_moved",
+        "ingress",
+        "start",
+        "completion",
+        "egress"
+    );
+    for line in parts {
+        println!("{line}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn row(rate: f64, table: &str, shape: &str, run: &PartitionedRun, sim: &str, steps: &str) {
     let l = &run.load;
-    assert_eq!(run.held_at_stop(), 0, "requests held at stop");
+    assert_eq!(run.cluster.held_at_stop(), 0, "requests held at stop");
     println!(
         "{rate:>8.0} {table:>10} {shape:>14} {:>12.4} {sim:>12} {:>10} {:>10}  {steps}",
         l.bad_rate, l.unanswered, l.duplicates
     );
+}
+
+/// One line of the gap table (`main`'s header).
+fn gap(rate: f64, table: &str, run: &PartitionedRun, sim: &Report) -> String {
+    let (l, c) = (&run.load, &run.cluster);
+    let share = |n: u64, of: u64| n as f64 / of.max(1) as f64;
+    // The frontends' counts include the warm-up's requests, as their own share.
+    let (fe_late, fe_received) =
+        c.frontends.iter().fold((0, 0), |(late, n), r| (late + r.frontend.late, n + r.frontend.received));
+    let out: f64 = c.gpu_moves.iter().map(Duration::as_secs_f64).sum();
+    let o = &l.overhead;
+    format!(
+        "{rate:>8.0} {table:>10} {:>11.4} {:>13.4} {:>10.4} {:>10.4} {:>10.4} {:>15} {:>8.0} {:>8.0} {:>10.0} {:>8.0}",
+        share(l.late, l.sent),
+        share(fe_late, fe_received),
+        share(l.dropped, l.sent),
+        share(sim.late, sim.sent),
+        share(sim.dropped, sim.sent),
+        format!("{}, {out:.2}", c.gpu_moves.len()),
+        o.ingress.p99_us,
+        o.start_lag.p99_us,
+        o.completion.p99_us,
+        o.egress.p99_us,
+    )
 }
 
 /// Each sub-cluster's GPU count after each time some GPU moved.

@@ -87,9 +87,9 @@ fn main() {
         let (goodput, _) = engine_goodput(guess, 12, &|rate| serve(&routes, rate, &[]).load);
         let at = serve(&routes, goodput.max(1_000.0), &[]);
         let secs = WARMUP_S + SECS;
-        let decisions: u64 = at.batches().iter().sum();
-        let scheduled: u64 = at.schedulers.iter().map(|r| r.scheduler.requests).sum();
-        let shares: Vec<String> = at.schedulers.iter().map(|r| r.scheduler.requests.to_string()).collect();
+        let decisions: u64 = at.cluster.batches().iter().sum();
+        let scheduled: u64 = at.cluster.schedulers.iter().map(|r| r.scheduler.requests).sum();
+        let shares: Vec<String> = at.cluster.schedulers.iter().map(|r| r.scheduler.requests.to_string()).collect();
         let name = format!("{}/{k}-schedulers", s.policy.as_str());
         let sim_goodput = find_goodput_with(&s, &name, &sim, GOODPUT_TOLERANCE).goodput_rps;
         let sim_bad = run_with(&s, &name, sim(goodput).as_mut(), goodput).bad_rate;
@@ -116,13 +116,13 @@ fn moved(s: &Scenario, serve: &impl Fn(&Routes, f64, &[Move]) -> PartitionedRun,
     let rate = 0.7 * goodput;
     let run = serve(&routes, rate, &[Move { at, model, to: 1, gpu: Some(gpu) }]);
     let l = &run.load;
-    let shares: Vec<u64> = run.schedulers.iter().map(|r| r.scheduler.requests).collect();
+    let shares: Vec<u64> = run.cluster.schedulers.iter().map(|r| r.scheduler.requests).collect();
     println!(
         "# move: `{}` and GPU {gpu} from sub-cluster 0 to 1 at {:.2} s, {rate:.0} r/s: sent {} (+{} warm-up), ok {}, late {}, dropped {}, \
          errors {}, bad rate {:.4}; unanswered {}, duplicates {}, held at stop {}; requests per scheduler {shares:?} \
          (sum {}, frontend received {})",
         s.models[model].spec.name,
-        run.moved_at[0].as_nanos() as f64 / NANOS_PER_S as f64,
+        run.cluster.moved_at[0].as_nanos() as f64 / NANOS_PER_S as f64,
         l.sent,
         l.warmup_sent,
         l.ok,
@@ -132,8 +132,8 @@ fn moved(s: &Scenario, serve: &impl Fn(&Routes, f64, &[Move]) -> PartitionedRun,
         l.bad_rate,
         l.unanswered,
         l.duplicates,
-        run.held_at_stop(),
+        run.cluster.held_at_stop(),
         shares.iter().sum::<u64>(),
-        run.frontends.iter().map(|r| r.frontend.received).sum::<u64>()
+        run.cluster.frontends.iter().map(|r| r.frontend.received).sum::<u64>()
     );
 }
