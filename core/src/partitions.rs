@@ -175,9 +175,15 @@ impl OnPartition {
     /// Runs `batch` as if it started at `now`.
     fn run_at(&mut self, now: Instant, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
         let plan = Arc::clone(&self.plan);
-        let percent = plan.percent(self.backend as u32);
+        // One hold of the board for the partition read and the occupant
+        // written: a re-layout between them would time the batch on one
+        // partition and record it on another. The emulated executors defer
+        // their pacing (`Pacing::Deferred`): nothing sleeps while it is held.
+        let mut board = plan.board();
+        let percent = board.layout.percent(self.backend);
         assert!(percent > 0, "a batch sent to backend {}, which holds no partition", self.backend);
         if percent == 100 {
+            drop(board);
             return self.whole.run(batch, outputs);
         }
         let at = match self.parts.iter().position(|p| p.0 == percent) {
@@ -189,7 +195,6 @@ impl OnPartition {
         };
         let solo_run = self.parts[at].1.run(batch, outputs)?;
         let (row, b) = (plan.rows[batch.model as usize], batch.inputs.len() as u32);
-        let mut board = plan.board();
         let sibling = board.layout.sibling(self.backend).and_then(|s| board.running[s]).filter(|o| o.until > now);
         let (solo, real) = batch_times(&plan.data, row, b, percent, sibling.map(|o| (o.row, o.batch)));
         let run = solo_run.mul_f64(real as f64 / solo as f64);

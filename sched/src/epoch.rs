@@ -14,6 +14,10 @@
 
 use crate::time::Nanos;
 
+/// A measured rate never counts below this in a re-plan, so that a quiet
+/// epoch does not plan a model (or a Nexus session) out of the cluster.
+pub const MIN_PLANNED_RPS: f64 = 1.0;
+
 /// Per-key arrival counts over the epoch in progress (module doc).
 #[derive(Clone, Debug)]
 pub struct EpochCounter {

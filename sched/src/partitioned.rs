@@ -66,9 +66,14 @@ pub fn sub_scenario(s: &Scenario, sub: &SubCluster, first_backend: u32) -> (Scen
         .map(|&(t, b)| (t, BackendId(b.0 - first_backend)))
         .collect();
     out.name = format!("{}/{}", s.name, first_backend);
+    (out, weight_share(s, &sub.models))
+}
+
+/// The share of `s`'s offered rate that goes to `models`: their weights
+/// over the total.
+pub fn weight_share(s: &Scenario, models: &[usize]) -> f64 {
     let total: f64 = s.models.iter().map(|m| m.weight).sum();
-    let share: f64 = sub.models.iter().map(|&m| s.models[m].weight).sum::<f64>() / total;
-    (out, share)
+    models.iter().map(|&m| s.models[m].weight).sum::<f64>() / total
 }
 
 impl Partitioned {

@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use crate::epoch::EpochCounter;
 use crate::handover::{handover, Change};
 use crate::partition::{plan_with, Options, PartitionError, Plan};
-use crate::partitioned::refuses;
+use crate::partitioned::{refuses, weight_share};
 use crate::scenario::Scenario;
 use crate::side_by_side::SideBySide;
 use crate::time::Nanos;
@@ -92,11 +92,9 @@ impl Repartitioned {
         let model_at = plan.assignment();
         assert_eq!(model_at.len(), n, "a plan places every model");
         let mut holder = vec![None; total as usize];
-        let weight: f64 = s.models.iter().map(|m| m.weight).sum();
         let mut subs = Vec::with_capacity(gpus.len());
         for (k, (c, mine)) in plan.subclusters.iter().zip(&ranges).enumerate() {
-            let share = c.models.iter().map(|&m| s.models[m].weight).sum::<f64>() / weight;
-            let mut sched = build(s, rate_rps * share);
+            let mut sched = build(s, rate_rps * weight_share(s, &c.models));
             if sched.partitions().is_some() {
                 return Err(PartitionError::Unsupported("policies that partition GPUs"));
             }

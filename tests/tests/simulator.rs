@@ -333,7 +333,6 @@ fn nexus_epochs_follow_a_shifting_mix() {
 #[test]
 fn a_partitioned_cluster_re_partitions_as_the_mix_shifts() {
     use baton_sched::partition::plan;
-    use baton_sched::partitioned::Partitioned;
     use baton_sched::repartitioned::{Epochs, Repartitioned};
     use baton_sched::sim::{run_with, BAD_RATE_LIMIT};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/nexus-shift.toml");
@@ -342,8 +341,7 @@ fn a_partitioned_cluster_re_partitions_as_the_mix_shifts() {
     let rate = 3_000.0;
     let p = plan(&s, 2, rate).expect("plans");
     let build = |whole: &Scenario, r: f64| baton_sched::build::scheduler(PolicyKind::Symphony, whole, r);
-    let mut fixed = Partitioned::new(&s, &p, rate, &build).expect("builds");
-    let once = run_with(&s, "symphony/2", &mut fixed, rate);
+    let once = run_with(&s, "symphony/2", baton_perf::subclusters::simulated(&s, &p, rate).as_mut(), rate);
     let epochs = Epochs { every: 2_000_000_000, moves: 1 };
     let mut moving = Repartitioned::new(&s, &p, rate, epochs, &build).expect("builds");
     let again = run_with(&s, "symphony/2/epochs", &mut moving, rate);

@@ -4,6 +4,7 @@
 //! the other while a load runs — every request answered exactly once,
 //! each by the scheduler its model was routed to when it arrived.
 
+use std::net::TcpStream;
 use std::time::Duration;
 
 use baton_core::routes::{Change, Routes, Subcluster};
@@ -11,7 +12,7 @@ use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start_role, EngineConfig, RoleSpec};
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
-use baton_tools::partitioned::{self, Control, Move, PartitionedError};
+use baton_tools::partitioned::{self, Cluster, Control, Move, PartitionedError};
 use baton_tools::repartition::Epochs;
 
 const FLOATS: usize = 4;
@@ -95,9 +96,19 @@ fn a_run_that_fails_midway_returns_its_error() {
     let err = partitioned::run(&s, &config(), &halves(), 1, load, Control::Moves(&moves), &origin)
         .err()
         .expect("a move to sub-cluster 7 of 2 fails");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(matches!(err, PartitionedError::Routes(_)), "{err:?}");
     assert!(err.to_string().contains("sub-cluster 7: there are 2"), "{err}");
+    // The cluster the failed move leaves behind serves no one once dropped.
+    let _ = std::fs::remove_file(&origin);
+    let any = "127.0.0.1:0".parse().unwrap();
+    let mut cluster =
+        Cluster::start(&s, &config(), &halves(), &[any], Control::Moves(&moves), &origin).expect("starts");
+    let clients = cluster.clients();
+    assert!(TcpStream::connect(clients[0]).is_ok(), "the frontend serves");
+    assert!(matches!(cluster.apply(&moves[0]), Err(PartitionedError::Routes(_))));
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(TcpStream::connect(clients[0]).is_err(), "the frontend of a failed cluster still listens");
 }
 
 #[test]

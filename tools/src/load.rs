@@ -20,7 +20,7 @@ use baton_core::runtime::clients::{client_request, Target};
 use baton_net::client::{self, Received, Receiver, Sender};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
-use baton_sched::time::Nanos;
+use baton_sched::time::{Nanos, NANOS_PER_S};
 use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
@@ -124,6 +124,9 @@ pub struct LoadReport {
     pub generator_cores: Vec<usize>,
     pub drop_reasons: Vec<(String, u64)>,
     pub error_codes: Vec<(String, u64)>,
+    /// Bad answers (late, dropped or failed) by the second of the measured
+    /// window their request was due to be sent in: when a run went bad.
+    pub bad_by_second: Vec<u64>,
     /// Queries that failed, by the stage that missed.
     pub failed_stages: Vec<(String, u64)>,
 }
@@ -204,13 +207,23 @@ struct Tally {
     drop_reasons: Vec<(fb::DropReason, u64)>,
     error_codes: Vec<(fb::ErrorCode, u64)>,
     failed_stages: Vec<(String, u64)>,
+    bad_by_second: Vec<u64>,
 }
 
-fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K) {
+/// Adds `by` to `k`'s count.
+fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
     match v.iter_mut().find(|x| x.0 == k) {
-        Some(x) => x.1 += 1,
-        None => v.push((k, 1)),
+        Some(x) => x.1 += by,
+        None => v.push((k, by)),
     }
+}
+
+/// Adds `by` to second `i`'s count, growing the timeline to it.
+fn add_at(timeline: &mut Vec<u64>, i: usize, by: u64) {
+    if timeline.len() <= i {
+        timeline.resize(i + 1, 0);
+    }
+    timeline[i] += by;
 }
 
 struct Shared {
@@ -312,6 +325,9 @@ impl Tally {
             return Ok(());
         }
         let latency = now.saturating_sub(at);
+        if status != fb::Status::Ok || latency > slo {
+            add_at(&mut self.bad_by_second, ((at - shared.warmup) / NANOS_PER_S) as usize, 1);
+        }
         if status != fb::Status::Ok {
             self.refused_us.push((latency / 1_000).min(u32::MAX as u64) as u32);
         }
@@ -336,14 +352,14 @@ impl Tally {
             }
             fb::Status::Dropped => {
                 self.dropped += 1;
-                bump(&mut self.drop_reasons, drop_reason);
+                bump(&mut self.drop_reasons, drop_reason, 1);
                 if let Some(stage) = stage {
-                    bump(&mut self.failed_stages, stage.to_owned());
+                    bump(&mut self.failed_stages, stage.to_owned(), 1);
                 }
             }
             fb::Status::Error => {
                 self.errors += 1;
-                bump(&mut self.error_codes, error_code);
+                bump(&mut self.error_codes, error_code, 1);
             }
         }
         Ok(())
@@ -487,13 +503,16 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             *t.batch_sizes.entry(b).or_default() += c;
         }
         for (k, c) in x.drop_reasons {
-            (0..c).for_each(|_| bump(&mut t.drop_reasons, k));
+            bump(&mut t.drop_reasons, k, c);
         }
         for (k, c) in x.error_codes {
-            (0..c).for_each(|_| bump(&mut t.error_codes, k));
+            bump(&mut t.error_codes, k, c);
         }
         for (k, c) in x.failed_stages {
-            (0..c).for_each(|_| bump(&mut t.failed_stages, k.clone()));
+            bump(&mut t.failed_stages, k, c);
+        }
+        for (i, &c) in x.bad_by_second.iter().enumerate() {
+            add_at(&mut t.bad_by_second, i, c);
         }
     }
     let sent = n as u64 - warmup_sent;
@@ -530,6 +549,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         failed_stages: t.failed_stages,
+        bad_by_second: t.bad_by_second,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct FrontendStats {
     /// answered requests `Lost` itself (past their grace, or with a peer
     /// gone) whose results or drops came after all.
     pub duplicates: u64,
+    /// Time kept back from admitted requests' SLOs for the network path
+    /// (`reserve.rs`), summed: the scheduler planned each that much earlier.
+    pub reserved_ns: u64,
 }
 
 impl FrontendStats {
@@ -268,6 +271,7 @@ impl Frontend {
         let input = req.input.map(|t| t.data.into_owned()).unwrap_or_default();
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
+        self.stats.reserved_ns += reserved;
         // The model that runs first: a query's (`model` numbers queries
         // then) is its root stage's, whose sub-cluster gets the request.
         let first = match req.query {

@@ -18,6 +18,7 @@
 //! generator stops and the shard waits for the last answers (at most the
 //! longest SLO and a second), counting what is still unanswered as bad.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use super::{build_hosted, start_back, Back, EngineConfig, EngineError, EngineRep
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
+use crate::roles::request::{ClientRequest, Input};
 
 /// An open-loop run.
 #[derive(Clone, Copy, Debug)]
@@ -124,10 +126,8 @@ pub fn client_request(
     floats: usize,
     first: Option<f32>,
 ) -> fb::InferRequest {
-    let mut data: Vec<u8> = (0..floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
-    if let (Some(v), Some(x)) = (first, data.first_chunk_mut::<4>()) {
-        *x = v.to_le_bytes();
-    }
+    let mut data = Vec::with_capacity(floats * 4);
+    input_bytes(&mut data, floats, first);
     let (model, query) = match target {
         Target::Model(m) => (Some(m.to_owned()), None),
         Target::Query(q) => (None, Some(q.to_owned())),
@@ -147,6 +147,27 @@ pub fn client_request(
         query,
         path_ns: 0,
     }
+}
+
+/// `buf` becomes the little-endian bytes of `floats` floats 0, 1, 2, ...
+/// whose first is `first` when given.
+fn input_bytes(buf: &mut Vec<u8>, floats: usize, first: Option<f32>) {
+    buf.clear();
+    buf.extend((0..floats).flat_map(|i| (i as f32).to_le_bytes()));
+    if let (Some(v), Some(x)) = (first, buf.first_chunk_mut::<4>()) {
+        *x = v.to_le_bytes();
+    }
+}
+
+/// `client_request`'s request as the frontend admits it, borrowing the
+/// target's name and the input's bytes: nothing allocated.
+fn borrowed_request<'a>(id: u64, target: Target<'a>, slo_ns: Nanos, app: u32, data: &'a [u8]) -> ClientRequest<'a> {
+    let (model, query) = match target {
+        Target::Model(m) => (Some(Cow::Borrowed(m)), None),
+        Target::Query(q) => (None, Some(Cow::Borrowed(q))),
+    };
+    let input = Input { dtype: fb::DType::F32, elements: Some((data.len() / 4) as i64), data: Cow::Borrowed(data) };
+    ClientRequest { id, model, query, app, app_name: None, slo_ns, path_ns: 0, tensors: 1, input: Some(input) }
 }
 
 /// Runs `load` on an engine serving `scenario` under `policy` whose clients
@@ -207,6 +228,8 @@ struct Generator {
     base: u64,
     tally: Tally,
     parts: Parts,
+    /// The input of the request being sent (its capacity kept).
+    input: Vec<u8>,
 }
 
 impl Generator {
@@ -228,6 +251,7 @@ impl Generator {
             base: 0,
             tally: Tally::default(),
             parts: Parts::default(),
+            input: Vec::new(),
         }
     }
 
@@ -257,7 +281,9 @@ impl Generator {
             self.due.push_back(Due { at, slo, counted, answered: false });
             // The SLO left: the client's deadline, not the generator's.
             let left = slo.saturating_sub(behind).max(1);
-            match fe.admit_to_scheduler(now, 0, client_request(id, target, left, app, floats, first), table) {
+            input_bytes(&mut self.input, floats, first);
+            let admitted = fe.admit_to_scheduler(now, 0, borrowed_request(id, target, left, app, &self.input), table);
+            match admitted {
                 Ok(meta) => out.push_back(ShardMsg::Env(meta)),
                 Err(e) => self.answer(t, now, &e),
             }

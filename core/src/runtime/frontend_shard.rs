@@ -409,7 +409,7 @@ pub async fn run(
         progress,
         gateway,
     }));
-    glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections)).detach();
+    let accepting = glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections));
 
     let clock = shard.borrow().clock.clone();
     let mut incoming = Vec::new();
@@ -447,7 +447,10 @@ pub async fn run(
             || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
         lead.end_round(&mut rhythm, &clock, round, has_work).await;
     }
-    // Stopping: what is still held is answered, so no client waits forever.
+    // Stopping: no client is accepted any more (the listener closes, so a
+    // client that connects now is refused rather than left unread), and
+    // what is still held is answered, so no client waits forever.
+    accepting.cancel().await;
     let (report, conns) = {
         let mut s = shard.borrow_mut();
         let held = s.fe.held() as u64;

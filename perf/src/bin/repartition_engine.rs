@@ -33,6 +33,7 @@ use baton_sched::partition::{plan, Plan};
 use baton_sched::policy::PolicyKind;
 use baton_sched::repartitioned::{Epochs as SimEpochs, Repartitioned};
 use baton_sched::sim::{run_with, Report};
+use baton_sched::time::Nanos;
 use baton_sched::Scenario;
 use baton_tools::load::LoadConfig;
 use baton_tools::partitioned::{self, Control, PartitionedRun};
@@ -79,7 +80,9 @@ fn main() {
         let sim = run_with(&s, "symphony/2-schedulers", simulated(&s, &p, rate).as_mut(), rate);
         let fixed = serve(&routes, rate, Control::Moves(&[]));
         row(rate, "static", &shape(&routes), &fixed, &format!("{:.4}", sim.bad_rate), "");
-        parts.push(gap(rate, "static", &fixed, &sim));
+        let short = shortened(&s, reserved(&fixed));
+        let sim_short = run_with(&short, "symphony/2-schedulers", simulated(&short, &p, rate).as_mut(), rate);
+        parts.push(gap(rate, "static", &fixed, &sim, &sim_short));
         let run = serve(&routes, rate, Control::Epochs(EPOCHS));
         let replans = run.cluster.replans.iter().map(|(at, changes)| (at.as_secs_f64(), &changes[..]));
         let steps = gpu_steps(&routes, replans);
@@ -88,13 +91,16 @@ fn main() {
         let sim_steps = gpu_steps(&routes, sim.steps.iter().map(|(at, c)| (*at as f64 / 1e9, std::slice::from_ref(c))));
         let steps = format!("{steps} | sim: {sim_steps}");
         row(rate, "epochs", &shape(&routes), &run, &format!("{:.4}", sim_report.bad_rate), &steps);
-        parts.push(gap(rate, "epochs", &run, &sim_report));
+        let short = shortened(&s, reserved(&run));
+        let sim_short = run_with(&short, "symphony/2-schedulers/epochs", &mut resimulated(&short, &p, rate), rate);
+        parts.push(gap(rate, "epochs", &run, &sim_report, &sim_short));
     }
     println!(
-        "# the gap in parts: shares of the requests sent; moved GPUs out of service (count, total s); overhead p99 us"
+        "# the gap in parts: shares of the requests sent; moved GPUs out of service (count, total s); mean reserve us, \
+         and the simulator's drops with every SLO shortened by it; overhead p99 us"
     );
     println!(
-        "{:>8} {:>10} {:>11} {:>13} {:>10} {:>10} {:>10} {:>15} {:>8} {:>8} {:>10} {:>8}",
+        "{:>8} {:>10} {:>9} {:>11} {:>9} {:>9} {:>9} {:>11} {:>8} {:>14} {:>8} {:>6} {:>10} {:>7}",
         "rate",
         "table",
         "eng_late",
@@ -103,13 +109,19 @@ fn main() {
         "sim_late",
         "sim_drop",
         "gpus_moved",
+        "reserve",
+        "sim_drop_short",
         "ingress",
         "start",
         "completion",
         "egress"
     );
-    for line in parts {
+    for (line, _) in &parts {
         println!("{line}");
+    }
+    println!("# drops by reason, engine | simulator; engine bad answers in the 2 s from each re-plan that moved a GPU");
+    for (_, reasons) in &parts {
+        println!("{reasons}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -123,28 +135,80 @@ fn row(rate: f64, table: &str, shape: &str, run: &PartitionedRun, sim: &str, ste
     );
 }
 
-/// One line of the gap table (`main`'s header).
-fn gap(rate: f64, table: &str, run: &PartitionedRun, sim: &Report) -> String {
+/// The mean time the frontends kept back from an admitted request's SLO.
+fn reserved(run: &PartitionedRun) -> Nanos {
+    let (kept, n) = run
+        .cluster
+        .frontends
+        .iter()
+        .fold((0, 0), |(kept, n), r| (kept + r.frontend.reserved_ns, n + r.frontend.received));
+    kept / n.max(1)
+}
+
+/// `s` with every model's SLO shortened by `by`.
+fn shortened(s: &Scenario, by: Nanos) -> Scenario {
+    let mut s = s.clone();
+    for m in &mut s.models {
+        m.spec.slo -= by.min(m.spec.slo);
+    }
+    s
+}
+
+/// One line of the gap table (`main`'s header); `short`: the simulator
+/// with the SLOs shortened by the run's mean reserve.
+fn gap(rate: f64, table: &str, run: &PartitionedRun, sim: &Report, short: &Report) -> (String, String) {
     let (l, c) = (&run.load, &run.cluster);
     let share = |n: u64, of: u64| n as f64 / of.max(1) as f64;
     // The frontends' counts include the warm-up's requests, as their own share.
     let (fe_late, fe_received) =
         c.frontends.iter().fold((0, 0), |(late, n), r| (late + r.frontend.late, n + r.frontend.received));
-    let out: f64 = c.gpu_moves.iter().map(Duration::as_secs_f64).sum();
+    let out = c.gpu_moves.iter().fold(0.0, |sum, d| sum + d.as_secs_f64());
     let o = &l.overhead;
-    format!(
-        "{rate:>8.0} {table:>10} {:>11.4} {:>13.4} {:>10.4} {:>10.4} {:>10.4} {:>15} {:>8.0} {:>8.0} {:>10.0} {:>8.0}",
+    let engine: Vec<String> = l.drop_reasons.iter().map(|(why, n)| format!("{why} {n}")).collect();
+    let mut by_reason = std::collections::BTreeMap::new();
+    for (why, n) in sim.models.iter().flat_map(|m| &m.drop_reasons) {
+        *by_reason.entry(*why).or_insert(0) += n;
+    }
+    let simulated: Vec<String> = by_reason.iter().map(|(why, n)| format!("{why} {n}")).collect();
+    let reasons =
+        format!("{rate:>8.0} {table:>10}  {} | {}; {}", engine.join(", "), simulated.join(", "), after_moves(run));
+    let line = format!(
+        "{rate:>8.0} {table:>10} {:>9.4} {:>11.4} {:>9.4} {:>9.4} {:>9.4} {:>11} {:>8.0} {:>14.4} {:>8.0} {:>6.0} {:>10.0} {:>7.0}",
         share(l.late, l.sent),
         share(fe_late, fe_received),
         share(l.dropped, l.sent),
         share(sim.late, sim.sent),
         share(sim.dropped, sim.sent),
         format!("{}, {out:.2}", c.gpu_moves.len()),
+        reserved(run) as f64 / 1e3,
+        share(short.dropped, short.sent),
         o.ingress.p99_us,
         o.start_lag.p99_us,
         o.completion.p99_us,
         o.egress.p99_us,
-    )
+    );
+    (line, reasons)
+}
+
+/// The engine's bad answers whose requests were due in the two seconds
+/// from a re-plan that moved a GPU, of all, and how many of the measured
+/// window's seconds those are (the window starts the load's warm-up after
+/// the cluster's clock for re-plans, give or take the load's start-up).
+fn after_moves(run: &PartitionedRun) -> String {
+    let (bad, warmup) = (&run.load.bad_by_second, Duration::from_secs_f64(run.load.warmup_s));
+    let mut near = vec![false; run.load.duration_s.ceil() as usize];
+    for (at, changes) in &run.cluster.replans {
+        if changes.iter().any(|c| matches!(c, Change::Gpu { .. })) {
+            let first = at.saturating_sub(warmup).as_secs() as usize;
+            for s in first..(first + 2).min(near.len()) {
+                near[s] = true;
+            }
+        }
+    }
+    let total: u64 = bad.iter().sum();
+    let there: u64 = bad.iter().zip(&near).filter(|(_, &n)| n).map(|(b, _)| b).sum();
+    let seconds = near.iter().filter(|&&n| n).count();
+    format!("{there} of {total} bad in {seconds} of {} s", run.load.duration_s)
 }
 
 /// Each sub-cluster's GPU count after each time some GPU moved.

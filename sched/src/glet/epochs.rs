@@ -26,15 +26,11 @@ use super::oracle::PartitionData;
 use super::parts::GletPlan;
 use super::planner::Demand;
 use super::serve::Serving;
-use crate::epoch::EpochCounter;
+use crate::epoch::{EpochCounter, MIN_PLANNED_RPS};
 use crate::nexus::{BackendPlan, DropPolicy, Nexus, Plan};
 use crate::profile::Profile;
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, Output, Partition, Request, Scheduler};
-
-/// A measured rate never counts below this, so that a quiet epoch does not
-/// plan a model out of the cluster (as Nexus's epochs).
-const MIN_RATE_RPS: f64 = 1.0;
 
 /// A partition plan laid out on the slots: Nexus's plan, each backend's
 /// partition and its sessions' profiles, all indexed by backend.
@@ -200,7 +196,7 @@ impl Scheduler for Replanning {
 
     fn on_timeout(&mut self, now: Nanos) {
         if let Some(rates) = self.epochs.close(now) {
-            self.new_epoch(now, rates.into_iter().map(|r| r.max(MIN_RATE_RPS)).collect());
+            self.new_epoch(now, rates.into_iter().map(|r| r.max(MIN_PLANNED_RPS)).collect());
         }
     }
 

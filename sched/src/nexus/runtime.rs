@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use super::incremental::replan;
 use super::sessions::{sessions, Sessions};
 use super::squishy::{plan_for_cluster, Plan};
-use crate::epoch::EpochCounter;
+use crate::epoch::{EpochCounter, MIN_PLANNED_RPS};
 use crate::profile::Profile;
 use crate::queue::{BatchQueue, Pending, Start};
 use crate::rng::Rng;
@@ -142,9 +142,6 @@ impl Partitions {
 const FIT_ATTEMPTS: usize = 40;
 /// Each failed fit shrinks the rate scale by this factor.
 const SCALE_STEP: f64 = 0.85;
-/// A session keeps at least this rate in a re-plan, so that a quiet epoch
-/// does not take its last backend away.
-const MIN_SESSION_RPS: f64 = 1.0;
 
 impl Nexus {
     /// `offered_rps[m]` is what the epoch planner measured for model m.
@@ -357,7 +354,7 @@ impl Nexus {
     /// scratch when that has clearly more headroom), move
     /// queued requests to their sessions' new backends, and run idle ones.
     fn new_epoch(&mut self, now: Nanos, rates: &[f64]) {
-        let measured: Vec<f64> = rates.iter().map(|&r| r.max(MIN_SESSION_RPS)).collect();
+        let measured: Vec<f64> = rates.iter().map(|&r| r.max(MIN_PLANNED_RPS)).collect();
         // Start above both the last scale and the first plan's headroom:
         // an incremental re-plan packs less tightly than a fresh one, and a
         // scale that only ever shrank would leave every later plan short.
