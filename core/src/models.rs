@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
-use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
+use baton_gpu::emulated::{Emulated, EmulatedModel, EmulatedModels, Pacing};
 use baton_gpu::reference::CpuConfig;
 use baton_gpu::{Batch, ExecError, Executor, Launched, ModelInfo, Work};
 use baton_sched::query::QuerySpec;
@@ -265,16 +265,20 @@ impl ModelTable {
 
     /// Backend `backend`'s executor: built on the thread that will use it
     /// (a CUDA context and its graphs stay on their thread).
+    /// `shared`: the emulated models every emulated backend of the shard
+    /// runs (`emulated_models`), made once.
     pub fn executor(
         &self,
         choice: &ExecutorChoice,
         backend: u32,
         jitter: f64,
         seed: u64,
+        shared: &mut Option<Arc<EmulatedModels>>,
     ) -> Result<Box<dyn Executor>, ExecError> {
         match choice {
             ExecutorChoice::Emulated => {
-                let whole = self.emulated_executor(jitter, seed);
+                let models = Arc::clone(shared.get_or_insert_with(|| self.emulated_models()));
+                let whole = Emulated::sharing(models, jitter, seed).with_pacing(Pacing::Deferred);
                 match &self.partitions {
                     Some(p) => Ok(Box::new(p.executor(&self.models, whole, backend, jitter, seed))),
                     None => Ok(Box::new(whole)),
@@ -293,6 +297,11 @@ impl ModelTable {
     /// l(b) of the subnet a batch names, or g(b, longest solo time) for a
     /// dynamic model, as the simulator times them.
     pub fn emulated_executor(&self, jitter: f64, seed: u64) -> Emulated {
+        Emulated::sharing(self.emulated_models(), jitter, seed).with_pacing(Pacing::Deferred)
+    }
+
+    /// What `emulated_executor` runs, for emulated GPUs to share.
+    pub fn emulated_models(&self) -> Arc<EmulatedModels> {
         let durations = |l: &[Nanos]| l.iter().map(|&ns| Duration::from_nanos(ns)).collect::<Vec<_>>();
         let models = self
             .models
@@ -316,7 +325,7 @@ impl ModelTable {
                 EmulatedModel::shared(info, durations(&g.trunk), heads.collect())
             }))
             .collect();
-        Emulated::new(models, jitter, seed).with_pacing(Pacing::Deferred)
+        EmulatedModels::new(models)
     }
 }
 

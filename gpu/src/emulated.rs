@@ -12,6 +12,7 @@
 //! the results until that much time has passed on its own clock. That is how
 //! one core emulates many GPUs.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::executor::{validate, Batch, ExecError, Executor, ModelInfo, Work};
@@ -111,9 +112,23 @@ pub enum Pacing {
     Deferred,
 }
 
-pub struct Emulated {
+/// The models an emulated GPU runs, with their latency tables: read only,
+/// so one copy serves every emulated GPU of a cluster (`Emulated::sharing`)
+/// — a thousand GPUs do not hold a thousand copies of the tables.
+pub struct EmulatedModels {
     models: Vec<EmulatedModel>,
     infos: Vec<ModelInfo>,
+}
+
+impl EmulatedModels {
+    pub fn new(models: Vec<EmulatedModel>) -> Arc<Self> {
+        let infos = models.iter().map(|m| m.info.clone()).collect();
+        Arc::new(Self { models, infos })
+    }
+}
+
+pub struct Emulated {
+    models: Arc<EmulatedModels>,
     jitter: f64,
     state: u64,
     pacing: Pacing,
@@ -122,9 +137,14 @@ pub struct Emulated {
 impl Emulated {
     /// `jitter` in [0, 1): each batch runs `l(b)*(1+u)`, u uniform in ±jitter.
     pub fn new(models: Vec<EmulatedModel>, jitter: f64, seed: u64) -> Self {
+        Self::sharing(EmulatedModels::new(models), jitter, seed)
+    }
+
+    /// An emulated GPU running `models`, which others may share; its own
+    /// jitter from `seed`.
+    pub fn sharing(models: Arc<EmulatedModels>, jitter: f64, seed: u64) -> Self {
         assert!((0.0..1.0).contains(&jitter));
-        let infos = models.iter().map(|m| m.info.clone()).collect();
-        Self { models, infos, jitter, state: seed | 1, pacing: Pacing::Spin }
+        Self { models, jitter, state: seed | 1, pacing: Pacing::Spin }
     }
 
     pub fn with_pacing(mut self, pacing: Pacing) -> Self {
@@ -143,12 +163,12 @@ impl Emulated {
 
 impl Executor for Emulated {
     fn models(&self) -> &[ModelInfo] {
-        &self.infos
+        &self.models.infos
     }
 
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
-        validate(&self.infos, batch)?;
-        let m = &self.models[batch.model as usize];
+        validate(&self.models.infos, batch)?;
+        let m = &self.models.models[batch.model as usize];
         let l = m.batch_time(batch)?;
         let out_len = m.info.output_len;
         let scale = if self.jitter > 0.0 { 1.0 + self.jitter * (2.0 * self.unit() - 1.0) } else { 1.0 };

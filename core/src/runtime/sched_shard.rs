@@ -102,10 +102,12 @@ impl State {
         let n = table.backends(scenario.cluster.backends);
         assert!(local.end <= n, "backends {local:?} of a cluster of {n}");
         let part = part.build(scenario, table, cfg, n, now);
+        // Emulated backends share one copy of the models' tables.
+        let mut shared = None;
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {
-                let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b));
+                let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b), &mut shared);
                 let exec = exec.map_err(|e| format!("backend {b}: {e}"))?;
                 let mut role = BackendRole::new(b, exec).in_subcluster(cfg.subcluster);
                 if let Some(reader) = cfg.input_reader()? {
