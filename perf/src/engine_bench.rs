@@ -108,8 +108,13 @@ pub fn sim_goodput(s: &Scenario) -> f64 {
 /// engine and `run(rate)` per probe) until the bracket is within
 /// `GOODPUT_TOLERANCE` of its upper end, or `max_probes` ran.
 pub fn engine_goodput(guess: f64, max_probes: usize, run: &dyn Fn(f64) -> LoadReport) -> (f64, Vec<(f64, bool)>) {
-    let good = |r: &LoadReport| r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0 && r.unanswered == 0;
-    search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, max_probes, &mut |rate| good(&run(rate)))
+    search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, max_probes, &mut |rate| passes(&run(rate)))
+}
+
+/// A probe that counts toward goodput: at most 1% bad, every request
+/// answered exactly once.
+pub fn passes(r: &LoadReport) -> bool {
+    r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0 && r.unanswered == 0
 }
 
 /// The highest rate `ok` passes, by search from `guess`: scaled by

@@ -1,18 +1,20 @@
 //! A partitioned cluster (Symphony's sub-clusters) as role processes in
-//! this one, under `baton load`: one scheduler per sub-cluster, all on one
+//! this one (`Cluster`: what `baton cluster` serves clients with, and
+//! `run`: the same under `baton load`): one scheduler per sub-cluster, all on one
 //! clock (a shared `--clock-origin-file`), frontends routing each model's
 //! requests by the routing table, and backend processes reporting to
 //! their sub-cluster's scheduler: one per run of consecutive GPUs of a
 //! sub-cluster, and one of its own for each GPU a move names — so a GPU
 //! moves between sub-clusters by its process leaving one scheduler and a
-//! new one joining the other. Moves run while the load does: scripted
+//! new one joining the other. Moves run while it serves: scripted
 //! (`Move`: a model and, optionally, a GPU change sub-cluster at a given
 //! time), or decided at every epoch boundary by the re-partitioning
 //! controller (`repartition.rs`, from the frontends' `/metrics`; every GPU
 //! then has a process of its own, since any may move). Nothing is lost or
 //! answered twice (`routes.rs` says why). However a run ends, it leaves no
-//! role process running: one that fails kills and waits for every
-//! process it started (`role_guard.rs`).
+//! role process running: a cluster dropped before it is stopped (an
+//! error, a panic) kills and waits for every process it started
+//! (`role_guard.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

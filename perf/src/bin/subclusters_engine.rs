@@ -9,8 +9,9 @@
 //!    sub-clusters, each with a scheduler process, one frontend routing by
 //!    the table, one backend process per sub-cluster, under `baton load`
 //!    over TCP. Per K: the highest rate with at most 1% bad as the client
-//!    sees it (search, a fresh cluster per probe) and, at that rate, the
-//!    scheduling decisions (batches) per second summed over the
+//!    sees it (search, a fresh cluster per probe) and, from the passing
+//!    probe at that rate (its bad rate, so at most 1%), the scheduling
+//!    decisions (batches) per second summed over the
 //!    schedulers. Every process shares this machine's cores with the
 //!    generator: where the frontend or the generator is the limit, more
 //!    schedulers cannot raise it, and the table says so. Beside it, the
@@ -25,7 +26,7 @@ use std::time::Duration;
 use baton_core::routes::Routes;
 use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::EngineConfig;
-use baton_perf::engine_bench::{engine_goodput, GOODPUT_TOLERANCE};
+use baton_perf::engine_bench::{passes, search_rate, GOODPUT_TOLERANCE};
 use baton_perf::load_scenario;
 use baton_perf::subclusters::simulated;
 use baton_sched::partition::plan;
@@ -84,8 +85,18 @@ fn main() {
         let p = plan(&s, k, s.rate_rps.unwrap_or(guess)).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of_plan(&p);
         let sim = |rate| simulated(&s, &p, rate);
-        let (goodput, _) = engine_goodput(guess, 12, &|rate| serve(&routes, rate, &[]).load);
-        let at = serve(&routes, goodput.max(1_000.0), &[]);
+        // The row is the passing probe at the goodput itself (a run of its
+        // own at that rate could land either side of 1%).
+        let mut best: Option<PartitionedRun> = None;
+        let (goodput, _) = search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, 12, &mut |rate| {
+            let run = serve(&routes, rate, &[]);
+            let ok = passes(&run.load);
+            if ok && best.as_ref().is_none_or(|b| rate > b.load.offered_rps) {
+                best = Some(run);
+            }
+            ok
+        });
+        let at = best.unwrap_or_else(|| serve(&routes, 1_000.0, &[]));
         let secs = WARMUP_S + SECS;
         let decisions: u64 = at.cluster.batches().iter().sum();
         let scheduled: u64 = at.cluster.schedulers.iter().map(|r| r.scheduler.requests).sum();
