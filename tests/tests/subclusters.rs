@@ -175,3 +175,29 @@ fn a_frontend_refuses_schedulers_that_do_not_fit_its_routing_table() {
     other.shutdown();
     sched.shutdown();
 }
+
+#[test]
+fn a_running_frontend_refuses_a_table_for_another_number_of_schedulers() {
+    let s = scenario();
+    let any = "127.0.0.1:0".parse().unwrap();
+    let dir = std::env::temp_dir().join(format!("baton-subclusters-reroute-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let origin = dir.join("clock-origin");
+    let _ = std::fs::remove_file(&origin);
+    let on_one_clock = EngineConfig { clock_origin_file: Some(origin), ..config() };
+    let role = |cfg: &EngineConfig, spec| start_role(&s, s.policy, cfg, spec).expect("the role starts");
+    let first = role(&on_one_clock, RoleSpec::Scheduler { listen: any });
+    let second = role(&EngineConfig { subcluster: 1, ..on_one_clock.clone() }, RoleSpec::Scheduler { listen: any });
+    let schedulers = vec![first.addr.unwrap(), second.addr.unwrap()];
+    let routed = EngineConfig { routes: Some(halves()), ..config() };
+    let fe = role(&routed, RoleSpec::Frontend { index: 0, listen: any, peers: any, schedulers });
+    let whole = Routes { subclusters: vec![Subcluster { models: vec![0, 1], backends: vec![0, 1, 2, 3] }] };
+    let err = fe.reroute(&s, &whole).expect_err("one sub-cluster for two schedulers").to_string();
+    assert!(err.contains("1 sub-clusters for a frontend connected to 2 schedulers"), "{err}");
+    // The table it had stays: the same halves are taken again.
+    fe.reroute(&s, &halves()).expect("the table that fits");
+    fe.shutdown();
+    second.shutdown();
+    first.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,12 +33,15 @@ use baton_sched::Scenario;
 use baton_tools::partitioned::{Cluster, ClusterReport, Control};
 use baton_tools::repartition::Epochs;
 
-use crate::serve::{config, install_signals, scenario, stopped, EngineArgs};
+use crate::serve::{config, install_signals, scenario, stopped, RoleArgs};
 
+/// The roles' options (`--cluster-secret-file`: without one, nor the
+/// variable, the cluster makes a fresh secret: every role is in this
+/// process), and the cluster's.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    engine: EngineArgs,
+    role: RoleArgs,
     /// Sub-clusters, each with a scheduler of its own.
     #[arg(long)]
     schedulers: usize,
@@ -59,21 +62,10 @@ pub struct Args {
     /// Models one re-plan may move.
     #[arg(long, default_value_t = 1)]
     moves: usize,
-    /// The secret the cluster's roles prove to each other (default: the
-    /// BATON_CLUSTER_SECRET variable, else a fresh one: every role is in
-    /// this process).
-    #[arg(long)]
-    cluster_secret_file: Option<PathBuf>,
-    /// Stop after this many seconds (default: at SIGINT or SIGTERM).
-    #[arg(long)]
-    duration: Option<f64>,
-    /// Print the final report as JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 pub fn run(a: Args) -> Result<(), String> {
-    let (mut s, policy) = scenario(&a.engine)?;
+    let (mut s, policy) = scenario(&a.role.engine)?;
     s.policy = policy;
     if let Some(what) = baton_sched::partitioned::refuses(&s) {
         return Err(format!("{}: a partitioned cluster cannot serve {what}", s.name));
@@ -85,7 +77,7 @@ pub fn run(a: Args) -> Result<(), String> {
     let routes = first_table(&a, &s, plan_rate)?;
     let epochs = a.epoch_s.map(|e| epochs(e, a.moves)).transpose()?;
     let control = epochs.map_or(Control::Moves(&[]), Control::Epochs);
-    let cfg = EngineConfig { cluster_key: Some(cluster_key(&a)?), ..config(&a.engine, a.listen[0], plan_rate)? };
+    let cfg = EngineConfig { cluster_key: Some(cluster_key(&a)?), ..config(&a.role.engine, a.listen[0], plan_rate)? };
     let origin = std::env::temp_dir().join(format!("baton-cluster-clock-{}", std::process::id()));
     let _ = std::fs::remove_file(&origin);
     let mut cluster = Cluster::start(&s, &cfg, &routes, &a.listen, control, &origin).map_err(|e| e.to_string())?;
@@ -103,7 +95,7 @@ pub fn run(a: Args) -> Result<(), String> {
         clients.join(",")
     );
     let started = Instant::now();
-    let limit = a.duration.map(Duration::from_secs_f64);
+    let limit = a.role.duration.map(Duration::from_secs_f64);
     let done = || stopped() || limit.is_some_and(|l| started.elapsed() >= l);
     let log = |at: Duration, changes: &[Change]| {
         let steps: Vec<String> = changes.iter().map(|c| step(&s, c)).collect();
@@ -113,7 +105,7 @@ pub fn run(a: Args) -> Result<(), String> {
     let report = cluster.stop();
     let _ = std::fs::remove_file(&origin);
     driven.map_err(|e| e.to_string())?;
-    print_report(&s, &report, a.json);
+    print_report(&s, &report, a.role.json);
     Ok(())
 }
 
@@ -146,7 +138,7 @@ fn epochs(every_s: f64, moves: usize) -> Result<Epochs, String> {
 /// The secret from `--cluster-secret-file` or the environment, else 32
 /// fresh random bytes: no role outside this process joins.
 fn cluster_key(a: &Args) -> Result<ClusterKey, String> {
-    match ClusterKey::from_file_or_env(a.cluster_secret_file.as_deref()) {
+    match ClusterKey::from_file_or_env(a.role.cluster_secret_file.as_deref()) {
         Err(KeyError::Missing) => {
             let mut secret = [0u8; 32];
             std::fs::File::open("/dev/urandom")

@@ -234,17 +234,17 @@ pub struct ServeArgs {
 #[derive(clap::Args)]
 pub struct RoleArgs {
     #[command(flatten)]
-    engine: EngineArgs,
+    pub(crate) engine: EngineArgs,
     /// The file holding the secret every role of the cluster proves it
     /// holds (default: the BATON_CLUSTER_SECRET variable; 16 bytes or more).
     #[arg(long)]
-    cluster_secret_file: Option<PathBuf>,
+    pub(crate) cluster_secret_file: Option<PathBuf>,
     /// Stop after this many seconds (default: at SIGINT or SIGTERM).
     #[arg(long)]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// Print the final report as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(clap::Args)]
