@@ -116,7 +116,18 @@ fn first_table(a: &Args, s: &Scenario, rate: f64) -> Result<Routes, String> {
             let text = std::fs::read_to_string(path).map_err(|e| format!("--routes {}: {e}", path.display()))?;
             Routes::from_json(s, &text).map_err(|e| format!("--routes {}: {e}", path.display()))?
         }
-        None => Routes::of_plan(&plan(s, a.schedulers, rate).map_err(|e| e.to_string())?),
+        None => {
+            // A planned sub-cluster holds at least a model and a GPU.
+            let most = s.models.len().min(s.cluster.backends as usize);
+            if a.schedulers > most {
+                let (m, g) = (s.models.len(), s.cluster.backends);
+                return Err(format!(
+                    "--schedulers {}: {m} models on {g} GPUs make at most {most} sub-clusters",
+                    a.schedulers
+                ));
+            }
+            Routes::of_plan(&plan(s, a.schedulers, rate).map_err(|e| e.to_string())?)
+        }
     };
     if routes.subclusters.len() != a.schedulers {
         let n = routes.subclusters.len();
@@ -150,12 +161,14 @@ fn cluster_key(a: &Args) -> Result<ClusterKey, String> {
     }
 }
 
-/// Each sub-cluster's models and GPUs: `a,b: GPUs 0-4 | c: GPUs 5-7`.
+/// Each sub-cluster's models and GPUs: `a,b: GPUs 0,1 | c: GPUs 2,3`.
 fn table(s: &Scenario, routes: &Routes) -> String {
     let each = routes.subclusters.iter().map(|c| {
         let names: Vec<&str> = c.models.iter().map(|&m| s.models[m].spec.name.as_str()).collect();
         let gpus: Vec<String> = c.backends.iter().map(u32::to_string).collect();
-        format!("{}: GPUs {}", names.join(","), gpus.join(","))
+        let names = if names.is_empty() { "no model".to_string() } else { names.join(",") };
+        let gpus = if gpus.is_empty() { "no GPU".to_string() } else { format!("GPUs {}", gpus.join(",")) };
+        format!("{names}: {gpus}")
     });
     each.collect::<Vec<_>>().join(" | ")
 }

@@ -380,6 +380,10 @@ fn cluster_re_plans_under_load_and_answers_every_request_once() {
     // A table for another number of schedulers is refused, saying so.
     let out = baton(&["cluster", "--schedulers", "3", "--routes", &routes, "--duration", "1"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--routes has 2 sub-clusters, --schedulers 3"), "{out:?}");
+    // More sub-clusters than models (or GPUs) to plan them with.
+    let out = baton(&["cluster", "--schedulers", "9", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("make at most 3 sub-clusters"), "{out:?}");
 }
 
 /// A scheduler that runs out of file descriptors goes on accepting once
