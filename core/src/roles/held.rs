@@ -12,8 +12,18 @@
 //! the frontend's grace, after which it is answered `Lost`). Ids wrap below
 //! the frontend's bits (`mask`); the bits above are the frontend's own,
 //! and an id with other ones is never held here.
+//!
+//! The front sheds at most `SHED` holes per removal. A request held long
+//! at the front (to its grace) leaves as many holes behind it as requests
+//! came meanwhile — hundreds of thousands at a second's worth — and shed
+//! all at once when it leaves they stalled the frontend's shard for
+//! milliseconds (measured: 2 ms of one removal at 600,000 r/s). A few per
+//! removal, they go as fast as they came, and the total work is the same.
 
 use std::collections::VecDeque;
+
+/// Holes the front sheds per removal at most (module doc).
+const SHED: usize = 64;
 
 pub struct ByIds<T> {
     /// The id of `slots[0]`.
@@ -50,7 +60,8 @@ impl<T> ByIds<T> {
     /// Holds `v` under `id`: the id after the newest held (any id when
     /// none is). Ids come in sequence; anything else is a bug.
     pub fn insert(&mut self, id: u64, v: T) {
-        if self.len == 0 {
+        // Holes left unshed are kept when the id follows them.
+        if self.len == 0 && (self.slots.is_empty() || id != self.id_at(self.slots.len())) {
             self.slots.clear();
             self.first = id;
         }
@@ -68,7 +79,10 @@ impl<T> ByIds<T> {
         let i = self.index(id)?;
         let v = self.slots[i].take()?;
         self.len -= 1;
-        while self.slots.front().is_some_and(Option::is_none) {
+        for _ in 0..SHED {
+            if !self.slots.front().is_some_and(Option::is_none) {
+                break;
+            }
             self.slots.pop_front();
             self.first = self.id_at(1);
         }
@@ -113,6 +127,38 @@ mod tests {
         assert!(m.is_empty() && m.slots.is_empty());
         m.insert(7, 7);
         assert_eq!(m.iter().collect::<Vec<_>>(), vec![(7, &7)], "empty: any id starts it");
+    }
+
+    /// A request held long at the front leaves many holes behind it: they
+    /// are shed a few per removal, and lookups, insertions and the count
+    /// stay right meanwhile.
+    #[test]
+    fn a_long_held_front_is_shed_a_few_holes_per_removal() {
+        let mut m = ByIds::new(MASK);
+        let n = 10 * SHED as u64;
+        for i in 0..n {
+            m.insert(i, i);
+        }
+        for i in 1..n - 1 {
+            assert_eq!(m.remove(i), Some(i));
+        }
+        assert_eq!(m.slots.len() as u64, n, "the long-held front keeps every hole behind it");
+        assert_eq!(m.remove(0), Some(0));
+        assert_eq!(m.slots.len() as u64, n - SHED as u64, "one removal sheds SHED holes, its own first");
+        assert_eq!((m.len(), m.get_mut(n - 1).copied()), (1, Some(n - 1)));
+        m.insert(n, n);
+        assert_eq!(m.remove(n - 1), Some(n - 1));
+        assert_eq!(m.remove(n - 1), None, "once");
+        assert_eq!(m.iter().map(|(id, &v)| (id, v)).collect::<Vec<_>>(), vec![(n, n)]);
+        // The last one out leaves holes unshed; the next id follows them.
+        assert_eq!(m.remove(n), Some(n));
+        assert!(m.is_empty() && !m.slots.is_empty());
+        m.insert(n + 1, 0);
+        assert_eq!(m.get_mut(n + 1), Some(&mut 0));
+        // An id that does not follow them starts afresh.
+        assert_eq!(m.remove(n + 1), Some(0));
+        m.insert(5, 5);
+        assert_eq!((m.slots.len(), m.iter().collect::<Vec<_>>()), (1, vec![(5, &5)]));
     }
 
     #[test]
