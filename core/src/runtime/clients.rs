@@ -86,6 +86,22 @@ impl Tally {
 pub struct Parts {
     pub start_lag_us: Vec<u32>,
     pub completion_us: Vec<u32>,
+    pub longest: Longest,
+}
+
+/// The longest one turn of the clients' loop spent in each of its parts
+/// in the measured window, ns: the clients' own work (answers in, requests
+/// out), the round of the scheduler-side shards it hosts, and the rest of
+/// the turn: yielding to the executor after a busy round, or parked until
+/// the next timer or message after an idle one. A stall inside the engine
+/// shows in the first two; one that takes the core away, in the third or
+/// fourth (a long park is also what an idle loop does at a low rate).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Longest {
+    pub clients: Nanos,
+    pub shards: Nanos,
+    pub yielded: Nanos,
+    pub parked: Nanos,
 }
 
 impl Parts {
@@ -337,9 +353,18 @@ impl Generator {
         let mut lead = Lead::default();
         // The roles' times are on the cluster clock; the clients' from the run's start.
         let start = clock.now();
+        // When the last turn's hosted round ended, and whether it parked.
+        let (mut rounded, mut parked) = (start, None);
         loop {
             let now = clock.now();
             let t = now - start;
+            // While requests are due (after it the loop waits for answers).
+            let measured = (self.warmup..=self.end).contains(&t);
+            let longest = &mut self.parts.longest;
+            if measured {
+                let rest = if parked.is_some() { &mut longest.parked } else { &mut longest.yielded };
+                *rest = (*rest).max(now - rounded);
+            }
             link.poll(&mut incoming);
             let mut busy = !incoming.is_empty();
             for m in incoming.drain(..) {
@@ -361,10 +386,17 @@ impl Generator {
                 break;
             }
             let mut round = Round { busy, next: self.arrivals.peek().map(|at| start + at) };
+            let worked = clock.now();
             // Hosted shards stop with the engine, after the clients.
             shards.round(&mut round);
+            rounded = clock.now();
+            if measured {
+                let longest = &mut self.parts.longest;
+                longest.clients = longest.clients.max(worked - now);
+                longest.shards = longest.shards.max(rounded - worked);
+            }
             let pending = || link.pending() || shards.pending();
-            lead.end_round(&mut rhythm, clock, round, pending).await;
+            parked = lead.end_round(&mut rhythm, clock, round, pending).await;
         }
         // What is still held is answered `dropped`, so no role keeps it.
         fe.drop_all(clock.now(), table, &mut answers);

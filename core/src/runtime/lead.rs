@@ -49,23 +49,23 @@ impl Lead {
 
     /// Ends a pump's `round`: yields while busy or within the lead of the
     /// next timer, else parks until the lead before it (`Rhythm`), and
-    /// learns from how long the sleep lasted.
+    /// learns from how long the sleep lasted. How long it parked, if it did.
     pub async fn end_round(
         &mut self,
         rhythm: &mut Rhythm,
         clock: &Clock,
         round: Round,
         has_work: impl FnOnce() -> bool,
-    ) {
+    ) -> Option<Duration> {
         let now = clock.now();
         let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(now)));
         let asked = next.map(|d| d.saturating_sub(self.lead));
         let busy = round.busy || self.imminent(next);
-        if let Some(parked) = rhythm.end_round(busy, now, clock, asked, has_work).await {
-            if let Some(asked) = asked.filter(|&a| parked >= a) {
-                self.slept(asked, parked);
-            }
+        let parked = rhythm.end_round(busy, now, clock, asked, has_work).await;
+        if let Some((asked, parked)) = asked.zip(parked).filter(|&(a, p)| p >= a) {
+            self.slept(asked, parked);
         }
+        parked
     }
 
     /// A sleep asked for `asked` and lasted `slept`.

@@ -26,8 +26,11 @@
 //! shards go round-robin over the cores it may use, and every line says
 //! which. Each line also gives the engine's time beyond its plan for the
 //! measured ok answers, p50/p99/max µs: start lag (batch start −
-//! `exec_at`) and completion (batch end − the clients hold the answer).
-//! Check `uptime` first.
+//! `exec_at`) and completion (batch end − the clients hold the answer),
+//! and where the clients' loop stalled: the longest one of its turns
+//! spent in its own work, in the round of the shards it hosts, yielding
+//! to the executor after a busy round and parked after an idle one, ms,
+//! while requests were due (`clients::Longest`). Check `uptime` first.
 
 use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
@@ -54,9 +57,18 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
         format!("{}/{}/{}", at(0.5), at(0.99), at(1.0))
     };
     let parts = format!("start lag {} completion {}", q(&mut p.start_lag_us), q(&mut p.completion_us));
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let (l, shards) = (p.longest, o.cores.len() > 1 && o.cores[1..].iter().all(|&c| c == o.cores[0]));
+    let hosted = if shards { format!(", hosted shards {:.2}", ms(l.shards)) } else { String::new() };
+    let longest = format!(
+        "longest turn part ms: clients {:.2}{hosted}, yielded {:.2}, parked {:.2}",
+        ms(l.clients),
+        ms(l.yielded),
+        ms(l.parked)
+    );
     format!(
         "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
-         generator behind at most {:.2} ms  us p50/p99/max: {parts}  batches {}  cores {:?}",
+         generator behind at most {:.2} ms  us p50/p99/max: {parts}  {longest}  batches {}  cores {:?}",
         t.sent,
         t.bad_rate(),
         t.late,
