@@ -5,8 +5,10 @@
 # (default 3000) from DELAY seconds after the cluster started (default 2:
 # the controller's epochs then fall 2 s off the load's, where
 # repartition_engine starts both together). Writes
-# perf/results/cluster.txt: the cluster's log (each re-plan) and final
-# report, and the load's summary with its bad answers per second.
+# perf/results/cluster.txt: the load's summary with its bad answers per
+# second, `baton sim` on the same file, rate and seed (partitioned the
+# same way, the plan kept and re-planned every 2 s), and the cluster's log
+# (each re-plan) and final report.
 set -e
 cd "$(dirname "$0")/../.."
 rate=${RATE:-3000}
@@ -33,6 +35,13 @@ print("load: " + "  ".join("%s %s" % (k, v[k]) for k in keys))
 print("load: bad answers by second of the window: " + " ".join(str(n) for n in v["bad_by_second"]))'
   kill -TERM $cluster
   wait $cluster || true
+  echo "# baton sim on the same file, rate and seed: the plan kept, and re-planned every 2 s (the engine's epochs fall as the load starts there)"
+  for epochs in "" "--epoch-s 2"; do
+    target/release/baton sim $scenario --policy symphony --rate "$rate" --schedulers 2 $epochs --json 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+print("sim: %s  sent %d  ok %d  late %d  dropped %d  bad_rate %s" % (v["policy"], v["sent"], v["ok"], v["late"], v["dropped"], v["bad_rate"]))'
+  done
   echo "# the cluster's log (stderr) and its final report (stdout)"
   cat "$log" "$report"
 } > $out

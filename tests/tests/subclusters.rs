@@ -5,6 +5,7 @@
 //! each by the scheduler its model was routed to when it arrived.
 
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_core::routes::{Change, Routes, Subcluster};
@@ -46,23 +47,47 @@ fn halves() -> Routes {
     }
 }
 
+/// A fresh file for one test's cluster clock origin, in a folder of its
+/// own that goes when this is dropped.
+struct Origin {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Origin {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("baton-subclusters-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let file = dir.join("clock-origin");
+        let _ = std::fs::remove_file(&file);
+        Self { dir, file }
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `baton load` at `rate` for `secs` over `connections`, 5 s to drain.
+fn load(connections: usize, rate: f64, secs: u64) -> LoadConfig {
+    LoadConfig {
+        connections,
+        input_floats: vec![FLOATS],
+        drain: Duration::from_secs(5),
+        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), rate, Duration::from_secs(secs))
+    }
+}
+
 #[test]
 fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothing() {
     let s = scenario();
-    let dir = std::env::temp_dir().join(format!("baton-subclusters-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
-    let origin = dir.join("clock-origin");
-    let _ = std::fs::remove_file(&origin);
-    let load = LoadConfig {
-        connections: 2,
-        input_floats: vec![FLOATS],
-        drain: Duration::from_secs(5),
-        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 300.0, Duration::from_secs(3))
-    };
+    let origin = Origin::new("move");
     let moves = [Move { at: Duration::from_millis(1500), model: 0, to: 1, gpu: Some(1) }];
-    let run =
-        partitioned::run(&s, &config(), &halves(), 2, load, Control::Moves(&moves), &origin).expect("the cluster runs");
-    let _ = std::fs::remove_dir_all(&dir);
+    let control = Control::Moves(&moves);
+    let run = partitioned::run(&s, &config(), &halves(), 2, load(2, 300.0, 3), control, &origin.file)
+        .expect("the cluster runs");
     let l = &run.load;
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     assert!(l.ok > 0, "{l:?}");
@@ -84,30 +109,22 @@ fn a_model_and_a_gpu_moved_between_subclusters_under_load_lose_and_double_nothin
 #[test]
 fn a_run_that_fails_midway_returns_its_error() {
     let s = scenario();
-    let dir = std::env::temp_dir().join(format!("baton-subclusters-fails-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
-    let origin = dir.join("clock-origin");
-    let load = LoadConfig {
-        connections: 1,
-        input_floats: vec![FLOATS],
-        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 100.0, Duration::from_secs(1))
-    };
     let moves = [Move { at: Duration::from_millis(200), model: 0, to: 7, gpu: None }];
-    let err = partitioned::run(&s, &config(), &halves(), 1, load, Control::Moves(&moves), &origin)
+    let origin = Origin::new("fails");
+    let err = partitioned::run(&s, &config(), &halves(), 1, load(1, 100.0, 1), Control::Moves(&moves), &origin.file)
         .err()
         .expect("a move to sub-cluster 7 of 2 fails");
     assert!(matches!(err, PartitionedError::Routes(_)), "{err:?}");
     assert!(err.to_string().contains("sub-cluster 7: there are 2"), "{err}");
     // The cluster the failed move leaves behind serves no one once dropped.
-    let _ = std::fs::remove_file(&origin);
+    let origin = Origin::new("fails-dropped");
     let any = "127.0.0.1:0".parse().unwrap();
     let mut cluster =
-        Cluster::start(&s, &config(), &halves(), &[any], Control::Moves(&moves), &origin).expect("starts");
+        Cluster::start(&s, &config(), &halves(), &[any], Control::Moves(&moves), &origin.file).expect("starts");
     let clients = cluster.clients();
     assert!(TcpStream::connect(clients[0]).is_ok(), "the frontend serves");
     assert!(matches!(cluster.apply(&moves[0]), Err(PartitionedError::Routes(_))));
     drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(TcpStream::connect(clients[0]).is_err(), "the frontend of a failed cluster still listens");
 }
 
@@ -123,18 +140,10 @@ fn the_controller_re_partitions_a_lopsided_table_at_an_epoch_boundary() {
             Subcluster { models: vec![3], backends: vec![1, 2, 3] },
         ],
     };
-    let dir = std::env::temp_dir().join(format!("baton-subclusters-epochs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
-    let origin = dir.join("clock-origin");
-    let load = LoadConfig {
-        connections: 2,
-        input_floats: vec![FLOATS],
-        drain: Duration::from_secs(5),
-        ..LoadConfig::new("127.0.0.1:1".parse().unwrap(), 400.0, Duration::from_secs(3))
-    };
+    let origin = Origin::new("epochs");
     let epochs = Control::Epochs(Epochs { every: Duration::from_millis(500), moves: 1 });
-    let run = partitioned::run(&s, &config(), &lopsided, 1, load, epochs, &origin).expect("the cluster runs");
-    let _ = std::fs::remove_dir_all(&dir);
+    let run = partitioned::run(&s, &config(), &lopsided, 1, load(2, 400.0, 3), epochs, &origin.file)
+        .expect("the cluster runs");
     let l = &run.load;
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     assert_eq!(run.cluster.held_at_stop(), 0);
@@ -180,11 +189,8 @@ fn a_frontend_refuses_schedulers_that_do_not_fit_its_routing_table() {
 fn a_running_frontend_refuses_a_table_for_another_number_of_schedulers() {
     let s = scenario();
     let any = "127.0.0.1:0".parse().unwrap();
-    let dir = std::env::temp_dir().join(format!("baton-subclusters-reroute-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
-    let origin = dir.join("clock-origin");
-    let _ = std::fs::remove_file(&origin);
-    let on_one_clock = EngineConfig { clock_origin_file: Some(origin), ..config() };
+    let origin = Origin::new("reroute");
+    let on_one_clock = EngineConfig { clock_origin_file: Some(origin.file.clone()), ..config() };
     let role = |cfg: &EngineConfig, spec| start_role(&s, s.policy, cfg, spec).expect("the role starts");
     let first = role(&on_one_clock, RoleSpec::Scheduler { listen: any });
     let second = role(&EngineConfig { subcluster: 1, ..on_one_clock.clone() }, RoleSpec::Scheduler { listen: any });
@@ -199,5 +205,4 @@ fn a_running_frontend_refuses_a_table_for_another_number_of_schedulers() {
     fe.shutdown();
     second.shutdown();
     first.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
 }

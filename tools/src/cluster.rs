@@ -136,7 +136,7 @@ fn first_table(a: &Args, s: &Scenario, rate: f64) -> Result<Routes, String> {
     Ok(routes)
 }
 
-fn epochs(every_s: f64, moves: usize) -> Result<Epochs, String> {
+pub(crate) fn epochs(every_s: f64, moves: usize) -> Result<Epochs, String> {
     if !(every_s.is_finite() && (0.1..=86_400.0).contains(&every_s)) {
         return Err(format!("--epoch-s: seconds from 0.1 to 86400, got {every_s}"));
     }

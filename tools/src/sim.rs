@@ -1,12 +1,17 @@
 //! `baton sim FILE (--rate R | --find-goodput) [--policy P] [--seed N]
-//! [--gpus N] [--schedulers K] [--json]`. With `--schedulers K` the cluster
-//! is partitioned (`baton partition`'s plan) and each sub-cluster runs a
-//! scheduler of its own (`baton_sched::partitioned`) on the same arrivals.
+//! [--gpus N] [--schedulers K [--epoch-s S [--moves M]]] [--json]`. With
+//! `--schedulers K` the cluster is partitioned (`baton partition`'s plan)
+//! and each sub-cluster runs a scheduler of its own
+//! (`baton_sched::partitioned`) on the same arrivals; with `--epoch-s` it
+//! is re-planned every S seconds from the rates it measured, at most M
+//! models moving (`baton_sched::repartitioned`), as `baton cluster
+//! --epoch-s` re-plans the engine's.
 
 use std::path::PathBuf;
 
 use baton_sched::partition::plan;
 use baton_sched::partitioned::Partitioned;
+use baton_sched::repartitioned::{Epochs, Repartitioned};
 use baton_sched::sim::{find_goodput_with, run_with};
 use baton_sched::types::Scheduler;
 use baton_sched::{build, PolicyKind, Scenario};
@@ -38,6 +43,12 @@ pub struct Args {
     /// with a scheduler of its own (1: one scheduler, as without it).
     #[arg(long)]
     schedulers: Option<usize>,
+    /// With --schedulers: re-plan the sub-clusters every this many seconds.
+    #[arg(long, requires = "schedulers")]
+    epoch_s: Option<f64>,
+    /// Models one re-plan may move.
+    #[arg(long, default_value_t = 1)]
+    moves: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -46,7 +57,7 @@ pub struct Args {
 /// A fresh scheduler per run: the policy whole, or over `k` sub-clusters.
 type Build = Box<dyn Fn(f64) -> Box<dyn Scheduler>>;
 
-fn builder(s: &Scenario, policy: PolicyKind, k: Option<usize>) -> Result<Build, String> {
+fn builder(s: &Scenario, policy: PolicyKind, k: Option<usize>, epochs: Option<Epochs>) -> Result<Build, String> {
     let Some(k) = k else {
         let s = s.clone();
         return Ok(Box::new(move |rate| build::scheduler(policy, &s, rate)));
@@ -54,13 +65,23 @@ fn builder(s: &Scenario, policy: PolicyKind, k: Option<usize>) -> Result<Build, 
     // Each run is partitioned for its rate, as an operator plans for the
     // load (`partition.rs`: demand depends on the rate).
     let each = move |sub: &Scenario, rate: f64| build::scheduler(policy, sub, rate);
-    let split = move |s: &Scenario, rate: f64| {
+    let split = move |s: &Scenario, rate: f64| -> Result<Box<dyn Scheduler>, String> {
         let p = plan(s, k, rate).map_err(|e| format!("--schedulers: {e}"))?;
-        Partitioned::new(s, &p, rate, &each).map_err(|e| format!("--schedulers: {e}"))
+        let split: Box<dyn Scheduler> = match epochs {
+            None => Box::new(Partitioned::new(s, &p, rate, &each).map_err(|e| format!("--schedulers: {e}"))?),
+            Some(e) => Box::new(Repartitioned::new(s, &p, rate, e, &each).map_err(|e| format!("--epoch-s: {e}"))?),
+        };
+        Ok(split)
     };
     split(s, s.rate_rps.unwrap_or(1.0))?;
     let s = s.clone();
-    Ok(Box::new(move |rate| Box::new(split(&s, rate).expect("a plan for one rate is a plan for any"))))
+    Ok(Box::new(move |rate| split(&s, rate).expect("a plan for one rate is a plan for any")))
+}
+
+/// `--epoch-s` and `--moves`, as `baton cluster` takes them.
+fn epochs(every_s: f64, moves: usize) -> Result<Epochs, String> {
+    let e = crate::cluster::epochs(every_s, moves)?;
+    Ok(Epochs { every: e.every.as_nanos() as u64, moves: e.moves })
 }
 
 pub fn run(a: Args) -> Result<(), String> {
@@ -78,10 +99,12 @@ pub fn run(a: Args) -> Result<(), String> {
         Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,
         None => scenario.policy,
     };
-    let build = builder(&scenario, policy, a.schedulers)?;
-    let name = match a.schedulers {
-        Some(k) => format!("{}/{k}-schedulers", policy.as_str()),
-        None => policy.as_str().to_owned(),
+    let epochs = a.epoch_s.map(|e| epochs(e, a.moves)).transpose()?;
+    let build = builder(&scenario, policy, a.schedulers, epochs)?;
+    let name = match (a.schedulers, epochs) {
+        (Some(k), None) => format!("{}/{k}-schedulers", policy.as_str()),
+        (Some(k), Some(_)) => format!("{}/{k}-schedulers/epochs", policy.as_str()),
+        (None, _) => policy.as_str().to_owned(),
     };
     scenario.supports(policy).map_err(|e| format!("--policy: {e}"))?;
     if !(a.tolerance > 0.0 && a.tolerance < 0.5) {

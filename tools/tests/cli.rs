@@ -582,6 +582,21 @@ fn sim_runs_a_partitioned_cluster_and_refuses_what_it_cannot_split() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(v["policy"], "symphony/4-schedulers");
     assert!(v["sent"].as_u64().unwrap() > 0 && v["ok"].as_u64().unwrap() > 0, "{v}");
+    // Re-planned every epoch, as `baton cluster --epoch-s` runs it: the
+    // mix of nexus-shift moves, and the re-planned cluster drops less.
+    let shift = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/nexus-shift.toml");
+    let bad = |extra: &[&str]| {
+        let args = [&["sim", shift, "--policy", "symphony", "--rate", "3000", "--schedulers", "2", "--json"], extra];
+        let out = baton(&args.concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        (v["policy"].as_str().unwrap().to_owned(), v["bad_rate"].as_f64().unwrap())
+    };
+    let (once, replanned) = (bad(&[]), bad(&["--epoch-s", "2"]));
+    assert_eq!(replanned.0, "symphony/2-schedulers/epochs");
+    assert!(replanned.1 < once.1 / 10.0, "{once:?} {replanned:?}");
+    let out = baton(&["sim", shift, "--rate", "3000", "--epoch-s", "2"]);
+    assert_eq!(out.status.code(), Some(2), "--epoch-s without --schedulers");
     let forkjoin = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/nexus-forkjoin.toml");
     let out = baton(&["sim", forkjoin, "--rate", "100", "--schedulers", "2"]);
     assert_eq!(out.status.code(), Some(2));

@@ -353,15 +353,16 @@ impl Generator {
         let mut lead = Lead::default();
         // The roles' times are on the cluster clock; the clients' from the run's start.
         let start = clock.now();
-        // When the last turn's hosted round ended, and whether it parked.
-        let (mut rounded, mut parked) = (start, None);
+        // When the last measured turn's hosted round ended, and whether it
+        // parked: the turn's parts are timed only while requests are due
+        // (after, the loop waits for answers), two clock reads a turn.
+        let (mut rounded, mut parked) = (None, None);
         loop {
             let now = clock.now();
             let t = now - start;
-            // While requests are due (after it the loop waits for answers).
             let measured = (self.warmup..=self.end).contains(&t);
-            let longest = &mut self.parts.longest;
-            if measured {
+            if let Some(rounded) = rounded.filter(|_| measured) {
+                let longest = &mut self.parts.longest;
                 let rest = if parked.is_some() { &mut longest.parked } else { &mut longest.yielded };
                 *rest = (*rest).max(now - rounded);
             }
@@ -386,15 +387,16 @@ impl Generator {
                 break;
             }
             let mut round = Round { busy, next: self.arrivals.peek().map(|at| start + at) };
-            let worked = clock.now();
+            let worked = measured.then(|| clock.now());
             // Hosted shards stop with the engine, after the clients.
             shards.round(&mut round);
-            rounded = clock.now();
-            if measured {
+            rounded = worked.map(|worked| {
+                let done = clock.now();
                 let longest = &mut self.parts.longest;
                 longest.clients = longest.clients.max(worked - now);
-                longest.shards = longest.shards.max(rounded - worked);
-            }
+                longest.shards = longest.shards.max(done - worked);
+                done
+            });
             let pending = || link.pending() || shards.pending();
             parked = lead.end_round(&mut rhythm, clock, round, pending).await;
         }
