@@ -252,14 +252,18 @@ fn exactly_once_sharded(policy: PolicyKind, rate: f64, model_shards: usize) {
 
 /// The same, every shard pinned to `cores` when given.
 fn exactly_once_on(policy: PolicyKind, rate: f64, model_shards: usize, cores: Option<Vec<usize>>) {
+    exactly_once_with(policy, rate, EngineConfig { model_shards, cores, ..Default::default() });
+}
+
+/// The same, served as `cfg` says.
+fn exactly_once_with(policy: PolicyKind, rate: f64, cfg: EngineConfig) {
     let mut s = scenario();
     s.policy = policy;
     let listen = "127.0.0.1:0".parse().unwrap();
-    let cfg =
-        EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, model_shards, cores, ..Default::default() };
+    let cfg = EngineConfig { listen, input_floats: FLOATS, plan_rate_rps: rate, ..cfg };
     let e = start(&s, s.policy, &cfg).expect("engine starts");
     let cfg = LoadConfig {
-        connections: 3,
+        connections: 8,
         input_floats: vec![FLOATS],
         // A safety net: the run ends as soon as every request is answered.
         drain: PATIENCE,
@@ -305,6 +309,16 @@ fn symphony_split_over_model_shards_answers_exactly_once() {
 fn every_shard_on_one_core_runs_in_one_event_loop() {
     exactly_once_on(PolicyKind::Symphony, 2_500.0, 0, Some(vec![0]));
     exactly_once_on(PolicyKind::Symphony, 2_500.0, 2, Some(vec![0]));
+}
+
+/// Two frontend shards, Symphony split over two model shards: requests
+/// enter through either frontend, and each answer goes back through the
+/// one its request came in by.
+#[test]
+fn several_frontend_shards_answer_exactly_once() {
+    let cfg = EngineConfig { frontend_shards: 2, ..Default::default() };
+    exactly_once_with(PolicyKind::Symphony, 2_500.0, EngineConfig { model_shards: 2, ..cfg.clone() });
+    exactly_once_with(PolicyKind::Clockwork, 2_500.0, EngineConfig { cores: Some(vec![0]), ..cfg });
 }
 
 #[test]

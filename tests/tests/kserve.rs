@@ -210,6 +210,43 @@ fn metrics_pass_promtool_and_add_up_to_what_load_sent() {
     e.shutdown();
 }
 
+/// Two frontend shards on one port: the kernel spreads connections over
+/// both, every request is answered once, and `/metrics` (the first shard's
+/// gateway) adds up both shards' answers.
+#[test]
+fn several_frontend_shards_share_the_port_and_the_metrics() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let gateway = GatewayConfig { http: Some(any), ..GatewayConfig::default() };
+    let cfg = EngineConfig { listen: any, input_floats: FLOATS, gateway, frontend_shards: 2, ..Default::default() };
+    let s = scenario();
+    let e = start(&s, s.policy, &cfg).expect("engine starts");
+    let addr = e.http.expect("http");
+    // Sixteen connections open at once: all on one shard would be a
+    // 1-in-32,768 draw of the kernel's hash.
+    let clients: Vec<TcpStream> = (0..16).map(|_| TcpStream::connect(e.addr).expect("it listens")).collect();
+    let deadline = Instant::now() + PATIENCE;
+    while e.progress().connections_open() < 16 {
+        assert!(Instant::now() < deadline, "16 connections accepted");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let by_shard = e.progress().connections_by_shard();
+    assert!(by_shard.len() == 2 && by_shard.iter().all(|&n| n > 0), "connections by shard {by_shard:?}");
+    drop(clients);
+    let l = load::run(&s, &LoadConfig { connections: 8, ..load_config(&e, 1_000.0, 1) }).expect("load runs");
+    assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
+    // Each shard copies its answers for the scrape within 10 ms of them.
+    while requests_total(addr, "").1 < l.sent {
+        assert!(Instant::now() < deadline, "the metrics count every answer: {}", requests_total(addr, "").0);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (text, answered) = requests_total(addr, "");
+    assert_eq!(answered, l.sent, "{text}");
+    let r = e.shutdown();
+    let f = r.frontend;
+    assert_eq!((f.received, f.answered(), f.duplicates, r.held_at_stop), (l.sent, l.sent, 0, 0), "{f:?}");
+    assert_eq!(r.connections, 16 + 8);
+}
+
 /// Waits until the metrics count a request of `model` answered `Unloaded`.
 fn wait_for_unloaded(addr: SocketAddr, model: &str) {
     let deadline = Instant::now() + PATIENCE;

@@ -33,7 +33,7 @@ use baton_sched::Scenario;
 use baton_tools::partitioned::{Cluster, ClusterReport, Control};
 use baton_tools::repartition::Epochs;
 
-use crate::serve::{config, install_signals, scenario, stopped, RoleArgs};
+use crate::serve::{config, install_signals, one_frontend_shard, scenario, stopped, RoleArgs};
 
 /// The roles' options (`--cluster-secret-file`: without one, nor the
 /// variable, the cluster makes a fresh secret: every role is in this
@@ -77,6 +77,7 @@ pub fn run(a: Args) -> Result<(), String> {
     let routes = first_table(&a, &s, plan_rate)?;
     let epochs = a.epoch_s.map(|e| epochs(e, a.moves)).transpose()?;
     let control = epochs.map_or(Control::Moves(&[]), Control::Epochs);
+    one_frontend_shard(&a.role.engine)?;
     let cfg = EngineConfig { cluster_key: Some(cluster_key(&a)?), ..config(&a.role.engine, a.listen[0], plan_rate)? };
     let origin = std::env::temp_dir().join(format!("baton-cluster-clock-{}", std::process::id()));
     let _ = std::fs::remove_file(&origin);

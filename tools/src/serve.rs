@@ -62,6 +62,11 @@ pub(crate) struct EngineArgs {
     /// many; 0 runs the policy whole on the scheduler shard.
     #[arg(long, default_value_t = 0)]
     model_shards: usize,
+    /// Frontend shards (cores) listening on the one address, connections
+    /// spread over them by the kernel; each holds its own requests, up to
+    /// the capacities below. A role process runs one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    frontend_shards: u16,
     /// Pin the engine's shards to the cores of this NUMA node, their memory
     /// bound to it.
     #[arg(long, group = "near")]
@@ -460,6 +465,15 @@ fn rate_of(s: &Scenario, given: Option<f64>, flag: &str) -> Result<f64, String> 
     positive(flag, r)
 }
 
+/// Role processes (and `baton cluster`'s roles) run one frontend shard
+/// each: more frontends are more `baton frontend` processes (`--listen`).
+pub(crate) fn one_frontend_shard(a: &EngineArgs) -> Result<(), String> {
+    match a.frontend_shards {
+        1 => Ok(()),
+        _ => Err("--frontend-shards: a role process runs one frontend shard; run more frontends instead".into()),
+    }
+}
+
 pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Result<EngineConfig, String> {
     Ok(EngineConfig {
         listen,
@@ -469,6 +483,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
         model_shards: a.model_shards,
+        frontend_shards: a.frontend_shards.into(),
         near: match (a.numa_node, a.near_gpu, &a.near_nic) {
             (Some(n), _, _) => Some(Near::Node(n)),
             (_, Some(g), _) => Some(Near::Gpu(g)),
@@ -612,6 +627,7 @@ fn role(a: &RoleArgs, name: &str, spec: RoleSpec, o: RoleOptions) -> Result<(), 
         routes,
         ..config(&a.engine, "127.0.0.1:0".parse().expect("valid"), plan_rate)?
     };
+    one_frontend_shard(&a.engine)?;
     // The loopback fabric is memory of one process: roles in processes of
     // their own cannot READ each other's through it.
     if let Some(Fabric::Loopback(_)) = &cfg.fabric {

@@ -435,6 +435,16 @@ fn serve_refuses_what_the_engine_cannot_run() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NUMA node 4096"), "{err}");
+    // More frontends of a role cluster are more frontend processes.
+    let out = baton(&["frontend", "--listen", "127.0.0.1:0", "--frontend-shards", "2", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--frontend-shards"));
+    let out = baton(&["serve", "--listen", "127.0.0.1:0", "--frontend-shards", "0", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = baton(&["serve", "--listen", "127.0.0.1:0", "--frontend-shards", "2", "--duration", "0.5", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("shards on cores"), "{err}");
 }
 
 #[test]

@@ -77,6 +77,20 @@ impl FrontendStats {
     pub fn answered(&self) -> u64 {
         self.ok + self.dropped + self.errors
     }
+
+    /// Adds another frontend's counts to these.
+    pub fn add(&mut self, o: &FrontendStats) {
+        let FrontendStats { received, ok, late, dropped, errors, orphaned, unregistered, duplicates, reserved_ns } = *o;
+        self.received += received;
+        self.ok += ok;
+        self.late += late;
+        self.dropped += dropped;
+        self.errors += errors;
+        self.orphaned += orphaned;
+        self.unregistered += unregistered;
+        self.duplicates += duplicates;
+        self.reserved_ns += reserved_ns;
+    }
 }
 
 #[derive(Debug)]

@@ -30,6 +30,11 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()
     }
+
+    fn add(&mut self, other: &Histogram) {
+        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
+    }
 }
 
 /// One key's answers.
@@ -46,6 +51,17 @@ pub struct Outcomes {
     pub queueing: Histogram,
 }
 
+impl Outcomes {
+    fn add(&mut self, other: &Outcomes) {
+        self.ok += other.ok;
+        self.late += other.late;
+        self.dropped.iter_mut().zip(&other.dropped).for_each(|(a, b)| *a += b);
+        self.errors.iter_mut().zip(&other.errors).for_each(|(a, b)| *a += b);
+        self.latency.add(&other.latency);
+        self.queueing.add(&other.queueing);
+    }
+}
+
 /// Every key's answers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tally {
@@ -58,6 +74,13 @@ impl Tally {
             self.keys.resize(key + 1, Outcomes::default());
         }
         &mut self.keys[key]
+    }
+
+    /// Adds `other`'s answers (another frontend's) to these.
+    pub fn add(&mut self, other: &Tally) {
+        for (k, o) in other.keys.iter().enumerate() {
+            self.key(k).add(o);
+        }
     }
 
     /// Counts answer `a` for `key`; `late` for an ok answer after its deadline.

@@ -35,7 +35,7 @@ use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
 use super::sched_shard::Hosting;
-use super::{build_hosted, start_back, Back, EngineConfig, EngineError, EngineReport};
+use super::{build_hosted, start_back, Back, EngineConfig, EngineError, EngineReport, Front};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
@@ -190,8 +190,10 @@ fn borrowed_request<'a>(id: u64, target: Target<'a>, slo_ns: Nanos, app: u32, da
 /// are in process, and reports what they saw. The scheduler-side shards
 /// pinned to the clients' core run in the clients' event loop.
 pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Load) -> Result<Outcome, EngineError> {
-    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted, cores, node, cfg } =
-        start_back(scenario, policy, cfg, true)?;
+    // The clients are the one front shard.
+    let cfg = &EngineConfig { frontend_shards: 1, ..cfg.clone() };
+    let Back { sched, table, clock, stop, progress, fronts, cores, node, cfg } = start_back(scenario, policy, cfg)?;
+    let Front { ring, doorbell, hosted } = fronts.into_iter().next().expect("one front shard");
     let scenario = scenario.clone();
     let halt = Arc::clone(&stop);
     let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(

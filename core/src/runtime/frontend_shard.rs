@@ -85,9 +85,15 @@ struct Shard {
     bad_frames: u64,
     /// Wakes the pump when a connection task leaves it work.
     bell: Bell,
-    /// Connections open, and where the gauges are published.
+    /// Connections open, and where the gauges are published (this shard's
+    /// `slot` of them).
     open: u64,
     progress: Arc<Progress>,
+    slot: usize,
+    /// Answers given since the tally was last copied to `progress`, and
+    /// when to copy it next (only with several frontend shards).
+    tally_dirty: bool,
+    tally_due: Nanos,
     /// What the KServe gateway asks, when it runs (`gateway.rs`).
     gateway: Option<Inbox>,
 }
@@ -95,13 +101,34 @@ struct Shard {
 /// Gateway asks handled in one round, at most: the sockets get their turn.
 const ASKS_PER_ROUND: usize = 4096;
 
+/// How often, at most, a busy frontend shard copies its answers' tally for
+/// `/metrics` when there are several.
+const TALLY_PERIOD: Nanos = 10_000_000;
+
 impl Shard {
     /// Publishes the gauges (requests held, connections open).
     fn publish(&self) {
-        self.progress.set_frontend(self.fe.held() as u64, self.open);
+        self.progress.set_frontend(self.slot, self.fe.held() as u64, self.open);
+    }
+
+    /// Copies the tally for the first shard's `/metrics` when there are
+    /// several frontend shards: at most every `TALLY_PERIOD` while busy,
+    /// and before the shard may park (`idle`), so a scrape sees every
+    /// answer of an idle shard.
+    fn publish_tally(&mut self, idle: bool) {
+        if !self.tally_dirty || self.progress.frontends.len() < 2 {
+            return;
+        }
+        let now = self.clock.now();
+        if idle || now >= self.tally_due {
+            self.progress.set_tally(self.slot, &self.fe.outcomes);
+            self.tally_dirty = false;
+            self.tally_due = now + TALLY_PERIOD;
+        }
     }
 
     fn answer(&mut self, answers: &mut Vec<Answer>) {
+        self.tally_dirty |= !answers.is_empty();
         for (conn, a) in answers.drain(..) {
             if conn == GATEWAY {
                 let reply = self.gateway.as_mut().and_then(|g| g.replies.remove(&a.id));
@@ -221,8 +248,17 @@ impl Shard {
                 let _ = done.send(self.set_loaded(&name, load, answers));
             }
             Ask::Scrape(tx) => {
-                let (fe, open, gauges) = (&self.fe, self.open, &self.progress.gauges);
-                let snap = self.table.read(|t| Snapshot::take(t, &fe.outcomes, fe.held() as u64, open, gauges, now));
+                // Every frontend shard's answers and gauges, this one's as of now.
+                self.publish();
+                let progress = &self.progress;
+                let several = progress.frontends.len() > 1;
+                if several {
+                    progress.set_tally(self.slot, &self.fe.outcomes);
+                }
+                let merged = several.then(|| progress.tally());
+                let tally = merged.as_ref().unwrap_or(&self.fe.outcomes);
+                let (held, open) = (progress.held(), progress.connections_open());
+                let snap = self.table.read(|t| Snapshot::take(t, tally, held, open, &progress.gauges, now));
                 let _ = tx.send(Ok(snap.render()));
             }
         }
@@ -313,7 +349,10 @@ fn error_answer(code: fb::ErrorCode, message: String) -> Message {
 
 /// What a frontend shard is given.
 pub struct Setup {
+    /// The frontend's number in the cluster (`Addr::Frontend`).
     pub index: u32,
+    /// Its slot among this process's frontend shards (`Progress`).
+    pub slot: usize,
     /// Registered memory for inputs (one-sided fetch), if on.
     pub store: Option<Box<dyn baton_net::rdma::InputStore>>,
     pub listen: SocketAddr,
@@ -349,6 +388,7 @@ pub async fn run(
 ) -> Report {
     let Setup {
         index,
+        slot,
         store,
         listen,
         addr_tx,
@@ -407,6 +447,9 @@ pub async fn run(
         bell: rhythm.bell(),
         open: 0,
         progress,
+        slot,
+        tally_dirty: false,
+        tally_due: 0,
         gateway,
     }));
     let accepting = glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections));
@@ -443,6 +486,7 @@ pub async fn run(
         }
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
         hosted.round(&mut round);
+        shard.borrow_mut().publish_tally(!round.busy);
         let has_work =
             || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
         lead.end_round(&mut rhythm, &clock, round, has_work).await;

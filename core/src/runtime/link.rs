@@ -32,36 +32,48 @@ pub enum ShardMsg {
     },
 }
 
-/// Which shard of a `baton serve` process runs what: 0 the frontend, 1 the
-/// scheduler (or Symphony's rank shard) with every backend, then
-/// `model_shards` Symphony model shards (none: the policy runs whole on
-/// shard 1).
+/// Which shard of a `baton serve` process runs what: shards `0..frontends`
+/// the frontends (frontend `f` on shard `f`), then the scheduler (or
+/// Symphony's rank shard) with every backend, then `model_shards` Symphony
+/// model shards (none: the policy runs whole on the scheduler shard).
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
+    pub frontends: usize,
     pub model_shards: usize,
 }
 
+/// The first frontend's shard (the only one of in-process clients).
 pub const FRONTEND_SHARD: usize = 0;
-pub const SCHED_SHARD: usize = 1;
 
 impl Layout {
     pub fn shards(&self) -> usize {
-        2 + self.model_shards
+        self.frontends + 1 + self.model_shards
+    }
+
+    /// The shard of the scheduler (or Symphony's rank shard).
+    pub fn sched(&self) -> usize {
+        self.frontends
+    }
+
+    /// The scheduler-side shards: the scheduler's, then the model shards.
+    pub fn sched_shards(&self) -> std::ops::Range<usize> {
+        self.sched()..self.shards()
     }
 
     fn model_shard(&self, model: u32) -> usize {
-        2 + shard_of(baton_sched::types::ModelId(model), self.model_shards)
+        self.sched() + 1 + shard_of(baton_sched::types::ModelId(model), self.model_shards)
     }
 
-    /// The shard a message goes to.
+    /// The shard a message goes to. Frontends of one process are numbered
+    /// from 0, so frontend `f` is shard `f`; the ring refuses any other.
     pub fn shard_for(&self, m: &ShardMsg) -> usize {
         match m {
             ShardMsg::Env(e) => match (&e.to, &e.msg) {
-                (Addr::Frontend(_), _) => FRONTEND_SHARD,
+                (Addr::Frontend(f), _) => *f as usize,
                 (Addr::Scheduler(_), Message::RequestMeta(r)) if self.model_shards > 0 => self.model_shard(r.model),
-                _ => SCHED_SHARD,
+                _ => self.sched(),
             },
-            ShardMsg::Rank(_) | ShardMsg::Peer { .. } => SCHED_SHARD,
+            ShardMsg::Rank(_) | ShardMsg::Peer { .. } => self.sched(),
             ShardMsg::Model(m) => self.model_shard(model_of(m).0),
         }
     }

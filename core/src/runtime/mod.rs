@@ -38,7 +38,13 @@
 //! open-loop generator) in place of the TCP frontend shard: perf's stress
 //! harness, set beside Symphony's own dispatcher benchmark.
 //!
-//! Reduced, and said so: one frontend shard.
+//! With `frontend_shards = F > 1`, shards `0..F` are frontends, each a
+//! frontend role with its own listener on the one port (SO_REUSEPORT: the
+//! kernel spreads connections over them) and its own held requests; the
+//! scheduler's replies go to the frontend a request came through (its
+//! `Addr::Frontend(f)` is shard f). A scheduler-side shard pinned to a
+//! frontend shard's core runs in that frontend's loop. The first frontend
+//! takes the gateway's calls; `/metrics` adds up every frontend's answers.
 
 mod alarms;
 pub mod clients;
@@ -80,7 +86,7 @@ use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::FrontendStats;
 use crate::roles::scheduler::SchedulerStats;
-use link::{Layout, Link, Ring, ShardMsg, FRONTEND_SHARD, SCHED_SHARD};
+use link::{Layout, Link, Ring, ShardMsg};
 use park::{doorbell, Bell, Doorbell, Rhythm};
 use part::SchedulerPart;
 
@@ -99,6 +105,11 @@ const RDMA_LANDING: usize = 16 << 20;
 const RDMA_DEPTH: usize = 4_096;
 
 impl EngineConfig {
+    /// How many frontend shards serve.
+    fn frontends(&self) -> usize {
+        self.frontend_shards.max(1)
+    }
+
     /// A frontend's registered memory, when one-sided fetch is on.
     fn input_store(&self) -> Result<Option<Box<dyn baton_net::rdma::InputStore>>, EngineError> {
         let store = self.fabric.as_ref().map(|f| f.store(self.rdma_region_bytes)).transpose();
@@ -141,6 +152,11 @@ pub struct EngineConfig {
     /// Symphony's model shards on shards of their own (0: the policy runs
     /// whole on the scheduler shard). Other policies run whole regardless.
     pub model_shards: usize,
+    /// Frontend shards of `baton serve`, each listening on `listen` (the
+    /// kernel spreads connections over them) and each a frontend role of
+    /// its own with the capacities above (0 counts as 1). In-process
+    /// clients and a role process run one.
+    pub frontend_shards: usize,
     /// Pin every shard to cores of a NUMA node (that named, or that a GPU
     /// or NIC hangs off) and bind its memory there (None: any core).
     pub near: Option<topology::Near>,
@@ -197,6 +213,7 @@ impl Default for EngineConfig {
             ring_capacity: 1 << 16,
             plan_rate_rps: 0.0,
             model_shards: 0,
+            frontend_shards: 1,
             near: None,
             cores: None,
             fabric: None,
@@ -280,45 +297,83 @@ impl EngineReport {
 
 /// What a running engine (or role process) has done so far, published as
 /// it goes for whoever waits for an event instead of sleeping (tests, a
-/// supervisor): the frontend shard stores its gauges whenever they change,
+/// supervisor): each frontend shard stores its gauges whenever they change,
 /// the scheduler-side shards add their backends' batches once per round.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Progress {
-    /// Requests the frontend has admitted and not answered yet.
-    held: AtomicU64,
-    /// Client connections open on the frontend.
-    open: AtomicU64,
+    /// Per frontend shard: what it holds and its open connections.
+    frontends: Box<[FrontendGauges]>,
     /// Batches this process's backends have run.
     batches: AtomicU64,
     /// What backends and scheduler parts have done, for `/metrics`.
     gauges: crate::metrics::Gauges,
 }
 
+#[derive(Debug, Default)]
+struct FrontendGauges {
+    /// Requests the frontend has admitted and not answered yet.
+    held: AtomicU64,
+    /// Client connections open on the frontend.
+    open: AtomicU64,
+    /// Its answers by model and outcome, copied now and then for the
+    /// first shard's `/metrics` when there are several (`Tally`).
+    tally: std::sync::Mutex<crate::roles::outcomes::Tally>,
+}
+
 impl Progress {
-    pub fn held(&self) -> u64 {
-        self.held.load(Ordering::Acquire)
+    /// The progress of a process with `frontends` frontend shards (0 for
+    /// one that runs none) and these gauges.
+    fn new(frontends: usize, gauges: crate::metrics::Gauges) -> Self {
+        let frontends = (0..frontends).map(|_| FrontendGauges::default()).collect();
+        Self { frontends, batches: AtomicU64::new(0), gauges }
     }
 
+    /// Requests the frontends have admitted and not answered yet.
+    pub fn held(&self) -> u64 {
+        self.frontends.iter().map(|f| f.held.load(Ordering::Acquire)).sum()
+    }
+
+    /// Client connections open on the frontends.
     pub fn connections_open(&self) -> u64 {
-        self.open.load(Ordering::Acquire)
+        self.frontends.iter().map(|f| f.open.load(Ordering::Acquire)).sum()
+    }
+
+    /// Client connections open on each frontend shard.
+    pub fn connections_by_shard(&self) -> Vec<u64> {
+        self.frontends.iter().map(|f| f.open.load(Ordering::Acquire)).collect()
     }
 
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::Acquire)
     }
 
-    /// No connection is open on the frontend and every request it read has
+    /// No connection is open on a frontend and every request they read has
     /// been answered: a client that left has had all its requests finish.
     pub fn drained(&self) -> bool {
-        // `open` first: the frontend stores `held` before `open`, so a
+        // `open` first: a frontend stores `held` before `open`, so a
         // closed connection's last admissions are seen here.
-        self.connections_open() == 0 && self.held() == 0
+        self.frontends.iter().all(|f| f.open.load(Ordering::Acquire) == 0 && f.held.load(Ordering::Acquire) == 0)
     }
 
-    /// The frontend's gauges (`held` before `open`, for `drained`).
-    fn set_frontend(&self, held: u64, open: u64) {
-        self.held.store(held, Ordering::Release);
-        self.open.store(open, Ordering::Release);
+    /// Frontend shard `shard`'s gauges (`held` before `open`, for `drained`).
+    fn set_frontend(&self, shard: usize, held: u64, open: u64) {
+        let f = &self.frontends[shard];
+        f.held.store(held, Ordering::Release);
+        f.open.store(open, Ordering::Release);
+    }
+
+    /// Frontend shard `shard`'s answers so far.
+    fn set_tally(&self, shard: usize, tally: &crate::roles::outcomes::Tally) {
+        self.frontends[shard].tally.lock().unwrap_or_else(|p| p.into_inner()).clone_from(tally);
+    }
+
+    /// Every frontend shard's answers, as last copied.
+    fn tally(&self) -> crate::roles::outcomes::Tally {
+        let mut all = crate::roles::outcomes::Tally::default();
+        for f in self.frontends.iter() {
+            all.add(&f.tally.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        all
     }
 
     fn add_batches(&self, n: u64) {
@@ -332,11 +387,11 @@ pub struct Engine {
     pub http: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
     gateway: Option<Gateway>,
-    /// The core each shard is pinned to: the frontend shard's first.
+    /// The core each shard is pinned to: the frontend shards' first.
     pub cores: Vec<usize>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
-    frontend: glommio::ExecutorJoinHandle<frontend_shard::Report>,
+    frontends: Vec<glommio::ExecutorJoinHandle<frontend_shard::Report>>,
     sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
 }
 
@@ -416,26 +471,30 @@ fn raise_memlock() {
     }
 }
 
-/// The scheduler side of a started engine, and what its front shard (the
-/// TCP frontend, or in-process clients: `clients.rs`) is handed.
+/// The scheduler side of a started engine, and what its front shards (the
+/// TCP frontends, or in-process clients: `clients.rs`) are handed.
 struct Back {
     sched: Vec<glommio::ExecutorJoinHandle<sched_shard::Report>>,
     table: ModelTable,
     clock: Clock,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
-    /// The front shard's rings and doorbell.
-    ring: Ring,
-    doorbell: Doorbell,
-    /// The scheduler-side shards pinned to the front shard's core, when the
-    /// front shard was asked to host them: its pump drives theirs.
-    hosted: Vec<Hosted>,
-    /// The core each shard is pinned to: the front shard's first.
+    /// The front shards' ends, in shard order.
+    fronts: Vec<Front>,
+    /// The core each shard is pinned to: the front shards' first.
     cores: Vec<usize>,
     /// The NUMA node shards bind their memory to, if placed on one.
     node: Option<usize>,
     /// The configuration with the rate planners plan for filled in.
     cfg: EngineConfig,
+}
+
+/// What a front shard is handed: its rings, its doorbell, and the
+/// scheduler-side shards pinned to its core, whose pumps its loop drives.
+struct Front {
+    ring: Ring,
+    doorbell: Doorbell,
+    hosted: Vec<Hosted>,
 }
 
 impl Back {
@@ -452,7 +511,7 @@ impl Back {
     }
 }
 
-/// A scheduler-side shard the front shard's pump drives beside its own:
+/// A scheduler-side shard a front shard's pump drives beside its own:
 /// shards pinned to one core share one event loop, as Symphony's
 /// single-threaded dispatcher does, instead of two threads taking turns on
 /// the core through the kernel (each of whose sleeps and wake-ups costs a
@@ -497,16 +556,18 @@ fn shard_state(
     topology::bind_memory(node)?;
     let mut state = sched_shard::State::new(scenario, part, backends, table, cfg, clock.now())?;
     state.slot = slot;
-    // The one frontend, in this process from the start.
-    state.peer(clock.now(), crate::roles::Addr::Frontend(0), true);
+    // The frontends, in this process from the start.
+    for f in 0..cfg.frontends() {
+        state.peer(clock.now(), crate::roles::Addr::Frontend(f as u32), true);
+    }
     Ok(state)
 }
 
 /// Starts the scheduler side of serving `scenario`'s models under `policy`:
-/// every shard but the front one, each part built on its own shard; with
-/// `host`, those pinned to the front shard's core are left to the front
-/// shard to drive (`Back::hosted`).
-fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, host: bool) -> Result<Back, EngineError> {
+/// every shard but the front ones (`cfg.frontends()` of them), each part
+/// built on its own shard; those pinned to a front shard's core are left to
+/// that front shard to drive (`Front::hosted`).
+fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Back, EngineError> {
     let table = servable(scenario, policy, cfg)?;
     let backends = table.backends(scenario.cluster.backends);
     raise_memlock();
@@ -514,44 +575,40 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, host:
     let stop = Arc::new(AtomicBool::new(false));
     // Symphony's model shards get shards of their own when asked for.
     let rule = CandidateRule::of(policy).filter(|_| cfg.model_shards > 0);
-    let layout = Layout { model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
-    let gauges = crate::metrics::Gauges::new(backends as usize, layout.shards() - 1);
-    let progress = Arc::new(Progress { gauges, ..Progress::default() });
-    let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
-    let fe_links = links.next().expect("a frontend shard");
+    let frontends = cfg.frontends();
+    let layout = Layout { frontends, model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
+    let gauges = crate::metrics::Gauges::new(backends as usize, layout.sched_shards().len());
+    let progress = Arc::new(Progress::new(frontends, gauges));
     let topology::Placement { cores, node } =
         topology::place_on(cfg.near.as_ref(), cfg.cores.as_deref()).map_err(EngineError::Shard)?;
     let core = |shard: usize| cores[shard % cores.len()];
-    let hosted = |shard: usize| host && shard != FRONTEND_SHARD && core(shard) == core(FRONTEND_SHARD);
-    // A hosted shard is woken by the front shard's bell: one loop, one bell.
+    // The front shard, if any, whose loop drives scheduler-side shard `shard`.
+    let host_of = |shard: usize| (0..frontends).find(|&f| core(f) == core(shard)).filter(|_| shard >= frontends);
+    // A hosted shard is woken by its host's bell: one loop, one bell.
     let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
-    let mut doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?.into_iter();
-    let fe_doorbell = doorbells.next().expect("a frontend shard");
-    let bells: Vec<Bell> = std::iter::once(fe_doorbell.bell())
-        .chain(doorbells.as_slice().iter().enumerate().map(|(i, d)| match hosted(i + 1) {
-            true => fe_doorbell.bell(),
-            false => d.bell(),
-        }))
-        .collect();
+    let doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;
+    let bells: Vec<Bell> = (0..layout.shards()).map(|s| doorbells[host_of(s).unwrap_or(s)].bell()).collect();
     let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
-    // The scheduler side: shard 1 holds the policy (or Symphony's rank
-    // shard) and every backend; shards 2.. hold Symphony's model shards.
-    // Each part's state is built on the shard that owns it.
-    let mut sched = Vec::with_capacity(layout.shards() - 1);
-    let mut hosts = Vec::new();
+    let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
+    let mut doorbells = doorbells.into_iter();
+    let front_ends: Vec<_> = links.by_ref().zip(doorbells.by_ref()).take(frontends).collect();
+    let mut hosted: Vec<Vec<Hosted>> = (0..frontends).map(|_| Vec::new()).collect();
+    // The scheduler side: its first shard holds the policy (or Symphony's
+    // rank shard) and every backend; the next hold Symphony's model
+    // shards. Each part's state is built on the shard that owns it.
+    let mut sched = Vec::with_capacity(layout.sched_shards().len());
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    for (i, shard_links) in links.enumerate() {
-        let shard = SCHED_SHARD + i;
-        let (part, backends) = match (shard, rule) {
-            (SCHED_SHARD, None) => (SchedulerPart::Whole(policy), 0..backends),
-            (SCHED_SHARD, Some(_)) => (SchedulerPart::Rank, 0..backends),
+    for (i, (shard_links, doorbell)) in links.zip(doorbells).enumerate() {
+        let shard = layout.sched() + i;
+        let (part, backends) = match (i, rule) {
+            (0, None) => (SchedulerPart::Whole(policy), 0..backends),
+            (0, Some(_)) => (SchedulerPart::Rank, 0..backends),
             (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };
-        let doorbell = doorbells.next().expect("one per shard");
         let ring = Ring { links: shard_links, layout, bells: bells.clone() };
-        if hosted(shard) {
-            hosts.push(Hosted { slot: i, part, backends, ring });
+        if let Some(f) = host_of(shard) {
+            hosted[f].push(Hosted { slot: i, part, backends, ring });
             continue;
         }
         let (clock, stop, progress) = (clock.clone(), Arc::clone(&stop), Arc::clone(&progress));
@@ -584,51 +641,82 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, host:
         Back::stop(sched, &stop, &mut EngineReport::default());
         return Err(EngineError::Shard(why));
     }
-    let ring = Ring { links: fe_links, layout, bells };
+    let fronts = front_ends
+        .into_iter()
+        .zip(hosted)
+        .map(|((links, doorbell), hosted)| Front {
+            ring: Ring { links, layout, bells: bells.clone() },
+            doorbell,
+            hosted,
+        })
+        .collect();
     let cores = (0..layout.shards()).map(core).collect();
-    let doorbell = fe_doorbell;
-    Ok(Back { sched, table, clock, stop, progress, ring, doorbell, hosted: hosts, cores, node, cfg: cfg.clone() })
+    Ok(Back { sched, table, clock, stop, progress, fronts, cores, node, cfg: cfg.clone() })
 }
 
 /// Starts serving `scenario`'s models under `policy` on its
 /// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
 /// `ExecutorChoice::Cuda`.
 pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Result<Engine, EngineError> {
-    let Back { sched, table, clock, stop, progress, ring, doorbell, hosted, cores, node, cfg } =
-        start_back(scenario, policy, cfg, true)?;
+    let back = start_back(scenario, policy, cfg)?;
+    let Back { sched, table, clock, stop, progress, fronts, cores, node, cfg } = back;
     let (plain, scenario) = (table.clone(), scenario.clone());
     let table = Arc::new(Published::new(table));
-    let (bridge, inbox) = gateway_parts(&cfg, doorbell.bell(), &table);
-    let (addr_tx, addr_rx) = mpsc::channel();
-    let frontend = {
+    let mut engine = Engine {
+        addr: cfg.listen,
+        http: None,
+        grpc: None,
+        gateway: None,
+        cores,
+        progress,
+        stop,
+        frontends: Vec::new(),
+        sched,
+    };
+    let mut bridge = None;
+    for (index, front) in fronts.into_iter().enumerate() {
+        // The gateway's door leads to the first frontend shard.
+        let (door, inbox) = match index {
+            0 => gateway_parts(&cfg, front.doorbell.bell(), &table),
+            _ => (None, None),
+        };
+        bridge = bridge.or(door);
         let store = match cfg.input_store() {
             Ok(s) => s,
             Err(e) => {
-                Back::stop(sched, &stop, &mut EngineReport::default());
+                engine.shutdown();
                 return Err(e);
             }
         };
+        let (addr_tx, addr_rx) = mpsc::channel();
         let setup = frontend_shard::Setup {
-            index: 0,
+            index: index as u32,
+            slot: index,
             store,
-            listen: cfg.listen,
+            // The first shard binds the address asked for; the others bind
+            // the one it got (its port, where any was asked for). Frontend
+            // listeners share the port (glommio sets SO_REUSEPORT), and the
+            // kernel spreads new connections over them.
+            listen: engine.addr,
             addr_tx,
-            table,
+            table: Arc::clone(&table),
             capacity: cfg.frontend_capacity,
             max_waiting: cfg.max_waiting,
             max_connections: cfg.max_connections,
             max_unread: cfg.max_unread,
             reserve_floor: cfg.reserve_floor,
-            clock,
-            stop: Arc::clone(&stop),
-            progress: Arc::clone(&progress),
-            doorbell,
+            clock: clock.clone(),
+            stop: Arc::clone(&engine.stop),
+            progress: Arc::clone(&engine.progress),
+            doorbell: front.doorbell,
             poll: cfg.poll,
             gateway: inbox,
         };
-        let hosting = cfg.clone();
-        let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-frontend").spawn(
-            move || async move {
+        let (hosted, ring, hosting, plain, scenario) =
+            (front.hosted, front.ring, cfg.clone(), plain.clone(), scenario.clone());
+        let spawned = LocalExecutorBuilder::new(Placement::Fixed(engine.cores[index]))
+            .name(&format!("baton-frontend-{index}"))
+            .spawn(move || async move {
                 // Memory stays where placement asked; a failure to bind it
                 // was reported by the scheduler shards, which bind first.
                 let _ = topology::bind_memory(node);
@@ -639,36 +727,34 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
                         frontend_shard::Report::default()
                     }
                 }
-            },
-        );
+            });
         match spawned {
-            Ok(h) => h,
+            Ok(h) => engine.frontends.push(h),
             Err(e) => {
-                Back::stop(sched, &stop, &mut EngineReport::default());
+                engine.shutdown();
                 return Err(EngineError::Shard(e.to_string()));
             }
         }
-    };
-    let engine =
-        Engine { addr: cfg.listen, http: None, grpc: None, gateway: None, cores, progress, stop, frontend, sched };
-    match addr_rx.recv() {
-        Ok(Ok(addr)) => match start_gateway(bridge, &cfg) {
-            Ok(gateway) => {
-                let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
-                Ok(Engine { addr, http, grpc, gateway, ..engine })
-            }
-            Err(e) => {
+        match addr_rx.recv() {
+            Ok(Ok(addr)) => engine.addr = addr,
+            Ok(Err(e)) => {
                 engine.shutdown();
-                Err(e)
+                return Err(EngineError::Listen(e));
             }
-        },
-        Ok(Err(e)) => {
-            engine.shutdown();
-            Err(EngineError::Listen(e))
+            Err(_) => {
+                engine.shutdown();
+                return Err(EngineError::Shard("a frontend shard exited while starting".into()));
+            }
         }
-        Err(_) => {
+    }
+    match start_gateway(bridge, &cfg) {
+        Ok(gateway) => {
+            let (http, grpc) = (gateway.as_ref().and_then(|g| g.http), gateway.as_ref().and_then(|g| g.grpc));
+            Ok(Engine { http, grpc, gateway, ..engine })
+        }
+        Err(e) => {
             engine.shutdown();
-            Err(EngineError::Shard("the frontend shard exited while starting".into()))
+            Err(e)
         }
     }
 }
@@ -683,23 +769,23 @@ impl Engine {
     /// `dropped` before the connections close.
     pub fn shutdown(self) -> EngineReport {
         self.stop.store(true, Ordering::Release);
-        let fe = self.frontend.join().expect("the frontend shard does not panic");
-        // The frontend has answered what it held, gateway calls included:
-        // the gateway writes those answers, then stops.
+        let mut report = EngineReport::default();
+        for h in self.frontends {
+            let fe = h.join().expect("a frontend shard does not panic");
+            report.frontend.add(&fe.stats);
+            report.connections += fe.connections;
+            report.refused_connections += fe.refused_connections;
+            report.unread_closed += fe.unread_closed;
+            report.accept_failures += fe.accept_failures;
+            report.bad_frames += fe.bad_frames;
+            report.held_at_stop += fe.held_at_stop;
+            fe.hosted.into_iter().for_each(|r| report.add_shard(r));
+        }
+        // The frontends have answered what they held, gateway calls
+        // included: the gateway writes those answers, then stops.
         if let Some(g) = self.gateway {
             g.stop();
         }
-        let mut report = EngineReport {
-            frontend: fe.stats,
-            connections: fe.connections,
-            refused_connections: fe.refused_connections,
-            unread_closed: fe.unread_closed,
-            accept_failures: fe.accept_failures,
-            bad_frames: fe.bad_frames,
-            held_at_stop: fe.held_at_stop,
-            ..Default::default()
-        };
-        fe.hosted.into_iter().for_each(|r| report.add_shard(r));
         Back::stop(self.sched, &self.stop, &mut report);
         report
     }

@@ -202,7 +202,7 @@ pub fn start_role(
         _ => 1,
     };
     let gauges = crate::metrics::Gauges::new(scenario.cluster.backends as usize, schedulers);
-    let progress = Arc::new(Progress { gauges, ..Progress::default() });
+    let progress = Arc::new(Progress::new(1, gauges));
     let (ready, ready_rx) = mpsc::channel();
     // A frontend's table and doorbell are made here, for its gateway's door.
     let doorbell = doorbell().map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;
@@ -396,6 +396,7 @@ async fn frontend(
     let (addr_tx, addr_rx) = mpsc::channel();
     let setup = frontend_shard::Setup {
         index,
+        slot: 0,
         store,
         listen,
         addr_tx,
