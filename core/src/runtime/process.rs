@@ -35,7 +35,7 @@ use super::gateway::Inbox;
 use super::link::Link;
 use super::park::{doorbell, Doorbell, Rhythm};
 use super::part::SchedulerPart;
-use super::router::{connect, Router};
+use super::router::Router;
 use super::{
     frontend_shard, gateway_parts, raise_memlock, sched_shard, servable, start_gateway, EngineConfig, EngineError,
     EngineReport, Progress,
@@ -48,6 +48,7 @@ use crate::routes::{RouteError, Routes};
 use baton_net::kserve::Gateway;
 use baton_net::tcp::auth::{ClusterKey, KeyError};
 use baton_net::tcp::conn::Conn;
+use baton_net::tcp::greeting::connect;
 
 /// How long a role waits for the peers it connects to.
 const PATIENCE: Duration = Duration::from_secs(10);

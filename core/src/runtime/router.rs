@@ -4,8 +4,11 @@
 //!
 //! Every connection between roles starts with a greeting of `Hello` frames
 //! that names the speakers (one per backend when a process hosts several)
-//! and authenticates both ends with the cluster secret (`baton_net::tcp::auth`); the
-//! scheduler's carries the cluster clock's origin. Roles accept each other
+//! and authenticates both ends with the cluster secret (`baton_net::tcp::auth`,
+//! the connecting side in `baton_net::tcp::greeting`); the
+//! scheduler's carries the cluster clock's origin. What stays here is what
+//! needs the roles: where a frame goes (`addressee`) and what a missing
+//! peer means for the requests sent to it. Roles accept each other
 //! on listeners apart from clients' (`accept_peers`). Frames after the
 //! greeting are routed by content: requests and completions to the
 //! scheduler, plans and inputs to the backend they name, fetches, results
@@ -18,9 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
 use baton_wire::{fb, Limits, Message};
@@ -31,8 +32,9 @@ use glommio::net::{TcpListener, TcpStream};
 use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
-use baton_net::tcp::auth::{Answer, AuthError, Challenge, ClusterKey};
+use baton_net::tcp::auth::{Challenge, ClusterKey};
 use baton_net::tcp::conn::{self, accept_backing_off, Backoff, Conn};
+use baton_net::tcp::greeting::{within, GREETING};
 
 pub struct Router {
     peers: RefCell<HashMap<Addr, Rc<Conn>>>,
@@ -325,99 +327,6 @@ impl Router {
                 let status = fb::BackendStatus { backend, healthy: false, ..Default::default() };
                 self.deliver(Envelope { to: Addr::Scheduler(k), msg: Message::BackendStatus(status) });
             }
-        }
-    }
-}
-
-/// How long an accepted role has to greet with a good proof.
-pub const GREETING: Duration = Duration::from_secs(5);
-
-/// `f`'s output, or `None` once `deadline` passes.
-async fn within<T>(deadline: std::time::Instant, f: impl std::future::Future<Output = T>) -> Option<T> {
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
-    futures_lite::future::or(async { Some(f.await) }, async {
-        glommio::timer::sleep(left).await;
-        None
-    })
-    .await
-}
-
-/// A connection to a peer role, greeted: its halves, what was read past
-/// the greeting, and the peer's own greeting.
-pub type Greeted = (ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, fb::Hello);
-
-/// Connects to a peer role at `addr` and greets it (`baton_net::tcp::auth`) as the
-/// roles `hellos` name, trying again (at pauses doubling from 20 ms to 1 s)
-/// for `patience` while it is not up or the greeting fails (a peer restarting, a link down; also a peer with
-/// another secret, which is only told apart by never succeeding). Each
-/// greeting must end within `GREETING`.
-pub async fn connect(
-    addr: SocketAddr,
-    key: &ClusterKey,
-    hellos: &[fb::Hello],
-    patience: Duration,
-) -> std::io::Result<Greeted> {
-    let start = std::time::Instant::now();
-    let mut pause = Duration::from_millis(20);
-    loop {
-        match greet(addr, key, hellos).await {
-            Ok(g) => return Ok(g),
-            Err(e) if start.elapsed() >= patience => return Err(e),
-            Err(_) => {
-                glommio::timer::sleep(pause.min(patience.saturating_sub(start.elapsed()))).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-        }
-    }
-}
-
-/// One attempt of `connect`.
-async fn greet(addr: SocketAddr, key: &ClusterKey, hellos: &[fb::Hello]) -> std::io::Result<Greeted> {
-    let stream = TcpStream::connect(addr).await?;
-    let _ = stream.set_nodelay(true);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let (mut reader, writer) = futures_lite::io::split(stream);
-    let (conn, _) = Conn::spawn(writer);
-    // The reader half goes to `read_peer` with the connection, which holds
-    // it (and so the socket) until after it unregisters the connection.
-    conn.watch_socket(fd);
-    let mut buf = FrameBuf::new(Limits::between_roles());
-    let greeting = async {
-        let challenge = next_hello(&mut reader, &mut buf).await?;
-        let (answer, proven) = Answer::new(key, &challenge, hellos).map_err(std::io::Error::other)?;
-        for h in proven {
-            conn.send(&Message::Hello(h)).expect("a Hello fits a frame");
-        }
-        let reply = next_hello(&mut reader, &mut buf).await?;
-        answer.check(&reply).map_err(std::io::Error::other)?;
-        Ok::<_, std::io::Error>(reply)
-    };
-    match within(std::time::Instant::now() + GREETING, greeting).await {
-        Some(Ok(reply)) => Ok((reader, conn, buf, reply)),
-        Some(Err(e)) => {
-            conn.close();
-            Err(e)
-        }
-        None => {
-            conn.close();
-            Err(std::io::Error::other(format!("the peer did not greet within {GREETING:?}")))
-        }
-    }
-}
-
-/// The next frame, which must be a greeting.
-async fn next_hello(reader: &mut ReadHalf<TcpStream>, buf: &mut FrameBuf) -> std::io::Result<fb::Hello> {
-    loop {
-        match buf.next_frame() {
-            Ok(Some(Ok(Message::Hello(h)))) => return Ok(h),
-            Ok(Some(_)) | Err(_) => return Err(std::io::Error::other(AuthError::Unproven)),
-            Ok(None) => match reader.read(buf.spare()).await? {
-                0 => {
-                    let why = "the peer closed during the greeting (does it hold the same cluster secret?)";
-                    return Err(std::io::Error::other(why));
-                }
-                n => buf.filled(n),
-            },
         }
     }
 }

@@ -3,8 +3,9 @@
 //! (`conn`); listeners accept with a backoff when the process runs out of
 //! descriptors (`conn::accept_backing_off`); role processes prove to each
 //! other that they hold the cluster's secret before anything else passes
-//! (`auth`). Reading, and what a frame means, is the owner's business:
+//! (`auth`) in a greeting (`greeting`). Reading, and what a frame means, is the owner's business:
 //! the engine's frontend shard reads clients, its peer router reads roles.
 
 pub mod auth;
 pub mod conn;
+pub mod greeting;
