@@ -172,6 +172,9 @@ pub struct EndToEnd {
     pub in_slo_ratio: f64,
     /// The same load on the roles as separate executors over TCP.
     pub roles_over_tcp: LoadReport,
+    /// The roles' goodput, searched as the engine's is, and its probes.
+    pub roles_goodput_rps: f64,
+    pub roles_goodput_probes: Vec<(f64, bool)>,
     /// The same load with Symphony's model shard on a shard of its own
     /// (three shards on the machine's cores).
     pub split_symphony: LoadReport,
@@ -186,6 +189,8 @@ pub fn table4(secs: f64, probes: usize) -> EndToEnd {
     let sim = simulate(&s, s.policy, rate);
     let (engine_goodput_rps, goodput_probes) = engine_goodput(rate, probes, &|r| serve_and_load(&s, r, secs).0);
     let (engine, report) = serve_and_load(&s, rate, secs);
+    eprintln!("the roles as separate executors over TCP:");
+    let (roles_goodput_rps, roles_goodput_probes) = engine_goodput(rate, probes, &|r| roles_and_load(&s, r, secs));
     EndToEnd {
         sim_goodput_rps: rate,
         engine_goodput_rps,
@@ -196,6 +201,8 @@ pub fn table4(secs: f64, probes: usize) -> EndToEnd {
         server_late: report.frontend.late,
         engine,
         roles_over_tcp: roles_and_load(&s, rate, secs),
+        roles_goodput_rps,
+        roles_goodput_probes,
         split_symphony: serve_sharded_and_load(&s, rate, secs, 1).0,
     }
 }

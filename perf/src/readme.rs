@@ -371,6 +371,13 @@ fn engine_bench(text: &str, wire: &str) -> Result<String, String> {
         ],
     ];
     s.push_str(&table(&["engine", "in-SLO r/s", "bad rate", "ratio"], &rows));
+    let roles = line("goodput with frontend")?;
+    s.push_str(&format!(
+        "\nThe three roles over TCP, goodput by the same search: **{} r/s**, **{:.3}** of\nthe simulator's ({} probes).\n",
+        thousands(after(roles, "TCP: ")?, 1),
+        after(roles, "ratio to sim ")?,
+        after(&roles[roles.rfind('(').unwrap_or(0)..], "(")?,
+    ));
     s.push_str(&format!(
         "\n`serve`: {} answered ok but late as the client measures it ({} late by\nthe engine's clock), {} dropped; latency p50 {:.1} ms, p99 {:.1} ms; mean\nbatch {:.2}.\n",
         thousands(after(at, "late ")?, 0),

@@ -205,7 +205,7 @@ fn engine_bench_accounts_for_every_request() {
         assert_eq!((r.unanswered, r.duplicates, r.errors), (0, 0, 0), "{r:?}");
         assert!(r.ok > 0, "{r:?}");
     }
-    assert_eq!(e.goodput_probes.len(), 2);
+    assert_eq!((e.goodput_probes.len(), e.roles_goodput_probes.len()), (2, 2));
     // Every ok answer carries the engine's timing, and its parts add up:
     // batches start at or after exec_at, answers after batches end.
     assert_eq!(e.engine.overhead.count, e.engine.ok + e.engine.late);

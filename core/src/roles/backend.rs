@@ -533,12 +533,18 @@ impl BackendRole {
         let mut heads: Vec<u16> = Vec::new();
         let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
         // Inputs come in plan order but for a refetch or a READ: look where
-        // the last one was found first.
+        // the last one was found first, and index them by id (once) when
+        // they do not follow.
         let mut next = 0;
+        let mut by_id: Option<std::collections::HashMap<u64, usize>> = None;
         for (i, &id) in plan.requests.as_deref().unwrap_or(&[]).iter().enumerate() {
             let at = match job.inputs.get(next) {
                 Some((r, _)) if *r == id => Some(next),
-                _ => job.inputs.iter().position(|(r, _)| *r == id),
+                _ => {
+                    let index =
+                        by_id.get_or_insert_with(|| job.inputs.iter().enumerate().map(|(k, (r, _))| (*r, k)).collect());
+                    index.get(&id).copied()
+                }
             };
             if let Some(at) = at {
                 next = at + 1;
