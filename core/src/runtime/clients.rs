@@ -27,7 +27,7 @@ use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 use baton_wire::fb;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::Placement;
 
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ use super::lead::{Lead, Round};
 use super::link::{Link, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
 use super::sched_shard::Hosting;
-use super::{build_hosted, start_back, Back, EngineConfig, EngineError, EngineReport, Front};
+use super::{build_hosted, shard_executor, start_back, Back, EngineConfig, EngineError, EngineReport, Front};
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
@@ -196,17 +196,15 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
     let Front { ring, doorbell, hosted } = fronts.into_iter().next().expect("one front shard");
     let scenario = scenario.clone();
     let halt = Arc::clone(&stop);
-    let spawned = LocalExecutorBuilder::new(Placement::Fixed(cores[FRONTEND_SHARD])).name("baton-clients").spawn(
-        move || async move {
-            let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-            let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
-            let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
-            let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
-            let mut gen = Generator::new(&scenario, &table, load);
-            let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
-            Ok((seen, shards.reports()))
-        },
-    );
+    let spawned = shard_executor(Placement::Fixed(cores[FRONTEND_SHARD]), "baton-clients").spawn(move || async move {
+        let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+        let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
+        let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
+        let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
+        let mut gen = Generator::new(&scenario, &table, load);
+        let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
+        Ok((seen, shards.reports()))
+    });
     let mut engine = EngineReport::default();
     let joined = spawned.map_err(|e| EngineError::Shard(e.to_string()));
     let ((tally, parts, frontend), reports) =

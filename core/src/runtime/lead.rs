@@ -10,6 +10,12 @@
 //! sample at once and decays by 1/DECAY of the gap per smaller one, kept
 //! within [MIN_LEAD, MAX_LEAD]. Spinning costs CPU only in the last
 //! `lead` before work is due, never while idle.
+//!
+//! A shard that goes on (busy, or within the lead) turns through its
+//! reactor (`park.rs`: sockets are polled on a turn, and the tasks they
+//! wake run) once `TURN_EVERY` has passed since its last turn or park —
+//! but not within the lead of a due timer, which a turn could overshoot,
+//! unless `MAX_STALE` has passed: sockets wait at most that long.
 
 use std::time::Duration;
 
@@ -29,15 +35,21 @@ pub struct Round {
 const MIN_LEAD: Duration = Duration::from_micros(10);
 const MAX_LEAD: Duration = Duration::from_micros(250);
 const DECAY: u32 = 64;
+/// How often a shard that goes on turns through its reactor.
+const TURN_EVERY: Nanos = 20_000;
+/// The longest a shard goes on without a turn.
+const MAX_STALE: Nanos = 50_000;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Lead {
     lead: Duration,
+    /// When the shard last turned through its reactor or parked.
+    turned: Nanos,
 }
 
 impl Default for Lead {
     fn default() -> Self {
-        Self { lead: MIN_LEAD }
+        Self { lead: MIN_LEAD, turned: 0 }
     }
 }
 
@@ -61,7 +73,12 @@ impl Lead {
         let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(now)));
         let asked = next.map(|d| d.saturating_sub(self.lead));
         let busy = round.busy || self.imminent(next);
-        let parked = rhythm.end_round(busy, now, clock, asked, has_work).await;
+        let since = now.saturating_sub(self.turned);
+        let turn = since >= MAX_STALE || (since >= TURN_EVERY && !self.imminent(next));
+        let parked = rhythm.end_round(busy, turn, now, clock, asked, has_work).await;
+        if turn || parked.is_some() {
+            self.turned = now;
+        }
         if let Some((asked, parked)) = asked.zip(parked).filter(|&(a, p)| p >= a) {
             self.slept(asked, parked);
         }

@@ -458,6 +458,13 @@ fn start_gateway(bridge: Option<Arc<gateway::Bridge>>, cfg: &EngineConfig) -> Re
     kserve::start(bridge, &cfg.gateway).map(Some).map_err(EngineError::Listen)
 }
 
+/// A shard's executor, placed by `placement`: it spins `SPIN_BEFORE_PARK`
+/// before parking its thread, so a pump's turn through the reactor does
+/// not sleep in the kernel (`park.rs`).
+fn shard_executor(placement: Placement, name: &str) -> LocalExecutorBuilder {
+    LocalExecutorBuilder::new(placement).name(name).spin_before_park(park::SPIN_BEFORE_PARK)
+}
+
 /// Raises the locked-memory soft limit to the hard one: io_uring needs
 /// some, and defaults can be below glommio's 512 KiB minimum.
 fn raise_memlock() {
@@ -613,8 +620,7 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
         }
         let (clock, stop, progress) = (clock.clone(), Arc::clone(&stop), Arc::clone(&progress));
         let (scenario, table, cfg, ready) = (scenario.clone(), table.clone(), cfg.clone(), ready_tx.clone());
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(core(shard)))
-            .name(&format!("baton-sched-{i}"))
+        let handle = shard_executor(Placement::Fixed(core(shard)), &format!("baton-sched-{i}"))
             .spawn(move || async move {
                 match shard_state(&scenario, part, backends, &table, &cfg, &clock, i, node) {
                     Ok(state) => {
@@ -714,9 +720,8 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         };
         let (hosted, ring, hosting, plain, scenario) =
             (front.hosted, front.ring, cfg.clone(), plain.clone(), scenario.clone());
-        let spawned = LocalExecutorBuilder::new(Placement::Fixed(engine.cores[index]))
-            .name(&format!("baton-frontend-{index}"))
-            .spawn(move || async move {
+        let spawned = shard_executor(Placement::Fixed(engine.cores[index]), &format!("baton-frontend-{index}")).spawn(
+            move || async move {
                 // Memory stays where placement asked; a failure to bind it
                 // was reported by the scheduler shards, which bind first.
                 let _ = topology::bind_memory(node);
@@ -727,7 +732,8 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
                         frontend_shard::Report::default()
                     }
                 }
-            });
+            },
+        );
         match spawned {
             Ok(h) => engine.frontends.push(h),
             Err(e) => {

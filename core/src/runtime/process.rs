@@ -29,7 +29,7 @@ use baton_sched::scenario::Scenario;
 use baton_sched::PolicyKind;
 use baton_wire::{fb, Message};
 use glommio::net::TcpListener;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::Placement;
 
 use super::gateway::Inbox;
 use super::link::Link;
@@ -224,8 +224,7 @@ pub fn start_role(
     };
     let node = placed.as_ref().and_then(|p| p.node);
     let pin = placed.map_or(Placement::Unbound, |p| Placement::Fixed(p.cores[0]));
-    let handle = LocalExecutorBuilder::new(pin)
-        .name("baton-role")
+    let handle = super::shard_executor(pin, "baton-role")
         .spawn(move || async move {
             if let Err(why) = super::topology::bind_memory(node) {
                 return failed(&ready, why);
