@@ -6,7 +6,7 @@
 #   perf/scripts/overhead_ab.sh OLD_BATON NEW_BATON SECS RATE...
 # Prints each run's bad rate and the p50/p99 µs of ingress, start lag,
 # completion and egress (`baton load --json`'s `overhead`). Build an older
-# engine as engine_ab.sh says.
+# engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`.
 set -euo pipefail
 old=$1 new=$2 secs=$3
 shift 3
@@ -19,7 +19,7 @@ for rate in "$@"; do
   for rep in $(seq "${REPS:-3}"); do
     for side in old new; do
       bin=$old; [ "$side" = new ] && bin=$new
-      "$bin" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 > /dev/null 2>&1 &
+      "$bin" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 --poll-us "${POLL_US:-0}" > /dev/null 2>&1 &
       server=$!
       sleep 1
       "$new" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
