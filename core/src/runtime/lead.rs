@@ -73,8 +73,7 @@ impl Lead {
         let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(now)));
         let asked = next.map(|d| d.saturating_sub(self.lead));
         let busy = round.busy || self.imminent(next);
-        let since = now.saturating_sub(self.turned);
-        let turn = since >= MAX_STALE || (since >= TURN_EVERY && !self.imminent(next));
+        let turn = self.turns(now, next);
         let parked = rhythm.end_round(busy, turn, now, clock, asked, has_work).await;
         if turn || parked.is_some() {
             self.turned = now;
@@ -83,6 +82,13 @@ impl Lead {
             self.slept(asked, parked);
         }
         parked
+    }
+
+    /// Whether a shard that goes on at `now`, its next timer `next` away,
+    /// turns through its reactor (see the top of the file).
+    fn turns(&self, now: Nanos, next: Option<Duration>) -> bool {
+        let since = now.saturating_sub(self.turned);
+        since >= MAX_STALE || (since >= TURN_EVERY && !self.imminent(next))
     }
 
     /// A sleep asked for `asked` and lasted `slept`.
@@ -109,5 +115,16 @@ mod tests {
         l.slept(Duration::ZERO, Duration::from_secs(1));
         assert_eq!(l.lead, MAX_LEAD, "bounded");
         assert!(!l.imminent(None));
+    }
+
+    #[test]
+    fn a_shard_turns_every_so_often_but_not_within_the_lead_until_it_is_stale() {
+        let l = Lead { lead: Duration::from_micros(100), turned: 1_000_000 };
+        let far = Some(Duration::from_millis(1));
+        let close = Some(Duration::from_micros(100));
+        assert!(!l.turns(1_000_000 + TURN_EVERY - 1, far), "not yet");
+        assert!(l.turns(1_000_000 + TURN_EVERY, far) && l.turns(1_000_000 + TURN_EVERY, None));
+        assert!(!l.turns(1_000_000 + TURN_EVERY, close), "a timer within the lead is spun for");
+        assert!(l.turns(1_000_000 + MAX_STALE, close), "but not for longer than MAX_STALE");
     }
 }

@@ -14,8 +14,9 @@
 //! them. The model table is published at start-up and read per request
 //! through crossbeam-epoch (`Published`); nothing republishes it yet.
 //! Each shard runs one pump task that drains its link, fires due timers
-//! and flushes what it produced; between rounds it yields to the reactor
-//! while busy, so sockets are served, and parks when idle (`park.rs`).
+//! and flushes what it produced; while busy it turns through the reactor
+//! every so often between rounds, so sockets are served, and it parks
+//! when idle (`park.rs`, `lead.rs`).
 //!
 //! The same two shard programs run the roles as separate processes
 //! (`process.rs`): there the link is a `Router` of TCP peers (`router.rs`)

@@ -35,10 +35,11 @@
 //! r/s ingress was 94–118 µs p50. A turn is a timer just ahead
 //! (`REACTOR_TURN`): not due when the pump first polls it, so the pump
 //! leaves the run queue, glommio polls I/O and its timers, and the pump
-//! runs again; executors spin `SPIN_BEFORE_PARK` before they park their
+//! runs again (a timer already due lets the round go on: that round has
+//! no turn); executors spin `SPIN_BEFORE_PARK` before they park their
 //! thread, so a turn never sleeps in the kernel. A turn costs a few
-//! microseconds, so a shard turns every `TURN_EVERY` or so, not every
-//! round, and not in the last microseconds before a due timer (`lead.rs`).
+//! microseconds, so a shard turns every so often, not every round, and not
+//! within the lead of a due timer (`lead.rs`).
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, IntoRawFd};
