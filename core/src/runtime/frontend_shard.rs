@@ -405,7 +405,7 @@ pub async fn run(
         poll,
         gateway,
     } = setup;
-    let mut rhythm = Rhythm::new(doorbell.on_shard(), poll);
+    let mut rhythm = Rhythm::with_sockets(doorbell.on_shard(), poll);
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }

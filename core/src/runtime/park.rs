@@ -24,7 +24,10 @@
 //! (`EngineConfig::poll`): the shard keeps turning that long after its
 //! last work before it parks.
 //!
-//! A shard that is not parking turns through its reactor between rounds.
+//! A shard with sockets that is not parking turns through its reactor
+//! between rounds (shards whose links are rings — the scheduler's in
+//! `baton serve`, the stress harness's clients — have nothing for a turn
+//! to poll, and only yield).
 //! glommio polls I/O (submits socket writes, reaps reads and completions)
 //! only between runs of its task queues, and a task queue whose task
 //! yields stays runnable: a pump that yielded round after round left its
@@ -152,11 +155,22 @@ pub struct Rhythm {
     poll: Nanos,
     /// When the last busy round ended, on the shard's clock.
     last_work: Nanos,
+    /// Whether the shard has sockets for a turn through the reactor to
+    /// poll; one whose links are rings only yields between rounds.
+    sockets: bool,
 }
 
 impl Rhythm {
+    /// The rhythm of a shard whose links are rings: nothing for a turn to
+    /// poll (its rings are polled by its pump, its bell read when parked).
     pub fn new(parking: Parking, poll: Duration) -> Self {
-        Self { parking, poll: poll.as_nanos() as Nanos, last_work: 0 }
+        Self { parking, poll: poll.as_nanos() as Nanos, last_work: 0, sockets: false }
+    }
+
+    /// The rhythm of a shard with sockets (clients, peer roles): it turns
+    /// through its reactor when `Lead` says so.
+    pub fn with_sockets(parking: Parking, poll: Duration) -> Self {
+        Self { sockets: true, ..Self::new(parking, poll) }
     }
 
     pub fn bell(&self) -> Bell {
@@ -164,8 +178,8 @@ impl Rhythm {
     }
 
     /// Ends a round. A busy round (or one within the busy-poll budget
-    /// since the last busy one) goes on: through the reactor if `turn`,
-    /// else it only yields the task queue (other tasks run, I/O is not
+    /// since the last busy one) goes on: through the reactor if `turn` and
+    /// the shard has sockets, else it only yields the task queue (other tasks run, I/O is not
     /// polled); an idle one parks until `timeout`, a bell or an I/O
     /// completion. `now` is the round's end on `clock`. Returns how long
     /// it parked (None if it did not).
@@ -182,7 +196,7 @@ impl Rhythm {
             self.last_work = now;
         }
         if busy || now.saturating_sub(self.last_work) < self.poll {
-            match turn {
+            match turn && self.sockets {
                 true => glommio::timer::sleep(REACTOR_TURN).await,
                 false => glommio::executor().yield_task_queue_now().await,
             }

@@ -327,7 +327,7 @@ async fn scheduler(
     }
     let me = hello(fb::Role::Scheduler, sub, origin);
     let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me));
-    let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+    let rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     stop_accepting(accepting).await;
     router.close_all().await;
@@ -580,7 +580,7 @@ async fn backends(
         Err(e) => return failed(&ready, format!("cannot make a doorbell: {e}")),
     };
     let _ = ready.send(Ok((None, None)));
-    let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+    let rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
     EngineReport { backends: report.backends, ..router.report() }
