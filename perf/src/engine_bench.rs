@@ -22,8 +22,9 @@ use std::time::Duration;
 
 use baton_core::runtime::auth::ClusterKey;
 use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
-use baton_sched::sim::{find_goodput, run as simulate, BAD_RATE_LIMIT};
+use baton_sched::sim::{find_goodput, run as simulate};
 use baton_sched::Scenario;
+pub use baton_tools::goodput::{engine_goodput, passes, search_rate, GOODPUT_TOLERANCE};
 use serde::Serialize;
 
 use crate::load::{self, LoadConfig, LoadReport};
@@ -94,62 +95,9 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
     r
 }
 
-/// The precision of both goodput searches, the simulator's and the
-/// engine's: a bracket within 1% of its upper end.
-pub const GOODPUT_TOLERANCE: f64 = 0.01;
-
 /// The simulator's goodput on `s`, searched as the engine's is.
 pub fn sim_goodput(s: &Scenario) -> f64 {
     find_goodput(s, s.policy, GOODPUT_TOLERANCE).goodput_rps
-}
-
-/// The engine's goodput: the highest rate at which at most 1% of requests
-/// are bad as the client sees them, by search around `guess` (one fresh
-/// engine and `run(rate)` per probe) until the bracket is within
-/// `GOODPUT_TOLERANCE` of its upper end, or `max_probes` ran.
-pub fn engine_goodput(guess: f64, max_probes: usize, run: &dyn Fn(f64) -> LoadReport) -> (f64, Vec<(f64, bool)>) {
-    search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, max_probes, &mut |rate| passes(&run(rate)))
-}
-
-/// A probe that counts toward goodput: at most 1% bad, every request
-/// answered exactly once.
-pub fn passes(r: &LoadReport) -> bool {
-    r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0 && r.unanswered == 0
-}
-
-/// The highest rate `ok` passes, by search from `guess`: scaled by
-/// `steps.0` while every probe passed, by `steps.1` while every probe
-/// failed, then bisected until the bracket is within `rel_tolerance` or
-/// `max_probes` ran. Returns it (0 if none passed) and every probe.
-pub fn search_rate(
-    guess: f64,
-    steps: (f64, f64),
-    rel_tolerance: f64,
-    max_probes: usize,
-    ok: &mut dyn FnMut(f64) -> bool,
-) -> (f64, Vec<(f64, bool)>) {
-    let mut probes = Vec::new();
-    let (mut lo, mut hi) = (0.0_f64, f64::INFINITY);
-    let mut rate = guess;
-    while probes.len() < max_probes {
-        let ok = ok(rate);
-        eprintln!("  probe {rate:>11.1} r/s: {}", if ok { "ok" } else { "bad" });
-        probes.push((rate, ok));
-        if ok {
-            lo = rate;
-        } else {
-            hi = rate;
-        }
-        if hi.is_finite() && hi - lo <= rel_tolerance * hi {
-            break;
-        }
-        rate = match (lo > 0.0, hi.is_finite()) {
-            (true, true) => 0.5 * (lo + hi),
-            (true, false) => rate * steps.0,
-            _ => rate * steps.1,
-        };
-    }
-    (lo, probes)
 }
 
 #[derive(Debug, Serialize)]

@@ -426,54 +426,68 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             })
         })
         .collect();
-    pin(0);
-
-    // Send each request at its time, all due ones in one write per connection.
-    yield_to_the_server();
-    let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
-    let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
-    while next < n {
-        let now = shared.start.elapsed().as_nanos() as Nanos;
-        let due = shared.schedule[next].at;
-        // Sleep to the next arrival; never spin — on a small machine the
-        // generator would take a core from the server it measures. Requests
-        // due within `EARLY` go out together (latency still counts from their
-        // scheduled time).
-        if due > now + EARLY {
-            std::thread::sleep(Duration::from_nanos(due - now - EARLY));
-            continue;
-        }
-        max_lag = max_lag.max(now.saturating_sub(due));
-        let first = next;
-        while next < n && shared.schedule[next].at <= now + EARLY {
-            let p = shared.schedule[next];
-            let model = p.model as usize;
-            // A query's input differs from query to query: what its stages
-            // spawn depends on what they compute from it.
-            let (target, slo, first) = match p.query {
-                Some(q) => {
-                    (Target::Query(&queries[q as usize]), shared.slo[names.len() + q as usize], Some(next as f32))
+    // Send each request at its time, all due ones in one write per
+    // connection, from a thread of its own pinned and reniced there: the
+    // caller's thread (a harness that starts engines between runs, which
+    // inherit its priority and cores) keeps its own.
+    let max_lag = std::thread::scope(|scope| {
+        let sending = scope.spawn(|| -> Result<u64, LoadError> {
+            pin(0);
+            yield_to_the_server();
+            let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
+            let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
+            while next < n {
+                let now = shared.start.elapsed().as_nanos() as Nanos;
+                let due = shared.schedule[next].at;
+                // Sleep to the next arrival; never spin — on a small machine the
+                // generator would take a core from the server it measures. Requests
+                // due within `EARLY` go out together (latency still counts from their
+                // scheduled time).
+                if due > now + EARLY {
+                    std::thread::sleep(Duration::from_nanos(due - now - EARLY));
+                    continue;
                 }
-                None => (Target::Model(&names[model]), shared.slo[model], p.work),
-            };
-            let mut req = client_request(next as u64, target, slo, p.app, floats(model), first);
-            req.path_ns = shared.path_ns.load(Ordering::Relaxed);
-            senders[conn].queue(req).expect("a request fits a frame");
-            conn = (conn + 1) % senders.len();
-            next += 1;
-        }
-        let sent = shared.start.elapsed().as_nanos() as Nanos;
-        for i in first..next {
-            shared.sent[i].store(sent, Ordering::Relaxed);
-        }
-        for s in senders.iter_mut().filter(|s| s.queued_bytes() > 0) {
-            s.flush().map_err(LoadError::Send)?;
-        }
-        if cfg.progress && now / 1_000_000_000 > last_report {
-            last_report = now / 1_000_000_000;
-            eprint!("\r{:>4} s  sent {next:>9}  answered {:>9}", last_report, shared.answers.load(Ordering::Relaxed));
-        }
-    }
+                max_lag = max_lag.max(now.saturating_sub(due));
+                let first = next;
+                while next < n && shared.schedule[next].at <= now + EARLY {
+                    let p = shared.schedule[next];
+                    let model = p.model as usize;
+                    // A query's input differs from query to query: what its stages
+                    // spawn depends on what they compute from it.
+                    let (target, slo, first) = match p.query {
+                        Some(q) => (
+                            Target::Query(&queries[q as usize]),
+                            shared.slo[names.len() + q as usize],
+                            Some(next as f32),
+                        ),
+                        None => (Target::Model(&names[model]), shared.slo[model], p.work),
+                    };
+                    let mut req = client_request(next as u64, target, slo, p.app, floats(model), first);
+                    req.path_ns = shared.path_ns.load(Ordering::Relaxed);
+                    senders[conn].queue(req).expect("a request fits a frame");
+                    conn = (conn + 1) % senders.len();
+                    next += 1;
+                }
+                let sent = shared.start.elapsed().as_nanos() as Nanos;
+                for i in first..next {
+                    shared.sent[i].store(sent, Ordering::Relaxed);
+                }
+                for s in senders.iter_mut().filter(|s| s.queued_bytes() > 0) {
+                    s.flush().map_err(LoadError::Send)?;
+                }
+                if cfg.progress && now / 1_000_000_000 > last_report {
+                    last_report = now / 1_000_000_000;
+                    eprint!(
+                        "\r{:>4} s  sent {next:>9}  answered {:>9}",
+                        last_report,
+                        shared.answers.load(Ordering::Relaxed)
+                    );
+                }
+            }
+            Ok(max_lag)
+        });
+        sending.join().expect("the sender does not panic")
+    })?;
     let sent_at = shared.start.elapsed();
     let deadline = sent_at + cfg.drain + Duration::from_nanos(max_slo);
     while (shared.answers.load(Ordering::Relaxed) as usize) < n && shared.start.elapsed() < deadline {

@@ -41,6 +41,7 @@ use baton_net::rdma::{Fabric, OpenError};
 use baton_sched::autoscale::{AutoscaleConfig, PeakSizing};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::{PolicyKind, Scenario};
+use baton_tools::goodput;
 use baton_tools::load::{self, LoadConfig};
 use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
 
@@ -377,8 +378,17 @@ pub struct DemoArgs {
     #[command(flatten)]
     engine: EngineArgs,
     /// Aggregate offered rate (default: the file's rate_rps).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "find_goodput")]
     rate: Option<f64>,
+    /// Find the engine's goodput by search (the highest rate at <= 1% bad
+    /// as the client sees it; a fresh engine and a run of `--duration` per
+    /// probe) beside the simulator's on the same file and seed, then run
+    /// at the simulator's.
+    #[arg(long)]
+    find_goodput: bool,
+    /// Probes the engine's goodput search runs at most.
+    #[arg(long, default_value_t = 8)]
+    probes: usize,
     /// Seconds of load that count.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -763,11 +773,9 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn demo(a: DemoArgs) -> Result<(), String> {
-    let (s, policy) = scenario(&a.engine)?;
-    let rate = rate_of(&s, a.rate, "--rate")?;
-    let duration = positive("--duration", a.duration)?;
-    let warmup = warmup_of(&s, a.warmup)?;
+/// Where `baton demo` runs: the engine's configuration and the load
+/// generator's cores (each side on cores of its own unless told).
+fn demo_placement(a: &DemoArgs, rate: f64) -> Result<(EngineConfig, Vec<usize>), String> {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let mut engine_cfg = config(&a.engine, listen, rate)?;
     let mut load_cores = a.load_cores.clone();
@@ -777,37 +785,93 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
     if let (false, Some((server, generator))) = (placed, load::split_cores()) {
         (engine_cfg.cores, load_cores) = (Some(server), generator);
     }
-    let engine = start(&s, policy, &engine_cfg).map_err(|e| e.to_string())?;
-    eprintln!(
-        "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up, generator on cores {load_cores:?} ...",
-        serving(&s, policy, &a.engine, &engine.cores),
-        engine.addr,
-        warmup.as_secs_f64()
-    );
+    Ok((engine_cfg, load_cores))
+}
+
+/// One `baton demo` run: a fresh engine serving `s` under `baton load` at
+/// `rate` for `duration` after `warmup`: what the generator saw and what
+/// the engine counted.
+fn demo_run(
+    s: &Scenario,
+    policy: PolicyKind,
+    a: &DemoArgs,
+    rate: f64,
+    (duration, warmup): (f64, Duration),
+    progress: bool,
+) -> Result<(load::LoadReport, EngineReport, LoadConfig), String> {
+    let (engine_cfg, load_cores) = demo_placement(a, rate)?;
+    let engine = start(s, policy, &engine_cfg).map_err(|e| e.to_string())?;
+    if progress {
+        eprintln!(
+            "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up, generator on cores {load_cores:?} ...",
+            serving(s, policy, &a.engine, &engine.cores),
+            engine.addr,
+            warmup.as_secs_f64()
+        );
+    }
     let cfg = LoadConfig {
         targets: vec![engine.addr],
         rate_rps: rate,
         duration: Duration::from_secs_f64(duration),
         warmup,
         connections: 4,
-        input_floats: request_sizes(&a.engine, &s)?,
+        input_floats: request_sizes(&a.engine, s)?,
         drain: Duration::from_secs(2),
-        progress: !a.json,
+        progress,
         cores: load_cores,
     };
-    let measured = load::run(&s, &cfg);
+    let measured = load::run(s, &cfg);
     let report = engine.shutdown();
-    let measured = measured.map_err(|e| e.to_string())?;
-    // The simulator's prediction: same file, rate, seed and policy.
+    Ok((measured.map_err(|e| e.to_string())?, report, cfg))
+}
+
+pub fn demo(a: DemoArgs) -> Result<(), String> {
+    let (s, policy) = scenario(&a.engine)?;
+    let duration = positive("--duration", a.duration)?;
+    let warmup = warmup_of(&s, a.warmup)?;
+    if a.probes == 0 {
+        return Err("--probes: at least 1".into());
+    }
+    // With --find-goodput: both goodputs by search on the same file and
+    // seed, and the run below at the simulator's.
     let mut sim_s = s.clone();
-    sim_s.warmup = cfg.warmup.as_nanos() as u64;
-    sim_s.duration = cfg.duration.as_nanos() as u64;
+    sim_s.warmup = warmup.as_nanos() as u64;
+    sim_s.duration = (duration * 1e9) as u64;
+    let goodputs = match a.find_goodput {
+        false => None,
+        true => {
+            let sim = baton_sched::sim::find_goodput(&sim_s, policy, goodput::GOODPUT_TOLERANCE).goodput_rps;
+            if sim <= 0.0 {
+                return Err(format!("{}: the simulator finds no rate at <= 1% bad", s.name));
+            }
+            eprintln!("baton demo: the simulator's goodput {sim:.1} r/s; the engine's, by search:");
+            let run = |rate: f64| match demo_run(&s, policy, &a, rate, (duration, warmup), false) {
+                Ok((r, _, _)) => r,
+                Err(e) => {
+                    eprintln!("  probe at {rate:.1} r/s: {e}");
+                    load::LoadReport { bad_rate: 1.0, ..Default::default() }
+                }
+            };
+            let (engine, probes) = goodput::engine_goodput(sim, a.probes, &run);
+            Some((engine, sim, probes))
+        }
+    };
+    let rate = match goodputs {
+        Some((_, sim, _)) => sim,
+        None => rate_of(&s, a.rate, "--rate")?,
+    };
+    let (measured, report, cfg) = demo_run(&s, policy, &a, rate, (duration, warmup), !a.json)?;
+    // The simulator's prediction: same file, rate, seed and policy.
     let predicted = baton_sched::sim::run(&sim_s, policy, rate);
+    let goodput_json = goodputs.as_ref().map(|(engine, sim, probes)| {
+        serde_json::json!({ "engine_rps": engine, "sim_rps": sim, "ratio": engine / sim, "probes": probes })
+    });
     if a.json {
         let j = serde_json::json!({
             "load": measured, "engine": engine_json(&report),
             "sim": { "goodput_rps": predicted.goodput_rps, "bad_rate": predicted.bad_rate, "mean_batch": predicted.mean_batch,
                      "queries": predicted.queries },
+            "goodput": goodput_json,
         });
         println!("{j}");
     } else {
@@ -825,6 +889,13 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
                 q.sent,
                 q.ok as f64 / cfg.duration.as_secs_f64(),
                 q.bad_rate
+            );
+        }
+        if let Some((engine, sim, probes)) = &goodputs {
+            println!(
+                "goodput (highest rate at <= 1% bad, by search): engine {engine:.1} r/s, sim {sim:.1} r/s, ratio {:.3} ({} probes; the run above at the sim's)",
+                engine / sim,
+                probes.len()
             );
         }
     }

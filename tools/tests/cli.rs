@@ -55,6 +55,31 @@ fn find_goodput_and_policy_override() {
     assert!(v["goodput_rps"].as_f64().expect("number") > 100.0);
 }
 
+/// `baton demo --find-goodput`: the engine's goodput by search beside the
+/// simulator's, then a run at the simulator's rate; every probe is a fresh
+/// engine on the same cores (timings mean nothing here; the accounting
+/// must hold).
+#[test]
+fn demo_finds_the_engines_goodput_beside_the_simulators() {
+    let out = baton(&["demo", "--find-goodput", "--duration", "0.5", "--warmup", "0", "--probes", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let g = &v["goodput"];
+    let sim = g["sim_rps"].as_f64().expect("the simulator's goodput");
+    assert!(sim > 0.0 && g["engine_rps"].as_f64().is_some(), "{g}");
+    assert_eq!(g["probes"].as_array().map(Vec::len), Some(2), "{g}");
+    assert_eq!(v["load"]["offered_rps"].as_f64(), Some(sim), "the run is at the simulator's goodput");
+    assert_eq!((v["load"]["unanswered"].as_u64(), v["load"]["duplicates"].as_u64()), (Some(0), Some(0)));
+    // The probes' generators pinned threads of their own, not the caller's:
+    // the last run still splits the machine's cores (it found one core
+    // left, both sides on it, when the sender ran on the caller's thread).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let generator = v["load"]["generator_cores"].as_array().map_or(0, Vec::len);
+    assert!(cores < 2 || generator > 0, "the generator's cores: {}", v["load"]["generator_cores"]);
+    let both = baton(&["demo", "--find-goodput", "--rate", "100"]);
+    assert_eq!(both.status.code(), Some(2), "--rate and --find-goodput conflict");
+}
+
 #[test]
 fn bad_input_is_rejected_with_the_key_named() {
     let good = std::fs::read_to_string(scenario("table4-resnet50.toml")).expect("readable");
