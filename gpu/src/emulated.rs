@@ -174,13 +174,21 @@ impl Executor for Emulated {
         let scale = if self.jitter > 0.0 { 1.0 + self.jitter * (2.0 * self.unit() - 1.0) } else { 1.0 };
         let run = l.mul_f64(scale);
         let start = Instant::now();
-        outputs.clear();
         // A checksum of the input, plus its head on a shared trunk (so that
-        // each member's answer is its own model's).
-        outputs.extend(batch.inputs.iter().enumerate().map(|(i, x)| {
+        // each member's answer is its own model's), written into the
+        // buffers given where there are some (the caller's, reused).
+        outputs.truncate(batch.inputs.len());
+        for (i, x) in batch.inputs.iter().enumerate() {
             let head = batch.heads.map_or(0.0, |h| f32::from(h[i]));
-            vec![x.iter().sum::<f32>() + head; out_len]
-        }));
+            let v = x.iter().sum::<f32>() + head;
+            match outputs.get_mut(i) {
+                Some(o) => {
+                    o.clear();
+                    o.resize(out_len, v);
+                }
+                None => outputs.push(vec![v; out_len]),
+            }
+        }
         if self.pacing == Pacing::Deferred {
             return Ok(run);
         }

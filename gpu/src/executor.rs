@@ -160,7 +160,9 @@ pub trait Executor {
     fn models(&self) -> &[ModelInfo];
 
     /// Runs `batch`, replacing `outputs` with one output per request, and
-    /// returns its device time.
+    /// returns its device time. `outputs` may hold an earlier batch's
+    /// buffers, for an executor to reuse (the conformance suite checks
+    /// that nothing of them is left).
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError>;
 
     /// Starts `batch` without waiting for it, as a GPU launch does. An

@@ -6,7 +6,8 @@
 #   perf/scripts/overhead_ab.sh OLD_BATON NEW_BATON SECS RATE...
 # Prints each run's bad rate and the p50/p99 µs of ingress, start lag,
 # completion and egress (`baton load --json`'s `overhead`). Build an older
-# engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`.
+# engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`;
+# GEN=BATON loads with another binary's generator.
 set -euo pipefail
 old=$1 new=$2 secs=$3
 shift 3
@@ -22,7 +23,7 @@ for rate in "$@"; do
       "$bin" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 --poll-us "${POLL_US:-0}" > /dev/null 2>&1 &
       server=$!
       sleep 1
-      "$new" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
+      "${GEN:-$new}" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
         --connections 1 --cores 1 --json > "$out" 2>/dev/null || true
       kill -TERM "$server"; wait "$server" || true
       python3 - "$out" "$rate" "$rep" "$side" <<'PY'

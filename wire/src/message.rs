@@ -151,6 +151,10 @@ macro_rules! messages {
 
             fn payload<'b>(&self, b: &'b mut planus::Builder) -> &'b [u8] {
                 b.clear();
+                if let Message::InferResponse(m) = self {
+                    let root = write::infer_response(b, m);
+                    return b.finish(root, None);
+                }
                 match self {
                     $(Message::$kind(m) => b.finish(m, None),)*
                 }
@@ -234,6 +238,60 @@ pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>
     out.extend_from_slice(&FrameHeader::new(m.kind(), payload.len())?.to_bytes());
     out.extend_from_slice(payload);
     Ok(())
+}
+
+/// Writers for the message a frontend sends once per request, its answer,
+/// that do not allocate: planus writes a vector from a slice through a
+/// temporary `Vec` of its prepared elements, two per answer (the outputs'
+/// list and a tensor's shape), where an array is written from the stack.
+/// What they write reads back as the generated writer's does (the bytes
+/// differ only in alignment padding).
+mod write {
+    use super::fb;
+    use planus::{Builder, Offset};
+
+    /// Children are written in the generated writer's order (message,
+    /// outputs, stage; a tensor's name, shape, data).
+    pub fn infer_response(b: &mut Builder, m: &fb::InferResponse) -> Offset<fb::InferResponse> {
+        let message = m.message.as_deref().map(|s| b.create_string(s));
+        let outputs = m.outputs.as_deref().map(|ts| match ts {
+            [t] => {
+                let t = tensor(b, t);
+                b.create_vector([t])
+            }
+            ts => {
+                let ts: Vec<_> = ts.iter().map(|t| tensor(b, t)).collect();
+                b.create_vector(ts.as_slice())
+            }
+        });
+        let stage = m.stage.as_deref().map(|s| b.create_string(s));
+        fb::InferResponse::create(
+            b,
+            m.id,
+            m.status,
+            m.drop_reason,
+            m.error_code,
+            message,
+            m.timing,
+            outputs,
+            m.app,
+            m.subnet,
+            m.accuracy,
+            m.solo_ns,
+            stage,
+        )
+    }
+
+    fn tensor(b: &mut Builder, t: &fb::Tensor) -> Offset<fb::Tensor> {
+        let name = t.name.as_deref().map(|s| b.create_string(s));
+        let shape = t.shape.as_deref().map(|s| match *s {
+            [d] => b.create_vector([d]),
+            [d0, d1] => b.create_vector([d0, d1]),
+            _ => b.create_vector(s),
+        });
+        let data = t.data.as_deref().map(|d| b.create_vector(d));
+        fb::Tensor::create(b, name, t.dtype, shape, data)
+    }
 }
 
 /// Decodes exactly one frame from `bytes` (header, payload, nothing after).
@@ -451,4 +509,57 @@ mod check {
         Stats => StatsRef,
         Hello => HelloRef
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(shape: Option<Vec<i64>>, bytes: usize) -> fb::Tensor {
+        fb::Tensor { name: None, dtype: fb::DType::U8, shape, data: Some((0..bytes).map(|i| i as u8).collect()) }
+    }
+
+    /// The answer's writer writes what the generated writer does, whatever
+    /// the outputs: none, one of each rank it writes from the stack and
+    /// beyond, several, named, with the strings and timing set. Both read
+    /// back as the message, and as the same one in place.
+    #[test]
+    fn the_answer_is_written_as_the_generated_writer_writes_it() {
+        let full = fb::InferResponse {
+            id: 7,
+            status: fb::Status::Dropped,
+            message: Some("why".into()),
+            timing: Some(fb::Timing { exec_ns: 3, batch_size: 2, ..Default::default() }),
+            app: 4,
+            subnet: Some(1),
+            accuracy: 0.5,
+            solo_ns: 9,
+            stage: Some("stage".into()),
+            ..Default::default()
+        };
+        let named = fb::Tensor { name: Some("out".into()), ..tensor(Some(vec![2, 3, 1]), 6) };
+        let outputs = [
+            None,
+            Some(vec![]),
+            Some(vec![tensor(Some(vec![5]), 5)]),
+            Some(vec![tensor(Some(vec![2, 2]), 4)]),
+            Some(vec![named.clone()]),
+            Some(vec![tensor(None, 3)]),
+            Some(vec![tensor(Some(vec![1]), 1), named, tensor(Some(vec![]), 1)]),
+        ];
+        for outputs in outputs {
+            for base in [fb::InferResponse::default(), full.clone()] {
+                let m = fb::InferResponse { outputs: outputs.clone(), ..base };
+                let generated = planus::Builder::new().finish(&m, None).to_vec();
+                let mut b = planus::Builder::new();
+                let root = write::infer_response(&mut b, &m);
+                let ours = b.finish(root, None);
+                let read =
+                    |bytes| fb::InferResponse::try_from(fb::InferResponseRef::read_as_root(bytes).unwrap()).unwrap();
+                assert_eq!(read(ours), read(&generated[..]), "{m:?}");
+                let frame = encode(&Message::InferResponse(m.clone())).expect("encodes");
+                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::InferResponse(m)));
+            }
+        }
+    }
 }

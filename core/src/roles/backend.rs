@@ -151,6 +151,10 @@ pub struct BackendRole {
     /// Batches started and not finished, oldest first (at most the
     /// executor's pipeline depth).
     running: VecDeque<Running>,
+    /// Output buffers of finished batches, for the next ones to start: an
+    /// executor that writes into the buffers it is given (the emulated
+    /// one) allocates nothing per request once they have grown.
+    spare: Vec<Vec<Vec<f32>>>,
     /// Whether the executor calls a waker when a batch is done.
     wakes: bool,
     /// When the backend fails for good, if it does; and whether it has.
@@ -228,6 +232,7 @@ impl BackendRole {
             exec,
             jobs: VecDeque::new(),
             running: VecDeque::new(),
+            spare: Vec::new(),
             wakes: false,
             fails_at: None,
             failed: false,
@@ -562,7 +567,7 @@ impl BackendRole {
         let solo = work.map_or_else(Vec::new, |w| {
             inputs.iter().map(|x| w.solo_time(x).map_or(0, |d| d.as_nanos() as Nanos)).collect()
         });
-        let mut outputs = Vec::new();
+        let mut outputs = self.spare.pop().unwrap_or_default();
         let (finish, in_flight, error) = if inputs.is_empty() {
             (now + 1, false, None)
         } else {
@@ -641,6 +646,10 @@ impl BackendRole {
             solo_ns: solo(r.solo),
         };
         out.push(Envelope { to: self.scheduler, msg: Message::BatchDone(done) });
+        // One spare per batch that may run at once is all `start` takes.
+        if self.spare.len() < self.exec.pipeline_depth() {
+            self.spare.push(r.outputs);
+        }
     }
 }
 
