@@ -19,6 +19,7 @@ pub mod clock;
 pub mod metrics;
 pub mod models;
 pub mod partitions;
+pub mod pool;
 pub mod publish;
 pub mod roles;
 pub mod routes;

@@ -132,6 +132,9 @@ pub struct Emulated {
     jitter: f64,
     state: u64,
     pacing: Pacing,
+    /// Output buffers a smaller batch left over, for a larger one (at
+    /// most a batch's worth of the model run last).
+    stash: Vec<Vec<f32>>,
 }
 
 impl Emulated {
@@ -144,7 +147,7 @@ impl Emulated {
     /// jitter from `seed`.
     pub fn sharing(models: Arc<EmulatedModels>, jitter: f64, seed: u64) -> Self {
         assert!((0.0..1.0).contains(&jitter));
-        Self { models, jitter, state: seed | 1, pacing: Pacing::Spin }
+        Self { models, jitter, state: seed | 1, pacing: Pacing::Spin, stash: Vec::new() }
     }
 
     pub fn with_pacing(mut self, pacing: Pacing) -> Self {
@@ -170,24 +173,29 @@ impl Executor for Emulated {
         validate(&self.models.infos, batch)?;
         let m = &self.models.models[batch.model as usize];
         let l = m.batch_time(batch)?;
-        let out_len = m.info.output_len;
+        // Buffers left over are kept for no more than the model's largest
+        // batch (validated: this one is no larger).
+        let (out_len, most) = (m.info.output_len, m.info.max_batch as usize);
         let scale = if self.jitter > 0.0 { 1.0 + self.jitter * (2.0 * self.unit() - 1.0) } else { 1.0 };
         let run = l.mul_f64(scale);
         let start = Instant::now();
         // A checksum of the input, plus its head on a shared trunk (so that
         // each member's answer is its own model's), written into the
-        // buffers given where there are some (the caller's, reused).
-        outputs.truncate(batch.inputs.len());
+        // buffers given or left over (the caller's, reused).
+        let n = batch.inputs.len();
+        for o in outputs.drain(n.min(outputs.len())..) {
+            if self.stash.len() < most {
+                self.stash.push(o);
+            }
+        }
         for (i, x) in batch.inputs.iter().enumerate() {
             let head = batch.heads.map_or(0.0, |h| f32::from(h[i]));
             let v = x.iter().sum::<f32>() + head;
-            match outputs.get_mut(i) {
-                Some(o) => {
-                    o.clear();
-                    o.resize(out_len, v);
-                }
-                None => outputs.push(vec![v; out_len]),
+            if i == outputs.len() {
+                outputs.push(self.stash.pop().unwrap_or_default());
             }
+            outputs[i].clear();
+            outputs[i].resize(out_len, v);
         }
         if self.pacing == Pacing::Deferred {
             return Ok(run);

@@ -63,8 +63,9 @@ use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::fetch::{FetchStats, Fetcher, Read};
-use super::frontend::{f32_tensor, le_bytes, le_floats};
+use super::frontend::le_floats;
 use super::{frontend_of, Addr, Envelope};
+use crate::pool;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BackendStats {
@@ -180,13 +181,27 @@ enum Leaving {
 }
 
 /// A finished batch's requests held by one frontend, with what goes back.
-#[derive(Default)]
 struct FrontendPart {
     fe: u32,
     ids: Vec<u64>,
     seen: Vec<Nanos>,
     solo: Vec<Nanos>,
     outputs: Vec<fb::Tensor>,
+}
+
+impl FrontendPart {
+    /// A part with room for `n` requests (the rest of its batch: most
+    /// batches are one frontend's, and their lists never grow).
+    fn with_room(fe: u32, n: usize, solo: bool, outputs: bool) -> Self {
+        let room = |on: bool| if on { n } else { 0 };
+        Self {
+            fe,
+            ids: Vec::with_capacity(n),
+            seen: Vec::with_capacity(n),
+            solo: Vec::with_capacity(room(solo)),
+            outputs: Vec::with_capacity(room(outputs)),
+        }
+    }
 }
 
 /// Answers `reason` for `plan`'s requests held by the frontends `pick`
@@ -579,6 +594,9 @@ impl BackendRole {
                 Err(e) => (now + 1, false, Some(e)),
             }
         };
+        // The inputs' bytes, read into `floats`, go back to the frontend's
+        // next request (`pool`).
+        job.inputs.into_iter().for_each(|(_, b)| pool::give_bytes(b));
         self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, error });
     }
 
@@ -595,13 +613,14 @@ impl BackendRole {
         let batch_size = r.requests.len() as u32;
         self.stats.busy_ns += exec_ns;
         self.stats.sizes[BATCH_BOUNDS.partition_point(|&b| b < batch_size)] += 1;
-        let mut per_fe: Vec<FrontendPart> = Vec::new();
+        let mut per_fe: Vec<FrontendPart> = Vec::with_capacity(1);
         for (i, &id) in r.requests.iter().enumerate() {
             let fe = frontend_of(id);
             let k = match per_fe.iter().position(|x| x.fe == fe) {
                 Some(k) => k,
                 None => {
-                    per_fe.push(FrontendPart { fe, ..Default::default() });
+                    let n = r.requests.len() - i;
+                    per_fe.push(FrontendPart::with_room(fe, n, !r.solo.is_empty(), dropped.is_none()));
                     per_fe.len() - 1
                 }
             };
@@ -609,7 +628,7 @@ impl BackendRole {
             per_fe[k].seen.push(r.seen[i]);
             per_fe[k].solo.extend(r.solo.get(i));
             if dropped.is_none() {
-                per_fe[k].outputs.push(f32_tensor(le_bytes(&r.outputs[i])));
+                per_fe[k].outputs.push(pool::f32_tensor(&r.outputs[i]));
             }
         }
         let solo = |s: Vec<Nanos>| (!s.is_empty()).then_some(s);
@@ -662,6 +681,7 @@ mod tests {
     use baton_gpu::{ExecError, ModelInfo};
 
     use super::*;
+    use crate::roles::frontend::{f32_tensor, le_bytes};
 
     /// A device queue of depth 2 whose batches finish after `polls` polls
     /// each, in launch order; outputs are each input's sum.

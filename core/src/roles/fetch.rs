@@ -102,7 +102,7 @@ impl Fetcher {
     pub fn start(&mut self, backend: u32, plan: &fb::BatchPlan, out: &mut Vec<Envelope>) -> (Vec<u32>, Vec<u64>) {
         let requests = plan.requests.as_deref().unwrap_or(&[]);
         let at = plan.inputs.as_deref().unwrap_or(&[]);
-        let mut tcp: Vec<(u32, Vec<u64>)> = Vec::new();
+        let mut tcp: Vec<(u32, Vec<u64>)> = Vec::with_capacity(1);
         let mut reading = Vec::new();
         for (i, &id) in requests.iter().enumerate() {
             let fe = frontend_of(id);
@@ -112,10 +112,15 @@ impl Fetcher {
                     continue;
                 }
             }
-            match tcp.iter_mut().find(|(f, _)| *f == fe) {
-                Some((_, ids)) => ids.push(id),
-                None => tcp.push((fe, vec![id])),
-            }
+            let k = match tcp.iter().position(|(f, _)| *f == fe) {
+                Some(k) => k,
+                None => {
+                    // Room for the rest of the batch: most are one frontend's.
+                    tcp.push((fe, Vec::with_capacity(requests.len() - i)));
+                    tcp.len() - 1
+                }
+            };
+            tcp[k].1.push(id);
         }
         let awaiting = tcp.iter().map(|(fe, _)| *fe).collect();
         for (fe, ids) in tcp {

@@ -31,6 +31,7 @@
 //! frontend losing its scheduler does not answer them `Lost` at once (a
 //! backend may have read them): the grace does, if nothing else comes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use baton_net::rdma::{InputStore, Remote};
@@ -47,6 +48,7 @@ use super::request::ClientRequest;
 use super::reserve::Reserve;
 use super::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::models::{ModelEntry, ModelTable};
+use crate::pool;
 
 /// A client connection, as the runtime numbers them.
 pub type ConnId = u64;
@@ -281,8 +283,16 @@ impl Frontend {
             }
         };
         // Checked: exactly one tensor. Its bytes are held: an owned
-        // request's move, a frame's are copied once.
-        let input = req.input.map(|t| t.data.into_owned()).unwrap_or_default();
+        // request's move, a frame's are copied once, into a reused buffer.
+        let input = match req.input.map(|t| t.data) {
+            Some(Cow::Owned(v)) => v,
+            Some(Cow::Borrowed(b)) => {
+                let mut v = pool::bytes();
+                v.extend_from_slice(b);
+                v
+            }
+            None => Vec::new(),
+        };
         let deadline = now.saturating_add(req.slo_ns);
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
         self.stats.reserved_ns += reserved;
@@ -523,7 +533,11 @@ impl Frontend {
                 id: h.client_id,
                 status: fb::Status::Ok,
                 timing: Some(timing),
-                outputs: Some(output.into_iter().collect()),
+                outputs: Some({
+                    let mut list = pool::tensors();
+                    list.extend(output);
+                    list
+                }),
                 app: h.app,
                 subnet,
                 accuracy,

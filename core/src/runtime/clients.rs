@@ -375,6 +375,7 @@ impl Generator {
             }
             for (_, a) in answers.drain(..) {
                 self.answer(t, now, &a);
+                crate::pool::give_answer(a);
             }
             self.send(t, now, &mut fe, table, &mut out);
             if !out.is_empty() {

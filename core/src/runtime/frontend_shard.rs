@@ -45,6 +45,7 @@ use super::{Progress, IDLE};
 use crate::clock::Clock;
 use crate::metrics::Snapshot;
 use crate::models::ModelTable;
+use crate::pool;
 use crate::publish::Published;
 use crate::roles::backend::BackendStats;
 use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
@@ -145,8 +146,12 @@ impl Shard {
                     self.fe.orphan();
                 }
                 Some(c) if !c.closed.get() => {
-                    let id = a.id;
-                    if let Err(e) = c.send(&Message::InferResponse(a)) {
+                    let (id, m) = (a.id, Message::InferResponse(a));
+                    let sent = c.send(&m);
+                    if let Message::InferResponse(a) = m {
+                        pool::give_answer(a);
+                    }
+                    if let Err(e) = sent {
                         // The outputs do not fit a frame: the answer becomes an error.
                         let why = format!("the answer does not fit a frame: {e}");
                         let mut err = error_answer(fb::ErrorCode::Internal, why);

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use baton_core::runtime::clients::{run as clients, Load};
-use baton_core::runtime::{start, EngineConfig};
+use baton_core::runtime::{start, EngineConfig, EngineReport};
 use baton_perf::report::load_scenario;
 use baton_sched::Scenario;
 use baton_tools::load::{self, LoadConfig};
@@ -98,16 +98,22 @@ fn flag(name: &str) -> Option<String> {
     Some(args.get(i + 1).unwrap_or_else(|| panic!("{name} takes a value")).clone())
 }
 
-/// Allocations, bytes and requests answered over one run of `path`.
-type Counted = (u64, u64, u64);
+/// Allocations, bytes, requests answered and batches run over one run of
+/// a path.
+type Counted = (u64, u64, u64, u64);
 
-fn counted(run: impl FnOnce() -> u64) -> Counted {
+fn counted(run: impl FnOnce() -> (u64, u64)) -> Counted {
     let (calls, bytes) = (CALLS.load(Relaxed), BYTES.load(Relaxed));
-    let answered = run();
-    (CALLS.load(Relaxed) - calls, BYTES.load(Relaxed) - bytes, answered)
+    let (answered, batches) = run();
+    (CALLS.load(Relaxed) - calls, BYTES.load(Relaxed) - bytes, answered, batches)
 }
 
-fn serve(s: &Scenario, rate: f64, secs: f64) -> u64 {
+/// Requests answered and batches run, as the engine counted them.
+fn answered(r: &EngineReport) -> (u64, u64) {
+    (r.frontend.answered(), r.backends.iter().map(|b| b.batches).sum())
+}
+
+fn serve(s: &Scenario, rate: f64, secs: f64) -> (u64, u64) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let (server, generator) = load::split_cores().map_or((None, Vec::new()), |(s, g)| (Some(s), g));
     let cfg = EngineConfig { listen, plan_rate_rps: rate, cores: server, ..Default::default() };
@@ -121,14 +127,14 @@ fn serve(s: &Scenario, rate: f64, secs: f64) -> u64 {
     let r = load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"));
     let report = engine.shutdown();
     assert_eq!((r.unanswered, r.duplicates), (0, 0), "every request answered once");
-    report.frontend.answered()
+    answered(&report)
 }
 
-fn in_process(s: &Scenario, rate: f64, secs: f64) -> u64 {
+fn in_process(s: &Scenario, rate: f64, secs: f64) -> (u64, u64) {
     let load = Load { rate_rps: rate, warmup: Duration::ZERO, measure: Duration::from_secs_f64(secs), seed: s.seed };
     let o = clients(s, s.policy, &EngineConfig::default(), load).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((o.tally.unanswered, o.tally.duplicates), (0, 0), "every request answered once");
-    o.engine.frontend.answered()
+    answered(&o.engine)
 }
 
 fn main() {
@@ -140,15 +146,20 @@ fn main() {
     let rate: f64 = flag("--rate").map_or(100_000.0, |v| v.parse().expect("--rate takes a number"));
     let secs: f64 = flag("--secs").map_or(4.0, |v| v.parse().expect("--secs takes a number"));
     println!("{} / {} at {rate:.0} r/s, runs of {:.1} s and {secs:.1} s", s.name, s.policy.as_str(), secs / 4.0);
-    let paths: [(&str, fn(&Scenario, f64, f64) -> u64); 2] = [("serve", serve), ("clients", in_process)];
+    type Path = fn(&Scenario, f64, f64) -> (u64, u64);
+    let paths: [(&str, Path); 2] = [("serve", serve), ("clients", in_process)];
     for (name, path) in paths {
         let short = counted(|| path(&s, rate, secs / 4.0));
         let long = counted(|| path(&s, rate, secs));
-        let requests = long.2.saturating_sub(short.2).max(1) as f64;
+        let d = |f: fn(&Counted) -> u64| f(&long).saturating_sub(f(&short)).max(1) as f64;
+        let (calls, bytes, requests, batches) = (d(|c| c.0), d(|c| c.1), d(|c| c.2), d(|c| c.3));
         println!(
-            "  {name:<8} allocations per request {:.2}, bytes per request {:.0} ({} and {} allocations for {} and {} answers)",
-            long.0.saturating_sub(short.0) as f64 / requests,
-            long.1.saturating_sub(short.1) as f64 / requests,
+            "  {name:<8} allocations per request {:.2} (per batch {:.1}, {:.1} requests a batch), bytes per request {:.0} \
+             ({} and {} allocations for {} and {} answers)",
+            calls / requests,
+            calls / batches,
+            requests / batches,
+            bytes / requests,
             short.0,
             long.0,
             short.2,

@@ -1,0 +1,134 @@
+//! Buffers a shard reuses instead of allocating them per request. A
+//! request's bytes are made by one role and dropped by another: its input
+//! is copied out of the client's frame by the frontend and consumed by
+//! the backend that runs it; its output is written by the backend and
+//! dropped by the frontend's shard once the answer is encoded. Each side
+//! gives back what it is done with, and the other takes from here:
+//!
+//! ```text
+//! frontend admits    take bytes   (the input)          backend starts  give the input
+//! backend finishes   take bytes, dims (the output)     shard encodes   give the answer's
+//! frontend answers   take tensors (the answer's list)                  outputs and list
+//! ```
+//!
+//! The free lists are the calling thread's own (no lock, no atomic): a
+//! shard that hosts its backends (serve's default, one core) reuses every
+//! buffer, and after warm-up allocates none per request. Across shards a
+//! buffer given back on one thread serves the next taken there, so the
+//! lists of a shard that only gives fill to `MAX` and the rest are freed,
+//! as without a pool. A buffer keeps its capacity, not its contents.
+
+use std::cell::RefCell;
+
+use baton_wire::fb;
+
+/// Buffers kept per list at most: more than a shard has in flight between
+/// a take and its give (a round's answers, a batch's outputs).
+const MAX: usize = 4096;
+
+struct Free<T>(RefCell<Vec<Vec<T>>>);
+
+impl<T> Free<T> {
+    const fn new() -> Self {
+        Self(RefCell::new(Vec::new()))
+    }
+
+    fn take(&self) -> Vec<T> {
+        let v = self.0.borrow_mut().pop().unwrap_or_default();
+        debug_assert!(v.is_empty(), "a free buffer is empty");
+        v
+    }
+
+    fn give(&self, mut v: Vec<T>) {
+        if v.capacity() == 0 {
+            return;
+        }
+        v.clear();
+        let mut free = self.0.borrow_mut();
+        if free.len() < MAX {
+            free.push(v);
+        }
+    }
+}
+
+thread_local! {
+    static BYTES: Free<u8> = const { Free::new() };
+    static DIMS: Free<i64> = const { Free::new() };
+    static TENSORS: Free<fb::Tensor> = const { Free::new() };
+}
+
+/// An empty byte buffer, reused where one was given back.
+pub fn bytes() -> Vec<u8> {
+    BYTES.with(Free::take)
+}
+
+/// Gives back a byte buffer (its contents are dropped).
+pub fn give_bytes(v: Vec<u8>) {
+    BYTES.with(|f| f.give(v))
+}
+
+/// An empty tensor list, reused where one was given back.
+pub fn tensors() -> Vec<fb::Tensor> {
+    TENSORS.with(Free::take)
+}
+
+/// A one-dimensional F32 tensor of `xs`, little-endian, in reused buffers.
+pub fn f32_tensor(xs: &[f32]) -> fb::Tensor {
+    let mut data = bytes();
+    data.reserve(xs.len() * 4);
+    data.extend(xs.iter().flat_map(|x| x.to_le_bytes()));
+    let mut shape = DIMS.with(Free::take);
+    shape.push(xs.len() as i64);
+    fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(shape), data: Some(data) }
+}
+
+/// Gives back an answer's buffers once it is encoded (or read): its
+/// outputs' bytes and shapes, and their list.
+pub fn give_answer(a: fb::InferResponse) {
+    let Some(mut outputs) = a.outputs else { return };
+    for t in outputs.drain(..) {
+        if let Some(data) = t.data {
+            give_bytes(data);
+        }
+        if let Some(shape) = t.shape {
+            DIMS.with(|f| f.give(shape));
+        }
+    }
+    TENSORS.with(|f| f.give(outputs));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is given back is taken again, empty, on the same thread; a
+    /// buffer never allocated is not kept; another thread has lists of
+    /// its own.
+    #[test]
+    fn buffers_given_back_are_taken_again_empty_on_their_thread() {
+        let t = f32_tensor(&[1.0, 2.0]);
+        assert_eq!((t.shape.as_deref(), t.data.as_deref().map(<[u8]>::len)), (Some(&[2i64][..]), Some(8)));
+        let (data, shape) = (t.data.as_ref().unwrap().as_ptr(), t.shape.as_ref().unwrap().as_ptr());
+        let mut outputs = tensors();
+        outputs.push(t);
+        let list = outputs.as_ptr();
+        give_answer(fb::InferResponse { outputs: Some(outputs), ..Default::default() });
+        let again = f32_tensor(&[3.0]);
+        assert_eq!(again.data.as_ref().unwrap().as_ptr(), data, "the bytes are reused");
+        assert_eq!(again.shape.as_ref().unwrap().as_ptr(), shape, "the shape is reused");
+        assert_eq!(again.data.as_deref(), Some(&3f32.to_le_bytes()[..]), "nothing of the old contents");
+        let l = tensors();
+        assert!(l.is_empty() && l.as_ptr() == list, "the list is reused, empty");
+        give_bytes(Vec::new());
+        assert_eq!(bytes().capacity(), 0, "an unallocated buffer is not kept");
+        give_bytes(vec![1; 10]);
+        std::thread::spawn(|| assert_eq!(bytes().capacity(), 0, "another thread's lists")).join().unwrap();
+        assert!(bytes().capacity() >= 10);
+    }
+
+    #[test]
+    fn a_list_keeps_at_most_max_buffers() {
+        (0..MAX + 10).for_each(|_| give_bytes(Vec::with_capacity(1)));
+        assert_eq!(BYTES.with(|f| f.0.borrow().len()), MAX);
+    }
+}
