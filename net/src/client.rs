@@ -45,7 +45,13 @@ pub fn connect(addr: SocketAddr) -> io::Result<(Sender, Receiver)> {
 impl Sender {
     /// Queues `req`; refused, with nothing queued, if it does not fit a frame.
     pub fn queue(&mut self, req: fb::InferRequest) -> Result<(), FrameError> {
-        self.out.push(&Message::InferRequest(req))
+        self.queue_message(&Message::InferRequest(req))
+    }
+
+    /// Queues a message kept by the caller (a generator reusing one
+    /// request's buffers); refused as `queue` is.
+    pub fn queue_message(&mut self, m: &Message) -> Result<(), FrameError> {
+        self.out.push(m)
     }
 
     /// Writes everything queued in one write.

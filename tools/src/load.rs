@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use baton_core::runtime::clients::{client_request, Target};
+use baton_core::runtime::clients::{fill_request, Target};
 use baton_net::client::{self, Received, Receiver, Sender};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::{Nanos, NANOS_PER_S};
-use baton_wire::{fb, ReadError};
+use baton_wire::{fb, Message, ReadError};
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
@@ -436,6 +436,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             yield_to_the_server();
             let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
             let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
+            // One request, refilled for each: nothing allocated per request.
+            let mut msg = Message::InferRequest(fb::InferRequest::default());
             while next < n {
                 let now = shared.start.elapsed().as_nanos() as Nanos;
                 let due = shared.schedule[next].at;
@@ -462,9 +464,10 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                         ),
                         None => (Target::Model(&names[model]), shared.slo[model], p.work),
                     };
-                    let mut req = client_request(next as u64, target, slo, p.app, floats(model), first);
+                    let Message::InferRequest(req) = &mut msg else { unreachable!("made a request") };
+                    fill_request(req, next as u64, target, slo, p.app, floats(model), first);
                     req.path_ns = shared.path_ns.load(Ordering::Relaxed);
-                    senders[conn].queue(req).expect("a request fits a frame");
+                    senders[conn].queue_message(&msg).expect("a request fits a frame");
                     conn = (conn + 1) % senders.len();
                     next += 1;
                 }

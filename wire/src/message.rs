@@ -151,9 +151,16 @@ macro_rules! messages {
 
             fn payload<'b>(&self, b: &'b mut planus::Builder) -> &'b [u8] {
                 b.clear();
-                if let Message::InferResponse(m) = self {
-                    let root = write::infer_response(b, m);
-                    return b.finish(root, None);
+                match self {
+                    Message::InferRequest(m) => {
+                        let root = write::infer_request(b, m);
+                        return b.finish(root, None);
+                    }
+                    Message::InferResponse(m) => {
+                        let root = write::infer_response(b, m);
+                        return b.finish(root, None);
+                    }
+                    _ => {}
                 }
                 match self {
                     $(Message::$kind(m) => b.finish(m, None),)*
@@ -240,30 +247,32 @@ pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>
     Ok(())
 }
 
-/// Writers for the message a frontend sends once per request, its answer,
-/// that do not allocate: planus writes a vector from a slice through a
-/// temporary `Vec` of its prepared elements, two per answer (the outputs'
-/// list and a tensor's shape), where an array is written from the stack.
+/// Writers for the messages sent once per request, a client's request and
+/// its answer, that do not allocate: planus writes a vector from a slice
+/// through a temporary `Vec` of its prepared elements, two per message
+/// (the tensors' list and a tensor's shape), where an array is written
+/// from the stack.
 /// What they write reads back as the generated writer's does (the bytes
 /// differ only in alignment padding).
 mod write {
     use super::fb;
     use planus::{Builder, Offset};
 
+    /// Children are written in the generated writer's order (model, inputs,
+    /// app name, query).
+    pub fn infer_request(b: &mut Builder, m: &fb::InferRequest) -> Offset<fb::InferRequest> {
+        let model = m.model.as_deref().map(|s| b.create_string(s));
+        let inputs = m.inputs.as_deref().map(|ts| tensors(b, ts));
+        let app_name = m.app_name.as_deref().map(|s| b.create_string(s));
+        let query = m.query.as_deref().map(|s| b.create_string(s));
+        fb::InferRequest::create(b, m.id, model, m.slo_ns, m.app, inputs, app_name, query, m.path_ns)
+    }
+
     /// Children are written in the generated writer's order (message,
-    /// outputs, stage; a tensor's name, shape, data).
+    /// outputs, stage).
     pub fn infer_response(b: &mut Builder, m: &fb::InferResponse) -> Offset<fb::InferResponse> {
         let message = m.message.as_deref().map(|s| b.create_string(s));
-        let outputs = m.outputs.as_deref().map(|ts| match ts {
-            [t] => {
-                let t = tensor(b, t);
-                b.create_vector([t])
-            }
-            ts => {
-                let ts: Vec<_> = ts.iter().map(|t| tensor(b, t)).collect();
-                b.create_vector(ts.as_slice())
-            }
-        });
+        let outputs = m.outputs.as_deref().map(|ts| tensors(b, ts));
         let stage = m.stage.as_deref().map(|s| b.create_string(s));
         fb::InferResponse::create(
             b,
@@ -282,6 +291,20 @@ mod write {
         )
     }
 
+    fn tensors(b: &mut Builder, ts: &[fb::Tensor]) -> Offset<[Offset<fb::Tensor>]> {
+        match ts {
+            [t] => {
+                let t = tensor(b, t);
+                b.create_vector([t])
+            }
+            ts => {
+                let ts: Vec<_> = ts.iter().map(|t| tensor(b, t)).collect();
+                b.create_vector(ts.as_slice())
+            }
+        }
+    }
+
+    /// Children in the generated writer's order: name, shape, data.
     fn tensor(b: &mut Builder, t: &fb::Tensor) -> Offset<fb::Tensor> {
         let name = t.name.as_deref().map(|s| b.create_string(s));
         let shape = t.shape.as_deref().map(|s| match *s {
@@ -519,12 +542,22 @@ mod tests {
         fb::Tensor { name: None, dtype: fb::DType::U8, shape, data: Some((0..bytes).map(|i| i as u8).collect()) }
     }
 
-    /// The answer's writer writes what the generated writer does, whatever
-    /// the outputs: none, one of each rank it writes from the stack and
-    /// beyond, several, named, with the strings and timing set. Both read
-    /// back as the message, and as the same one in place.
+    /// The request's and the answer's writers write what the generated
+    /// writer does, whatever the tensors: none, one of each rank they write
+    /// from the stack and beyond, several, named, with every other field
+    /// set. Both read back as the same message, and decode to it.
     #[test]
-    fn the_answer_is_written_as_the_generated_writer_writes_it() {
+    fn requests_and_answers_are_written_as_the_generated_writer_writes_them() {
+        let request = fb::InferRequest {
+            id: 3,
+            model: Some("m".into()),
+            slo_ns: 5,
+            app: 2,
+            app_name: Some("a".into()),
+            query: Some("q".into()),
+            path_ns: 8,
+            ..Default::default()
+        };
         let full = fb::InferResponse {
             id: 7,
             status: fb::Status::Dropped,
@@ -548,6 +581,18 @@ mod tests {
             Some(vec![tensor(Some(vec![1]), 1), named, tensor(Some(vec![]), 1)]),
         ];
         for outputs in outputs {
+            for base in [fb::InferRequest::default(), request.clone()] {
+                let m = fb::InferRequest { inputs: outputs.clone(), ..base };
+                let generated = planus::Builder::new().finish(&m, None).to_vec();
+                let mut b = planus::Builder::new();
+                let root = write::infer_request(&mut b, &m);
+                let ours = b.finish(root, None);
+                let read =
+                    |bytes| fb::InferRequest::try_from(fb::InferRequestRef::read_as_root(bytes).unwrap()).unwrap();
+                assert_eq!(read(ours), read(&generated[..]), "{m:?}");
+                let frame = encode(&Message::InferRequest(m.clone())).expect("encodes");
+                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::InferRequest(m)));
+            }
             for base in [fb::InferResponse::default(), full.clone()] {
                 let m = fb::InferResponse { outputs: outputs.clone(), ..base };
                 let generated = planus::Builder::new().finish(&m, None).to_vec();

@@ -142,27 +142,49 @@ pub fn client_request(
     floats: usize,
     first: Option<f32>,
 ) -> fb::InferRequest {
-    let mut data = Vec::with_capacity(floats * 4);
-    input_bytes(&mut data, floats, first);
-    let (model, query) = match target {
-        Target::Model(m) => (Some(m.to_owned()), None),
-        Target::Query(q) => (None, Some(q.to_owned())),
+    let mut r = fb::InferRequest::default();
+    fill_request(&mut r, id, target, slo_ns, app, floats, first);
+    r
+}
+
+/// `r` becomes `client_request`'s request, in the buffers it has (a
+/// generator reusing one request allocates nothing per request once they
+/// have grown). Its `path_ns` is left as it is.
+pub fn fill_request(
+    r: &mut fb::InferRequest,
+    id: u64,
+    target: Target<'_>,
+    slo_ns: Nanos,
+    app: u32,
+    floats: usize,
+    first: Option<f32>,
+) {
+    let name = |s: &mut Option<String>, to: Option<&str>| match to {
+        Some(to) => {
+            let s = s.get_or_insert_default();
+            s.clear();
+            s.push_str(to);
+        }
+        None => *s = None,
     };
-    fb::InferRequest {
-        id,
-        model,
-        slo_ns,
-        app,
-        inputs: Some(vec![fb::Tensor {
-            name: None,
-            dtype: fb::DType::F32,
-            shape: Some(vec![floats as i64]),
-            data: Some(data),
-        }]),
-        app_name: None,
-        query,
-        path_ns: 0,
+    let (model, query) = match target {
+        Target::Model(m) => (Some(m), None),
+        Target::Query(q) => (None, Some(q)),
+    };
+    name(&mut r.model, model);
+    name(&mut r.query, query);
+    (r.id, r.slo_ns, r.app, r.app_name) = (id, slo_ns, app, None);
+    let inputs = r.inputs.get_or_insert_default();
+    inputs.truncate(1);
+    if inputs.is_empty() {
+        inputs.push(fb::Tensor::default());
     }
+    let t = &mut inputs[0];
+    (t.name, t.dtype) = (None, fb::DType::F32);
+    let shape = t.shape.get_or_insert_default();
+    shape.clear();
+    shape.push(floats as i64);
+    input_bytes(t.data.get_or_insert_default(), floats, first);
 }
 
 /// `buf` becomes the little-endian bytes of `floats` floats 0, 1, 2, ...
@@ -405,5 +427,24 @@ impl Generator {
         fe.drop_all(clock.now(), table, &mut answers);
         self.tally.unanswered = self.due.iter().filter(|d| d.counted && !d.answered).count() as u64;
         (self.tally, std::mem::take(&mut self.parts), fe.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request refilled for another target is the one made fresh for
+    /// it, in the buffers it had.
+    #[test]
+    fn a_refilled_request_is_the_fresh_one_in_the_same_buffers() {
+        let mut r = client_request(1, Target::Model("resnet"), 5, 2, 8, Some(3.0));
+        r.app_name = Some("an app".into());
+        let data = r.inputs.as_ref().unwrap()[0].data.as_ref().unwrap().as_ptr();
+        fill_request(&mut r, 2, Target::Query("q"), 7, 0, 4, None);
+        assert_eq!(r, client_request(2, Target::Query("q"), 7, 0, 4, None));
+        assert_eq!(r.inputs.as_ref().unwrap()[0].data.as_ref().unwrap().as_ptr(), data, "the input's buffer is kept");
+        fill_request(&mut r, 3, Target::Model("bert"), 9, 1, 8, Some(0.5));
+        assert_eq!(r, client_request(3, Target::Model("bert"), 9, 1, 8, Some(0.5)));
     }
 }
