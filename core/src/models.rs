@@ -5,6 +5,7 @@
 //! request through `publish::Published` (nothing republishes it yet: the
 //! engine serves a fixed set of models).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -144,6 +145,9 @@ pub struct ModelTable {
     /// The GPU partitions the backends run on, for a policy that splits
     /// GPUs (None: one backend per whole GPU).
     pub partitions: Option<Arc<Partitioned>>,
+    /// Models by name, for a client naming one (a hash and one compare,
+    /// where comparing every name cost a scan of the table per request).
+    by_name: HashMap<String, u32>,
 }
 
 /// A scenario the engine cannot serve (yet), with what is missing.
@@ -237,11 +241,13 @@ impl ModelTable {
             }
         }
         let queries = s.queries.iter().map(|q| QueryEntry { spec: q.clone(), joins: joins_of(q) }).collect();
-        s.models
-            .iter()
-            .map(|m| ModelEntry::new(&m.spec, served(&m.spec)?))
-            .collect::<Result<_, _>>()
-            .map(|models| Self { models, queries, prefixes: prefixes_of(s), partitions: None })
+        s.models.iter().map(|m| ModelEntry::new(&m.spec, served(&m.spec)?)).collect::<Result<_, _>>().map(
+            |models: Vec<ModelEntry>| {
+                // Backwards: a name given twice is the first's, as a scan finds.
+                let by_name = models.iter().enumerate().rev().map(|(i, m)| (m.name.clone(), i as u32)).collect();
+                Self { models, queries, prefixes: prefixes_of(s), partitions: None, by_name }
+            },
+        )
     }
 
     /// How many backends serve a cluster of `gpus` GPUs: one per GPU, or
@@ -260,7 +266,9 @@ impl ModelTable {
     }
 
     pub fn find(&self, name: &str) -> Option<u32> {
-        self.models.iter().position(|m| m.name == name).map(|i| i as u32)
+        let found = self.by_name.get(name).copied();
+        debug_assert_eq!(found, self.models.iter().position(|m| m.name == name).map(|i| i as u32));
+        found
     }
 
     /// Backend `backend`'s executor: built on the thread that will use it
