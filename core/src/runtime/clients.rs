@@ -277,6 +277,17 @@ impl Generator {
         let models = scenario.models.iter().map(|m| (m.spec.name.clone(), m.spec.slo));
         let targets: Vec<_> = models.chain(scenario.queries.iter().map(|q| (q.name.clone(), q.slo))).collect();
         let longest = targets.iter().map(|t| t.1).max().unwrap_or(0);
+        // Room for every measured answer's parts from the start: grown
+        // while requests are due, a list of millions moved in one turn
+        // (milliseconds: the heap's copy, as glibc's threshold for
+        // mapping large blocks rises after a run frees one) and stalled
+        // the generator it measures.
+        let measured = (load.rate_rps * load.measure.as_secs_f64() * 1.05) as usize + 1024;
+        let parts = Parts {
+            start_lag_us: Vec::with_capacity(measured),
+            completion_us: Vec::with_capacity(measured),
+            longest: Longest::default(),
+        };
         Self {
             arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
             models: scenario.models.len(),
@@ -285,10 +296,11 @@ impl Generator {
             warmup,
             end,
             drain: longest + 1_000_000_000,
-            due: VecDeque::new(),
+            // Those in flight: about the rate times the longest SLO.
+            due: VecDeque::with_capacity((load.rate_rps * longest as f64 / 1e9) as usize * 2 + 1024),
             base: 0,
             tally: Tally::default(),
-            parts: Parts::default(),
+            parts,
             input: Vec::new(),
         }
     }
