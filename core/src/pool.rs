@@ -17,37 +17,55 @@
 //! buffer given back on one thread serves the next taken there, so the
 //! lists of a shard that only gives fill to `MAX` and the rest are freed,
 //! as without a pool. A buffer keeps its capacity, not its contents.
+//!
+//! What a list keeps is bounded, in buffers and in bytes, and a large
+//! buffer is not kept at all (its allocation is the system's mapping,
+//! and copying its contents costs more than allocating it): a burst of
+//! large inputs leaves at most `MAX_BYTES` behind on a thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use baton_wire::fb;
 
 /// Buffers kept per list at most: more than a shard has in flight between
 /// a take and its give (a round's answers, a batch's outputs).
 const MAX: usize = 4096;
+/// Bytes of capacity kept per list at most.
+const MAX_BYTES: usize = 16 << 20;
+/// The largest buffer kept, in bytes of capacity.
+const MAX_BUFFER: usize = 64 << 10;
 
-struct Free<T>(RefCell<Vec<Vec<T>>>);
+struct Free<T> {
+    list: RefCell<Vec<Vec<T>>>,
+    /// Bytes of capacity in `list`.
+    kept: Cell<usize>,
+}
 
 impl<T> Free<T> {
     const fn new() -> Self {
-        Self(RefCell::new(Vec::new()))
+        Self { list: RefCell::new(Vec::new()), kept: Cell::new(0) }
+    }
+
+    fn bytes(v: &Vec<T>) -> usize {
+        v.capacity() * size_of::<T>()
     }
 
     fn take(&self) -> Vec<T> {
-        let v = self.0.borrow_mut().pop().unwrap_or_default();
+        let v = self.list.borrow_mut().pop().unwrap_or_default();
         debug_assert!(v.is_empty(), "a free buffer is empty");
+        self.kept.set(self.kept.get() - Self::bytes(&v));
         v
     }
 
     fn give(&self, mut v: Vec<T>) {
-        if v.capacity() == 0 {
+        let bytes = Self::bytes(&v);
+        let mut list = self.list.borrow_mut();
+        if bytes == 0 || bytes > MAX_BUFFER || list.len() == MAX || self.kept.get() + bytes > MAX_BYTES {
             return;
         }
         v.clear();
-        let mut free = self.0.borrow_mut();
-        if free.len() < MAX {
-            free.push(v);
-        }
+        list.push(v);
+        self.kept.set(self.kept.get() + bytes);
     }
 }
 
@@ -126,9 +144,19 @@ mod tests {
         assert!(bytes().capacity() >= 10);
     }
 
+    /// A list keeps at most `MAX` buffers and `MAX_BYTES` of them, and no
+    /// buffer larger than `MAX_BUFFER`; what it counts as kept follows
+    /// what it holds.
     #[test]
-    fn a_list_keeps_at_most_max_buffers() {
+    fn a_list_keeps_a_bounded_number_of_buffers_and_bytes() {
+        let held = || BYTES.with(|f| (f.list.borrow().len(), f.kept.get()));
+        give_bytes(Vec::with_capacity(MAX_BUFFER + 1));
+        assert_eq!(held(), (0, 0), "too large to keep");
         (0..MAX + 10).for_each(|_| give_bytes(Vec::with_capacity(1)));
-        assert_eq!(BYTES.with(|f| f.0.borrow().len()), MAX);
+        assert_eq!(held(), (MAX, MAX), "at most MAX buffers");
+        (0..MAX).for_each(|_| drop(bytes()));
+        assert_eq!(held(), (0, 0), "taken: no longer counted");
+        (0..MAX).for_each(|_| give_bytes(Vec::with_capacity(MAX_BUFFER)));
+        assert_eq!(held(), (MAX_BYTES / MAX_BUFFER, MAX_BYTES), "at most MAX_BYTES");
     }
 }

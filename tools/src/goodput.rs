@@ -70,7 +70,7 @@ mod tests {
         // Passes up to 1,234 r/s: found within 1% from a guess on either side.
         for guess in [500.0, 1_000.0, 3_000.0] {
             let (best, probes) = search_rate(guess, (1.1, 0.8), GOODPUT_TOLERANCE, 40, &mut |r| r <= 1_234.0);
-            assert!(best <= 1_234.0 && best >= 1_234.0 * 0.99, "{guess}: {best} after {probes:?}");
+            assert!((1_234.0 * 0.99..=1_234.0).contains(&best), "{guess}: {best} after {probes:?}");
         }
         let (best, probes) = search_rate(1_000.0, (1.1, 0.8), GOODPUT_TOLERANCE, 3, &mut |_| false);
         assert_eq!((best, probes.len()), (0.0, 3), "nothing passes: 0, within the probes allowed");
