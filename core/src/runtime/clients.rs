@@ -58,6 +58,8 @@ pub struct Tally {
     /// Answered ok after their SLO.
     pub late: u64,
     pub dropped: u64,
+    /// Of `dropped`, by reason (`fb::DropReason` as its index).
+    pub dropped_by: [u64; fb::DropReason::ENUM_VALUES.len()],
     pub errors: u64,
     /// Not answered by the end of the drain.
     pub unanswered: u64,
@@ -75,6 +77,11 @@ impl Tally {
 
     pub fn bad_rate(&self) -> f64 {
         self.bad() as f64 / self.sent.max(1) as f64
+    }
+
+    /// The reasons requests were dropped for, with their counts.
+    pub fn drops(&self) -> impl Iterator<Item = (fb::DropReason, u64)> + '_ {
+        fb::DropReason::ENUM_VALUES.into_iter().zip(self.dropped_by).filter(|&(_, n)| n > 0)
     }
 }
 
@@ -356,7 +363,10 @@ impl Generator {
             match a.status {
                 fb::Status::Ok if t - d.at <= d.slo => tally.ok += 1,
                 fb::Status::Ok => tally.late += 1,
-                fb::Status::Dropped => tally.dropped += 1,
+                fb::Status::Dropped => {
+                    tally.dropped += 1;
+                    tally.dropped_by[a.drop_reason as usize] += 1;
+                }
                 fb::Status::Error => tally.errors += 1,
             }
             if let (fb::Status::Ok, Some(tm)) = (a.status, &a.timing) {

@@ -24,8 +24,9 @@
 //! a fresh engine: W s of warm-up (default the file's) and S s measured
 //! (default the file's). Pin it with `taskset -c 0` for one core; the
 //! shards go round-robin over the cores it may use, and every line says
-//! which. Each line also gives the engine's time beyond its plan for the
-//! measured ok answers, p50/p99/max µs: start lag (batch start −
+//! which. Each line counts the drops by reason and gives the engine's
+//! time beyond its plan for the measured ok answers, p50/p99/max µs:
+//! start lag (batch start −
 //! `exec_at`) and completion (batch end − the clients hold the answer),
 //! and where the clients' loop stalled: the longest one of its turns
 //! spent in its own work, in the round of the shards it hosts, yielding
@@ -57,6 +58,8 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
         format!("{}/{}/{}", at(0.5), at(0.99), at(1.0))
     };
     let parts = format!("start lag {} completion {}", q(&mut p.start_lag_us), q(&mut p.completion_us));
+    let drops: Vec<String> = t.drops().map(|(why, n)| format!("{why:?} {n}")).collect();
+    let drops = if drops.is_empty() { String::new() } else { format!(": {}", drops.join(", ")) };
     let ms = |ns: u64| ns as f64 / 1e6;
     let (l, shards) = (p.longest, o.cores.len() > 1 && o.cores[1..].iter().all(|&c| c == o.cores[0]));
     let hosted = if shards { format!(", hosted shards {:.2}", ms(l.shards)) } else { String::new() };
@@ -67,7 +70,7 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
         ms(l.parked)
     );
     format!(
-        "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {})  \
+        "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {}{drops} errors {} unanswered {} duplicates {})  \
          generator behind at most {:.2} ms  us p50/p99/max: {parts}  {longest}  batches {}  cores {:?}",
         t.sent,
         t.bad_rate(),
