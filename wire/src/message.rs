@@ -580,30 +580,36 @@ mod tests {
             Some(vec![tensor(None, 3)]),
             Some(vec![tensor(Some(vec![1]), 1), named, tensor(Some(vec![]), 1)]),
         ];
-        for outputs in outputs {
-            for base in [fb::InferRequest::default(), request.clone()] {
-                let m = fb::InferRequest { inputs: outputs.clone(), ..base };
+        // Written both ways, read back the same; the frame decodes to `m`.
+        macro_rules! same {
+            ($m:expr, $kind:ident, $view:ident, $write:ident) => {{
+                let m = $m;
                 let generated = planus::Builder::new().finish(&m, None).to_vec();
                 let mut b = planus::Builder::new();
-                let root = write::infer_request(&mut b, &m);
+                let root = write::$write(&mut b, &m);
                 let ours = b.finish(root, None);
-                let read =
-                    |bytes| fb::InferRequest::try_from(fb::InferRequestRef::read_as_root(bytes).unwrap()).unwrap();
+                let read = |bytes| fb::$kind::try_from(fb::$view::read_as_root(bytes).unwrap()).unwrap();
                 assert_eq!(read(ours), read(&generated[..]), "{m:?}");
-                let frame = encode(&Message::InferRequest(m.clone())).expect("encodes");
-                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::InferRequest(m)));
+                let frame = encode(&Message::$kind(m.clone())).expect("encodes");
+                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::$kind(m)));
+            }};
+        }
+        for tensors in outputs {
+            for base in [fb::InferRequest::default(), request.clone()] {
+                same!(
+                    fb::InferRequest { inputs: tensors.clone(), ..base },
+                    InferRequest,
+                    InferRequestRef,
+                    infer_request
+                );
             }
             for base in [fb::InferResponse::default(), full.clone()] {
-                let m = fb::InferResponse { outputs: outputs.clone(), ..base };
-                let generated = planus::Builder::new().finish(&m, None).to_vec();
-                let mut b = planus::Builder::new();
-                let root = write::infer_response(&mut b, &m);
-                let ours = b.finish(root, None);
-                let read =
-                    |bytes| fb::InferResponse::try_from(fb::InferResponseRef::read_as_root(bytes).unwrap()).unwrap();
-                assert_eq!(read(ours), read(&generated[..]), "{m:?}");
-                let frame = encode(&Message::InferResponse(m.clone())).expect("encodes");
-                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::InferResponse(m)));
+                same!(
+                    fb::InferResponse { outputs: tensors.clone(), ..base },
+                    InferResponse,
+                    InferResponseRef,
+                    infer_response
+                );
             }
         }
     }

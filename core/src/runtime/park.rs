@@ -196,9 +196,10 @@ impl Rhythm {
             self.last_work = now;
         }
         if busy || now.saturating_sub(self.last_work) < self.poll {
-            match turn && self.sockets {
-                true => glommio::timer::sleep(REACTOR_TURN).await,
-                false => glommio::executor().yield_task_queue_now().await,
+            if turn && self.sockets {
+                glommio::timer::sleep(REACTOR_TURN).await;
+            } else {
+                glommio::executor().yield_task_queue_now().await;
             }
             return None;
         }
