@@ -111,6 +111,6 @@ impl Scheduler for Clipper {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 }

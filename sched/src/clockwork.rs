@@ -183,6 +183,6 @@ impl Scheduler for Clockwork {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 }

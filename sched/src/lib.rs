@@ -23,6 +23,7 @@ pub mod clipper;
 pub mod clockwork;
 pub mod dist;
 pub mod epoch;
+pub mod fifo;
 pub mod glet;
 pub mod handover;
 pub mod heap;

@@ -100,7 +100,7 @@ impl BatchQueue {
                 break;
             }
             dropped(h.id);
-            self.q.pop_front();
+            crate::fifo::pop_front(&mut self.q);
         }
     }
 
@@ -173,12 +173,14 @@ impl BatchQueue {
         for p in self.q.drain(..n) {
             dropped(p.id);
         }
+        crate::fifo::rewind(&mut self.q);
     }
 
     /// Removes the first `b` requests and appends their ids to `into`.
     pub fn pop_batch(&mut self, b: u32, into: &mut Vec<RequestId>) {
         assert!(b as usize <= self.q.len(), "pop_batch({b}) of {}", self.q.len());
         into.extend(self.q.drain(..b as usize).map(|p| p.id));
+        crate::fifo::rewind(&mut self.q);
     }
 
     /// Removes everything (used when a model loses its last backend).

@@ -213,6 +213,6 @@ impl Scheduler for SuperServe {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 }

@@ -11,11 +11,10 @@
 //! the answer's timing, the second for the policy's completion record
 //! (Orloj learns per app).
 
-use std::collections::HashMap;
-
 use baton_sched::time::Nanos;
 use baton_sched::types::{AppId, BatchPlan, DropReason, Output, Request, RequestId};
 use baton_wire::{fb, Limits, Message};
+use rustc_hash::FxHashMap;
 
 use super::{frontend_of, Addr, Envelope};
 use crate::models::ModelTable;
@@ -79,7 +78,7 @@ pub struct Decisions {
     /// When the scheduler saw each request it holds (for its answer's
     /// timing), its app and its model (a prefix batch's heads); an entry
     /// leaves with the request's dispatch or drop.
-    seen: HashMap<u64, Seen>,
+    seen: FxHashMap<u64, Seen>,
     pub batches: u64,
     pub dropped: u64,
     pub relayouts: u64,
@@ -92,7 +91,7 @@ impl Decisions {
     /// Batch ids start at `first_batch`.
     pub fn new(table: ModelTable, first_batch: u64) -> Self {
         assert!(table.models.iter().all(|m| !m.latency.is_empty()), "every model has l(1)");
-        let (drops, seen) = (Vec::new(), HashMap::new());
+        let (drops, seen) = (Vec::new(), FxHashMap::default());
         let (batches, dropped, relayouts) = (0, 0, 0);
         Self { table, next_batch: first_batch, drops, seen, batches, dropped, relayouts, keep_deadlines: false }
     }

@@ -30,7 +30,7 @@
 //! engine cannot carry out as decided (a prefix batch outside the table's
 //! groups) is refused, not changed (`decisions::Refused`).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use baton_sched::time::Nanos;
 use baton_sched::types::{AppId, BackendId, BatchDone, BatchPlan, Completed, Scheduler};
@@ -74,7 +74,7 @@ pub struct SchedulerRole {
     decisions: Decisions,
     /// Batches sent and not yet done, by batch id, with their members' apps
     /// and deadlines.
-    inflight: HashMap<u64, (BatchPlan, Vec<AppId>, Vec<Nanos>)>,
+    inflight: FxHashMap<u64, (BatchPlan, Vec<AppId>, Vec<Nanos>)>,
     completed: Vec<Completed>,
     silence: Nanos,
     /// When batches in flight are next looked over for silent backends.
@@ -108,7 +108,7 @@ impl SchedulerRole {
             policy,
             backends,
             decisions: Decisions::new(table, 0),
-            inflight: HashMap::new(),
+            inflight: FxHashMap::default(),
             completed: Vec::new(),
             silence: SILENCE,
             next_sweep: 0,

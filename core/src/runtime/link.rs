@@ -130,7 +130,7 @@ impl Link {
         match self {
             Link::Ring(Ring { links, layout, bells }) => {
                 let mut sent_to = 0u64;
-                while let Some(m) = q.pop_front() {
+                while let Some(m) = baton_sched::fifo::pop_front(q) {
                     let to = layout.shard_for(&m);
                     match links.send(to, m) {
                         Ok(()) => sent_to |= 1 << to.min(63),

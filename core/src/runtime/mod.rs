@@ -211,7 +211,7 @@ impl Default for EngineConfig {
             max_unread: 64 << 20,
             max_peer_unread: 256 << 20,
             jitter: 0.0,
-            ring_capacity: 1 << 16,
+            ring_capacity: 1 << 12,
             plan_rate_rps: 0.0,
             model_shards: 0,
             frontend_shards: 1,

@@ -544,7 +544,7 @@ impl Scheduler for Nexus {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 
     fn partitions(&self) -> Option<Vec<Partition>> {

@@ -540,7 +540,7 @@ impl Scheduler for Orloj {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 }
 

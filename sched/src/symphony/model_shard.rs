@@ -140,7 +140,7 @@ impl ModelShard {
     }
 
     pub fn poll_output(&mut self) -> Option<ShardOutput> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 
     fn on_grant(&mut self, now: Nanos, l: usize, backend: BackendId, free_at: Nanos) {

@@ -158,7 +158,7 @@ impl RankShard {
     }
 
     pub fn poll_output(&mut self) -> Option<ToModel> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 
     fn on_model_timer(&mut self, m: usize) {

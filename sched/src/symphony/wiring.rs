@@ -92,7 +92,7 @@ impl Scheduler for Symphony {
                     break;
                 }
                 progressed = true;
-                match self.mailbox.pop_front().map(|(_, e)| e) {
+                match crate::fifo::pop_front(&mut self.mailbox).map(|(_, e)| e) {
                     Some(Envelope::ToRank(m)) => {
                         self.rank.on_message(m);
                         self.collect_rank(now);
@@ -133,6 +133,6 @@ impl Scheduler for Symphony {
     }
 
     fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        crate::fifo::pop_front(&mut self.out)
     }
 }
