@@ -30,7 +30,7 @@ impl Scheduler {
                 true
             }
             Scheduler::Split(parts) => {
-                pump(parts, now, ShardMsg::Env(Envelope { to: Addr::Scheduler(0), msg }), out) == 0
+                pump(parts, now, ShardMsg::env(Envelope { to: Addr::Scheduler(0), msg }), out) == 0
             }
         }
     }

@@ -341,7 +341,7 @@ impl Generator {
             input_bytes(&mut self.input, floats, first);
             let admitted = fe.admit_to_scheduler(now, 0, borrowed_request(id, target, left, app, &self.input), table);
             match admitted {
-                Ok(meta) => out.push_back(ShardMsg::Env(meta)),
+                Ok(meta) => out.push_back(ShardMsg::env(meta)),
                 Err(e) => self.answer(t, now, &e),
             }
         }
@@ -413,8 +413,8 @@ impl Generator {
             link.poll(&mut incoming);
             let mut busy = !incoming.is_empty();
             for m in incoming.drain(..) {
-                if let ShardMsg::Env(e) = m {
-                    fe.on_message(now, e.msg, table, &mut answers, |e| out.push_back(ShardMsg::Env(e)));
+                if let Ok(e) = m.into_envelope() {
+                    fe.on_message(now, e.msg, table, &mut answers, |e| out.push_back(ShardMsg::env(e)));
                 }
             }
             for (_, a) in answers.drain(..) {

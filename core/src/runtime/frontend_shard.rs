@@ -180,7 +180,7 @@ impl Shard {
                 };
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
                 match admitted {
-                    Ok(meta) => self.outbound.push_back(ShardMsg::Env(meta)),
+                    Ok(meta) => self.outbound.push_back(ShardMsg::env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
@@ -242,7 +242,7 @@ impl Shard {
                         let g = self.gateway.as_mut().expect("asks come from the gateway");
                         let earlier = g.replies.insert(id, reply);
                         debug_assert!(earlier.is_none(), "the door numbers requests once");
-                        self.outbound.push_back(ShardMsg::Env(meta));
+                        self.outbound.push_back(ShardMsg::env(meta));
                     }
                     Err(e) => {
                         let _ = reply.send(*e);
@@ -331,7 +331,7 @@ impl Shard {
     fn on_envelope(&mut self, now: Nanos, e: Envelope, answers: &mut Vec<Answer>) {
         let s = &mut *self;
         let out = &mut s.outbound;
-        let send = |e| out.push_back(ShardMsg::Env(e));
+        let send = |e| out.push_back(ShardMsg::env(e));
         if !s.table.read(|t| s.fe.on_message(now, e.msg, t, answers, send)) {
             s.bad_frames += 1;
         }
@@ -470,12 +470,12 @@ pub async fn run(
             // One clock read per round: what it polled had arrived by then.
             let now = s.clock.now();
             for m in incoming.drain(..) {
-                match m {
-                    ShardMsg::Env(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
-                    ShardMsg::Env(e) => s.on_envelope(now, e, &mut answers),
-                    ShardMsg::Peer { peer, up } => s.on_peer(peer, up, &mut answers),
+                match m.into_envelope() {
+                    Ok(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
+                    Ok(e) => s.on_envelope(now, e, &mut answers),
+                    Err(ShardMsg::Peer { peer, up }) => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.
-                    ShardMsg::Rank(_) | ShardMsg::Model(_) => s.bad_frames += 1,
+                    Err(_) => s.bad_frames += 1,
                 }
             }
             busy |= s.on_asks(&mut answers);

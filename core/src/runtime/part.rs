@@ -148,6 +148,7 @@ impl Part for Nothing {
 impl Part for SchedulerRole {
     fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
         match m {
+            ShardMsg::Meta { meta, .. } => self.on_message(now, Message::RequestMeta(meta), &mut caused.env),
             ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => self.on_message(now, e.msg, &mut caused.env),
             m => return Some(m),
         }
@@ -169,18 +170,21 @@ impl Part for SchedulerRole {
 
 impl Part for RankRole {
     fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
-        match m {
-            ShardMsg::Rank(m) => self.on_message(m, &mut caused.model),
-            ShardMsg::Env(Envelope { to: Addr::Scheduler(_), msg: Message::BatchDone(d) }) => {
-                self.on_batch_done(now, &d, &mut caused.model);
+        let (to, msg) = match m {
+            ShardMsg::Rank(m) => {
+                self.on_message(m, &mut caused.model);
+                return None;
             }
+            ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => (e.to, e.msg),
+            m => return Some(m),
+        };
+        match msg {
+            Message::BatchDone(d) => self.on_batch_done(now, &d, &mut caused.model),
             // The rank shard owns backend availability: a failed backend is
             // never granted again until it is back (its batches' requests
             // are answered by their frontends: `Lost` past the grace); a
             // leaving one neither, and is told so after its last plan.
-            ShardMsg::Env(Envelope { to: Addr::Scheduler(_), msg: Message::BackendStatus(s) })
-                if self.has(s.backend) =>
-            {
+            Message::BackendStatus(s) if self.has(s.backend) => {
                 let backend = baton_sched::types::BackendId(s.backend);
                 let m = match (s.healthy, s.leaving) {
                     (true, false) => ToRank::BackendJoined { backend, at: now },
@@ -192,7 +196,7 @@ impl Part for RankRole {
                 };
                 self.on_message(m, &mut caused.model);
             }
-            m => return Some(m),
+            msg => return Some(ShardMsg::env(Envelope { to, msg })),
         }
         None
     }
@@ -216,8 +220,8 @@ impl Part for ModelShardRole {
             ShardMsg::Model(m) if self.owns(model_of(&m).0) => {
                 self.on_message(now, m, &mut caused.env, &mut caused.rank);
             }
-            ShardMsg::Env(Envelope { to: Addr::Scheduler(_), msg: Message::RequestMeta(r) }) if self.owns(r.model) => {
-                self.on_request(now, r, &mut caused.env, &mut caused.rank);
+            ShardMsg::Meta { meta, .. } if self.owns(meta.model) => {
+                self.on_request(now, meta, &mut caused.env, &mut caused.rank);
             }
             m => return Some(m),
         }
@@ -253,7 +257,7 @@ mod tests {
         let mut rank = RankRole::new(&s.cluster);
         let status = |healthy| {
             let st = fb::BackendStatus { backend: 0, healthy, ..Default::default() };
-            ShardMsg::Env(Envelope { to: Addr::Scheduler(0), msg: Message::BackendStatus(st) })
+            ShardMsg::env(Envelope { to: Addr::Scheduler(0), msg: Message::BackendStatus(st) })
         };
         let mut caused = Caused::default();
         assert!(rank.take(0, status(false), &mut caused).is_none(), "the rank shard takes it");

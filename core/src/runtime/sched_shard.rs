@@ -32,7 +32,7 @@ use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::backend::{BackendRole, BackendStats};
 use crate::roles::scheduler::SchedulerStats;
-use crate::roles::{Addr, Envelope};
+use crate::roles::Addr;
 
 /// How often, at most, a shard sends its totals to frontends in other
 /// processes.
@@ -177,11 +177,14 @@ impl State {
                     }
                     Addr::Backend(_) => {}
                 }
-                queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
+                queue.extend(caused.env.drain(..).rev().map(ShardMsg::env));
                 continue;
             }
             let backend = match &m {
-                ShardMsg::Env(Envelope { to: Addr::Backend(b), .. }) => self.local(*b),
+                ShardMsg::Env(e) => match e.to {
+                    Addr::Backend(b) => self.local(b),
+                    _ => None,
+                },
                 _ => None,
             };
             match (backend, m) {
@@ -198,7 +201,7 @@ impl State {
             // ones (the queue is a stack: push in reverse).
             queue.extend(caused.model.drain(..).rev().map(ShardMsg::Model));
             queue.extend(caused.rank.drain(..).rev().map(ShardMsg::Rank));
-            queue.extend(caused.env.drain(..).rev().map(ShardMsg::Env));
+            queue.extend(caused.env.drain(..).rev().map(ShardMsg::env));
         }
         (self.queue, self.caused) = (queue, caused);
     }
@@ -219,7 +222,7 @@ impl State {
         due.clear();
         self.due = due;
         let Caused { env, rank, model } = caused;
-        let caused = env.into_iter().map(ShardMsg::Env);
+        let caused = env.into_iter().map(ShardMsg::env);
         for m in caused.chain(rank.into_iter().map(ShardMsg::Rank)).chain(model.into_iter().map(ShardMsg::Model)) {
             self.deliver(now, m);
         }
@@ -234,7 +237,7 @@ impl State {
             self.alarms.touch(i + 1);
         }
         for e in out {
-            self.deliver(now, ShardMsg::Env(e));
+            self.deliver(now, ShardMsg::env(e));
         }
     }
 
@@ -260,7 +263,7 @@ impl State {
             self.alarms.touch(i + 1);
         }
         for e in out {
-            self.deliver(now, ShardMsg::Env(e));
+            self.deliver(now, ShardMsg::env(e));
         }
     }
 
