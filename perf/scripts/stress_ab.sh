@@ -3,6 +3,7 @@
 # on one core (taskset -c 0): old then new at each rate, REPS (default 2)
 # times, each a fresh engine with SECS s measured after WARM s:
 #   perf/scripts/stress_ab.sh OLD_STRESS NEW_STRESS FILE SECS WARM RATE...
+# ARGS="--gpus 4000" passes more options to both (unquoted, split on spaces).
 # Build an older harness in a worktree (engine_ab.sh says how, with
 # `--bin stress`). Run on an otherwise idle machine.
 set -euo pipefail
@@ -13,7 +14,7 @@ for rate in "$@"; do
   for rep in $(seq "${REPS:-2}"); do
     for side in old new; do
       bin=$old; [ "$side" = new ] && bin=$new
-      line=$(taskset -c 0 "$bin" "$file" --rates "$rate" --secs "$secs" --warmup "$warm" 2>/dev/null | grep 'rate ')
+      line=$(taskset -c 0 "$bin" "$file" --rates "$rate" --secs "$secs" --warmup "$warm" ${ARGS:-} 2>/dev/null | grep 'rate ')
       echo "$side rep $rep: $(sed -E 's/ +baton sim bad [0-9.]+//; s/  longest.*batches/  batches/' <<< "$line")"
     done
   done
