@@ -16,6 +16,10 @@ use crate::framing::{FrameBuf, Outbox};
 pub struct Sender {
     stream: TcpStream,
     out: Outbox,
+    /// Bytes taken from `out` that a non-blocking write left (`flush_some`),
+    /// and how many of them went.
+    writing: Vec<u8>,
+    written: usize,
 }
 
 /// The receiving half.
@@ -39,7 +43,8 @@ pub fn connect(addr: SocketAddr) -> io::Result<(Sender, Receiver)> {
     let stream = TcpStream::connect(addr)?;
     stream.set_nodelay(true)?;
     let reader = stream.try_clone()?;
-    Ok((Sender { stream, out: Outbox::default() }, Receiver { stream: reader, buf: FrameBuf::default() }))
+    let tx = Sender { stream, out: Outbox::default(), writing: Vec::new(), written: 0 };
+    Ok((tx, Receiver { stream: reader, buf: FrameBuf::default() }))
 }
 
 impl Sender {
@@ -56,15 +61,46 @@ impl Sender {
 
     /// Writes everything queued in one write.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.stream.write_all(&self.writing[self.written..])?;
+        self.written = self.writing.len();
         let bytes = self.out.take();
         self.stream.write_all(&bytes)?;
         self.out.recycle(bytes);
         Ok(())
     }
 
+    /// Writes what the socket takes now, in order, without waiting (after
+    /// `set_nonblocking(true)`); the rest stays queued for the next call.
+    /// Ok(true) once nothing is left.
+    pub fn flush_some(&mut self) -> io::Result<bool> {
+        loop {
+            if self.written == self.writing.len() {
+                if self.out.is_empty() {
+                    return Ok(true);
+                }
+                let done = std::mem::replace(&mut self.writing, self.out.take());
+                self.out.recycle(done);
+                self.written = 0;
+            }
+            match self.stream.write(&self.writing[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(k) => self.written += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether reads and writes on the connection (both halves) return
+    /// `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.stream.set_nonblocking(on)
+    }
+
     /// Requests bytes queued and not written yet.
     pub fn queued_bytes(&self) -> usize {
-        self.out.len_bytes()
+        self.out.len_bytes() + self.writing.len() - self.written
     }
 
     /// Closes both directions: the receiving half's blocked read returns.
@@ -73,9 +109,16 @@ impl Sender {
     }
 }
 
+impl std::os::fd::AsRawFd for Sender {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
+}
+
 impl Receiver {
-    /// Reads what has arrived, blocking until something has, and hands each
-    /// frame to `each`. Ok(false) once the server closed the connection.
+    /// Reads what has arrived, blocking until something has (`WouldBlock`
+    /// instead on a non-blocking connection), and hands each frame to
+    /// `each`. Ok(false) once the server closed the connection.
     pub fn read(&mut self, mut each: impl FnMut(Received<'_>)) -> io::Result<bool> {
         let n = self.stream.read(self.buf.spare())?;
         if n == 0 {
@@ -132,5 +175,64 @@ impl Client {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn request(id: u64) -> fb::InferRequest {
+        let data = Some(vec![0u8; 1024]);
+        let input = vec![fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![256]), data }];
+        fb::InferRequest { id, inputs: Some(input), ..Default::default() }
+    }
+
+    /// A peer that does not read fills the socket: `flush_some` keeps what
+    /// did not go, and once the peer reads, everything arrives once, in
+    /// the order it was queued.
+    #[test]
+    fn a_non_blocking_flush_keeps_what_the_socket_did_not_take() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (mut tx, _rx) = connect(listener.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        tx.set_nonblocking(true).unwrap();
+        let mut queued = 0u64;
+        loop {
+            for _ in 0..64 {
+                tx.queue(request(queued)).unwrap();
+                queued += 1;
+            }
+            if !tx.flush_some().unwrap() {
+                break;
+            }
+            assert!(queued < 1_000_000, "the socket never filled");
+        }
+        assert!(tx.queued_bytes() > 0, "a refused write leaves its bytes queued");
+        for _ in 0..10 {
+            tx.queue(request(queued)).unwrap();
+            queued += 1;
+        }
+        let reading = std::thread::spawn(move || {
+            let (mut buf, mut ids) = (FrameBuf::default(), Vec::new());
+            while (ids.len() as u64) < queued {
+                let n = peer.read(buf.spare()).unwrap();
+                assert!(n > 0, "closed after {} requests", ids.len());
+                buf.filled(n);
+                while let Some(frame) = buf.next_view().unwrap() {
+                    match frame.unwrap() {
+                        View::InferRequest(r) => ids.push(r.id().unwrap()),
+                        other => panic!("not a request: {other:?}"),
+                    }
+                }
+            }
+            ids
+        });
+        while !tx.flush_some().unwrap() {
+            std::thread::yield_now();
+        }
+        assert_eq!(tx.queued_bytes(), 0);
+        assert_eq!(reading.join().unwrap(), (0..queued).collect::<Vec<_>>(), "each once, in order");
     }
 }

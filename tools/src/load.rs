@@ -16,15 +16,16 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use baton_core::runtime::clients::{fill_request, Target};
-use baton_net::client::{self, Received, Receiver, Sender};
+use baton_net::client::{self, Receiver, Sender};
 use baton_sched::scenario::Scenario;
 use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::{Nanos, NANOS_PER_S};
-use baton_wire::{fb, Message, ReadError};
+use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
+
+mod drive;
 use baton_core::roles::reserve::P99Window;
 
 /// How early a request may go out with an earlier one (one OS sleep's slop).
@@ -189,6 +190,8 @@ pub fn schedule(scenario: &Scenario, rate_rps: f64, length: Duration) -> Result<
 
 #[derive(Default)]
 struct Tally {
+    /// Requests answered (the first answer to each, warm-up included).
+    firsts: u64,
     ok: u64,
     late: u64,
     dropped: u64,
@@ -277,26 +280,6 @@ fn yield_to_the_server() {
     }
 }
 
-fn reader(mut rx: Receiver, shared: Arc<Shared>, mut t: Tally) -> Tally {
-    yield_to_the_server();
-    loop {
-        // One clock read per socket read: every answer it brought had
-        // arrived by then. Answers are read in place; one whose fields do
-        // not read (never from a sound server) is not counted, so its
-        // request ends the run `unanswered`.
-        let mut now = None;
-        let read = rx.read(|r| {
-            if let Received::Answer(a) = r {
-                let now = *now.get_or_insert_with(|| shared.start.elapsed().as_nanos() as Nanos);
-                let _ = t.answer(&shared, now, a);
-            }
-        });
-        if !matches!(read, Ok(true)) {
-            return t;
-        }
-    }
-}
-
 impl Tally {
     /// Counts answer `r`, read at `now`. Its fields are read first: an
     /// answer one of whose fields does not read is not counted at all.
@@ -312,6 +295,7 @@ impl Tally {
             return Ok(());
         }
         shared.answers.fetch_add(1, Ordering::Relaxed);
+        self.firsts += 1;
         if let Some(tm) = &timing {
             // Round trip less the server's part: exact on each clock.
             let round_trip = now.saturating_sub(shared.sent[id].load(Ordering::Relaxed));
@@ -399,127 +383,86 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     }
     let to = |i: usize| cfg.targets[i % cfg.targets.len()];
     let halves = (0..cfg.connections.max(1)).map(|i| client::connect(to(i))).collect::<Result<Vec<_>, _>>();
-    let (mut senders, receivers): (Vec<Sender>, Vec<Receiver>) =
-        halves.map_err(LoadError::Connect)?.into_iter().unzip();
+    let (senders, receivers): (Vec<Sender>, Vec<Receiver>) = halves.map_err(LoadError::Connect)?.into_iter().unzip();
     let n = schedule.len();
+    // Everything a run writes per request is made before the clock starts
+    // (faulting in tens of megabytes after it sent the first requests
+    // 20 ms late), and each generator thread's room for every answer it
+    // may read too: a list of millions grown while answers arrive moves
+    // (or faults in) megabytes in one turn.
+    let sent: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let answered: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
+    let threads = cfg.cores.len().clamp(1, senders.len());
+    let mut tallies: Vec<Tally> = (0..threads)
+        .map(|_| {
+            let mut t = Tally { latency_us: Vec::with_capacity(n.div_ceil(threads) + 1024), ..Tally::default() };
+            prefault(&mut t.latency_us);
+            t
+        })
+        .collect();
     let start_unix_ns =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let shared = Arc::new(Shared {
         start: Instant::now(),
         start_unix_ns,
-        sent: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        sent,
         schedule,
         models: scenario.models.len(),
         warmup,
         path: Mutex::new(P99Window::default()),
         path_ns: AtomicU64::new(0),
         slo,
-        answered: (0..n).map(|_| AtomicU8::new(0)).collect(),
+        answered,
         answers: AtomicU64::new(0),
     });
-    let cores: Arc<[usize]> = cfg.cores.clone().into();
-    let pin = move |i: usize| {
-        if !cores.is_empty() {
-            core_affinity::set_for_current(core_affinity::CoreId { id: cores[i % cores.len()] });
-        }
-    };
-    // Each reader's room for every answer its connection may bring, made
-    // before the first request goes: a list of millions grown while
-    // answers arrive moves (or faults in) megabytes in one turn, a stall
-    // of the reader on the sender's core.
-    let room = n.div_ceil(receivers.len()) + 1024;
-    let readers: Vec<_> = receivers
-        .into_iter()
-        .enumerate()
-        .map(|(i, rx)| {
-            let (shared, pin) = (Arc::clone(&shared), pin.clone());
-            let mut tally = Tally { latency_us: Vec::with_capacity(room), ..Tally::default() };
-            prefault(&mut tally.latency_us);
-            std::thread::spawn(move || {
-                pin(i + 1);
-                reader(rx, shared, tally)
-            })
-        })
-        .collect();
-    // Send each request at its time, all due ones in one write per
-    // connection, from a thread of its own pinned and reniced there: the
-    // caller's thread (a harness that starts engines between runs, which
-    // inherit its priority and cores) keeps its own.
-    let max_lag = std::thread::scope(|scope| {
-        let sending = scope.spawn(|| -> Result<u64, LoadError> {
-            pin(0);
-            yield_to_the_server();
-            let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
-            let (mut next, mut conn, mut max_lag, mut last_report) = (0usize, 0usize, 0u64, 0u64);
-            // One request, refilled for each: nothing allocated per request.
-            let mut msg = Message::InferRequest(fb::InferRequest::default());
-            while next < n {
-                let now = shared.start.elapsed().as_nanos() as Nanos;
-                let due = shared.schedule[next].at;
-                // Sleep to the next arrival; never spin — on a small machine the
-                // generator would take a core from the server it measures. Requests
-                // due within `EARLY` go out together (latency still counts from their
-                // scheduled time).
-                if due > now + EARLY {
-                    std::thread::sleep(Duration::from_nanos(due - now - EARLY));
-                    continue;
-                }
-                max_lag = max_lag.max(now.saturating_sub(due));
-                let first = next;
-                while next < n && shared.schedule[next].at <= now + EARLY {
-                    let p = shared.schedule[next];
-                    let model = p.model as usize;
-                    // A query's input differs from query to query: what its stages
-                    // spawn depends on what they compute from it.
-                    let (target, slo, first) = match p.query {
-                        Some(q) => (
-                            Target::Query(&queries[q as usize]),
-                            shared.slo[names.len() + q as usize],
-                            Some(next as f32),
-                        ),
-                        None => (Target::Model(&names[model]), shared.slo[model], p.work),
-                    };
-                    let Message::InferRequest(req) = &mut msg else { unreachable!("made a request") };
-                    fill_request(req, next as u64, target, slo, p.app, floats(model), first);
-                    req.path_ns = shared.path_ns.load(Ordering::Relaxed);
-                    senders[conn].queue_message(&msg).expect("a request fits a frame");
-                    conn = (conn + 1) % senders.len();
-                    next += 1;
-                }
-                let sent = shared.start.elapsed().as_nanos() as Nanos;
-                for i in first..next {
-                    shared.sent[i].store(sent, Ordering::Relaxed);
-                }
-                for s in senders.iter_mut().filter(|s| s.queued_bytes() > 0) {
-                    s.flush().map_err(LoadError::Send)?;
-                }
-                if cfg.progress && now / 1_000_000_000 > last_report {
-                    last_report = now / 1_000_000_000;
-                    eprint!(
-                        "\r{:>4} s  sent {next:>9}  answered {:>9}",
-                        last_report,
-                        shared.answers.load(Ordering::Relaxed)
-                    );
-                }
-            }
-            Ok(max_lag)
-        });
-        sending.join().expect("the sender does not panic")
-    })?;
-    let sent_at = shared.start.elapsed();
-    let deadline = sent_at + cfg.drain + Duration::from_nanos(max_slo);
-    while (shared.answers.load(Ordering::Relaxed) as usize) < n && shared.start.elapsed() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
+    // Threads: one per generator core, at most one per connection; each
+    // drives its connections in one loop (`drive.rs`), from a thread of
+    // its own pinned and reniced there: the caller's thread (a harness
+    // that starts engines between runs, which inherit its priority and
+    // cores) keeps its own.
+    let mut shares: Vec<Vec<drive::Conn>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, (tx, rx)) in senders.into_iter().zip(receivers).enumerate() {
+        shares[i % threads].push(drive::Conn::new(i, tx, rx).map_err(LoadError::Connect)?);
     }
+    let floats = |m: usize| cfg.input_floats.get(m).or(cfg.input_floats.last()).copied().unwrap_or(0);
+    let plan = drive::Plan {
+        names: &names,
+        queries: &queries,
+        floats: &floats,
+        connections: cfg.connections.max(1),
+        drain: cfg.drain + Duration::from_nanos(max_slo),
+        progress: cfg.progress,
+    };
+    let (plan, shared_ref) = (&plan, &*shared);
+    let driven: Vec<Result<(Tally, u64), LoadError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .enumerate()
+            .map(|(i, conns)| {
+                let tally = tallies.pop().expect("one per thread");
+                let core = cfg.cores.get(i).copied();
+                scope.spawn(move || {
+                    if let Some(id) = core {
+                        core_affinity::set_for_current(core_affinity::CoreId { id });
+                    }
+                    yield_to_the_server();
+                    drive::drive(plan, shared_ref, conns, tally)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a generator thread does not panic")).collect()
+    });
     if cfg.progress {
         eprintln!();
     }
-    for s in &senders {
-        s.close();
+    let mut max_lag = 0u64;
+    for d in driven {
+        let (t, lag) = d?;
+        tallies.push(t);
+        max_lag = max_lag.max(lag);
     }
     let mut t = Tally::default();
-    for r in readers {
-        let x = r.join().expect("readers do not panic");
+    for x in tallies {
         t.ok += x.ok;
         t.late += x.late;
         t.dropped += x.dropped;
