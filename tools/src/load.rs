@@ -48,8 +48,9 @@ pub struct LoadConfig {
     pub input_floats: Vec<usize>,
     pub drain: Duration,
     pub progress: bool,
-    /// Cores the generator's threads are pinned to, round-robin (the
-    /// sender is the calling thread, which stays pinned); empty: not pinned.
+    /// Cores the generator runs on: one thread per core, at most one per
+    /// connection, each pinned to its core (`drive.rs`); empty: one
+    /// thread, not pinned.
     pub cores: Vec<usize>,
 }
 
@@ -299,7 +300,7 @@ impl Tally {
         if let Some(tm) = &timing {
             // Round trip less the server's part: exact on each clock.
             let round_trip = now.saturating_sub(shared.sent[id].load(Ordering::Relaxed));
-            let mut path = shared.path.lock().expect("no reader panics holding it");
+            let mut path = shared.path.lock().expect("no generator thread panics holding it");
             if path.observe(round_trip.saturating_sub(tm.written_ns.saturating_sub(tm.received_ns))) {
                 shared.path_ns.store(path.p99(), Ordering::Relaxed);
             }
