@@ -13,7 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use baton_net::client::{self, Receiver, Sender};
@@ -24,9 +24,9 @@ use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
 use crate::overhead::{Overhead, OverheadReport};
+use baton_core::roles::reserve::P99Window;
 
 mod drive;
-use baton_core::roles::reserve::P99Window;
 
 /// How early a request may go out with an earlier one (one OS sleep's slop).
 const EARLY: Nanos = 50_000;
@@ -403,7 +403,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         .collect();
     let start_unix_ns =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let shared = Arc::new(Shared {
+    let shared = Shared {
         start: Instant::now(),
         start_unix_ns,
         sent,
@@ -415,7 +415,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         slo,
         answered,
         answers: AtomicU64::new(0),
-    });
+    };
     // Threads: one per generator core, at most one per connection; each
     // drives its connections in one loop (`drive.rs`), from a thread of
     // its own pinned and reniced there: the caller's thread (a harness
@@ -434,7 +434,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         drain: cfg.drain + Duration::from_nanos(max_slo),
         progress: cfg.progress,
     };
-    let (plan, shared_ref) = (&plan, &*shared);
+    let (plan, shared_ref) = (&plan, &shared);
     let driven: Vec<Result<(Tally, u64), LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
