@@ -7,7 +7,8 @@
 # Prints each run's bad rate and the p50/p99 µs of ingress, start lag,
 # completion and egress (`baton load --json`'s `overhead`). Build an older
 # engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`;
-# GEN=BATON loads with another binary's generator.
+# GEN=BATON loads with another binary's generator; SERVER=BATON serves
+# both sides with that binary and compares OLD's and NEW's generators.
 set -euo pipefail
 old=$1 new=$2 secs=$3
 shift 3
@@ -20,10 +21,12 @@ for rate in "$@"; do
   for rep in $(seq "${REPS:-3}"); do
     for side in old new; do
       bin=$old; [ "$side" = new ] && bin=$new
-      "$bin" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 --poll-us "${POLL_US:-0}" > /dev/null 2>&1 &
+      srv=$bin gen=${GEN:-$new}
+      if [ -n "${SERVER:-}" ]; then srv=$SERVER gen=$bin; fi
+      "$srv" serve --scenario "$scenario" --listen "127.0.0.1:$port" --cores 0 --poll-us "${POLL_US:-0}" > /dev/null 2>&1 &
       server=$!
       sleep 1
-      "${GEN:-$new}" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
+      "$gen" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
         --connections 1 --cores 1 --json > "$out" 2>/dev/null || true
       kill -TERM "$server"; wait "$server" || true
       python3 - "$out" "$rate" "$rep" "$side" <<'PY'
@@ -31,7 +34,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 o = d["overhead"]
 parts = " ".join("%s %.0f/%.0f" % (k, o[k]["p50_us"], o[k]["p99_us"]) for k in ["ingress", "start_lag", "completion", "egress"])
-print("%7s r/s rep %s %s: bad %.4f unanswered %d  %s" % (sys.argv[2], sys.argv[3], sys.argv[4], d["bad_rate"], d["unanswered"], parts))
+print("%7s r/s rep %s %s: bad %.4f unanswered %d lag %.1f ms  %s  bad by second %s" % (sys.argv[2], sys.argv[3], sys.argv[4], d["bad_rate"], d["unanswered"], d["max_send_lag_ms"], parts, d["bad_by_second"]))
 PY
       port=$((port + 1))
     done
