@@ -108,6 +108,12 @@ pub(crate) struct EngineArgs {
     /// sheds new requests `Overloaded`.
     #[arg(long, default_value_t = EngineConfig::default().max_waiting)]
     max_waiting: usize,
+    /// Turn a share of arrivals away (`Overloaded`) while the engine runs
+    /// behind its plans: past capacity, part of the load is served in time
+    /// instead of almost none; near capacity, some requests are turned
+    /// away that would have been served.
+    #[arg(long)]
+    shed_when_behind: bool,
     /// Bytes a role process lets a peer role leave unread before it cuts
     /// that connection (the peer is treated as gone).
     #[arg(long, default_value_t = EngineConfig::default().max_peer_unread)]
@@ -507,6 +513,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
         max_connections: a.max_connections,
         max_unread: a.max_unread_bytes,
         max_waiting: a.max_waiting,
+        shed_when_behind: a.shed_when_behind,
         max_peer_unread: a.max_peer_unread_bytes,
         ..Default::default()
     })

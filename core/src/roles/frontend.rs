@@ -43,6 +43,7 @@ use baton_wire::{clip, fb, Message};
 use super::fetch::{answer, input_at};
 use super::held::ByIds;
 use super::outcomes::Tally;
+use super::overload::Overload;
 use super::queries::{Instance, StageOf};
 use super::request::ClientRequest;
 use super::reserve::Reserve;
@@ -134,6 +135,9 @@ pub struct Frontend {
     origin_unix_ns: u64,
     /// What to keep back from each SLO for the path around a batch.
     reserve: Reserve,
+    /// The share of arrivals turned away while the engine runs behind its
+    /// plans (`overload.rs`), if on.
+    pub overload: Option<Overload>,
     next_seq: u64,
     capacity: usize,
     /// Messages waiting to leave for the scheduler (as the shard last
@@ -169,6 +173,9 @@ fn to_scheduler(meta: fb::RequestMeta, table: &ModelTable) -> Envelope {
     Envelope { to: table.scheduler_of(meta.model), msg: Message::RequestMeta(meta) }
 }
 
+/// Why an arrival was turned away by `Overload`.
+const BEHIND: &str = "the engine runs behind its plans: a share of arrivals is turned away";
+
 fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
     fb::InferResponse { id, status: fb::Status::Error, error_code: code, message: Some(message), ..Default::default() }
 }
@@ -185,6 +192,7 @@ impl Frontend {
             index,
             origin_unix_ns,
             reserve: Reserve::new(reserve_floor),
+            overload: None,
             next_seq: 0,
             capacity,
             waiting: 0,
@@ -200,6 +208,13 @@ impl Frontend {
             stats: FrontendStats::default(),
             outcomes: Tally::default(),
         }
+    }
+
+    /// Turns a share of arrivals away while the engine runs behind its
+    /// plans, if `on` (`overload.rs`).
+    pub fn shedding_when_behind(mut self, on: bool) -> Self {
+        self.overload = on.then(Overload::default);
+        self
     }
 
     /// Gives ids from `seq` on (below the frontend's bits, wrapping): a
@@ -273,6 +288,10 @@ impl Frontend {
             true => self.check_query(&req, table),
             false => self.check(&req, table),
         };
+        let checked = checked.and_then(|admitted| match self.overload.as_mut().is_some_and(|o| o.turn_away(now)) {
+            true => Err((fb::ErrorCode::Overloaded, BEHIND.to_string())),
+            false => Ok(admitted),
+        });
         let (model, app) = match checked {
             Ok(admitted) => admitted,
             Err((code, why)) => {
@@ -500,6 +519,10 @@ impl Frontend {
         let mut outputs = r.outputs.unwrap_or_default().into_iter();
         let mut seen = r.seen_ns.unwrap_or_default().into_iter();
         let mut solo = r.solo_ns.unwrap_or_default().into_iter();
+        let around = r.started_ns.saturating_sub(r.exec_at_ns).saturating_add(now.saturating_sub(r.finished_ns));
+        if let Some(o) = &mut self.overload {
+            o.observe(now, around);
+        }
         for id in ids {
             let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
             let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
@@ -515,7 +538,6 @@ impl Frontend {
             let accuracy = subnet.and_then(|s| subnets.get(usize::from(s))).map_or(0.0, |s| s.accuracy as f32);
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
-            let around = r.started_ns.saturating_sub(r.exec_at_ns).saturating_add(now.saturating_sub(r.finished_ns));
             self.reserve.observe(around);
             let timing = fb::Timing {
                 queue_ns: now.saturating_sub(h.arrival).saturating_sub(r.exec_ns),

@@ -20,6 +20,7 @@ pub mod fetch;
 pub mod frontend;
 mod held;
 pub mod outcomes;
+pub mod overload;
 pub mod queries;
 pub mod request;
 pub mod reserve;

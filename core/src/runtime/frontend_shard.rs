@@ -367,6 +367,8 @@ pub struct Setup {
     /// Messages that may wait to reach the scheduler before new requests
     /// are shed (`Frontend::with_max_waiting`).
     pub max_waiting: usize,
+    /// Turn arrivals away while the engine runs behind (`EngineConfig`).
+    pub shed_when_behind: bool,
     /// Connections open at most (clients and peers); more are refused.
     pub max_connections: u64,
     /// Answer bytes a client may leave unread before it is cut off.
@@ -400,6 +402,7 @@ pub async fn run(
         table,
         capacity,
         max_waiting,
+        shed_when_behind,
         max_connections,
         max_unread,
         reserve_floor,
@@ -433,7 +436,8 @@ pub async fn run(
         fe: {
             let fe = Frontend::new(index, capacity, clock.origin_unix_ns(), reserve_floor)
                 .starting_at(crate::clock::unix_ns())
-                .with_max_waiting(max_waiting);
+                .with_max_waiting(max_waiting)
+                .shedding_when_behind(shed_when_behind);
             match store {
                 Some(store) => fe.with_store(store),
                 None => fe,

@@ -134,6 +134,12 @@ pub struct EngineConfig {
     /// Messages a frontend lets wait to reach its scheduler (the ring or
     /// connection to it is full) before it sheds new requests `Overloaded`.
     pub max_waiting: usize,
+    /// Frontends turn a share of arrivals away (`Overloaded`) while the
+    /// engine runs behind its plans (`roles/overload.rs`): past its
+    /// capacity it then serves part of the load in time instead of almost
+    /// none, at the price of requests turned away near its limit. Off by
+    /// default.
+    pub shed_when_behind: bool,
     /// Connections the frontend keeps open at most; more are answered
     /// `Overloaded` and closed.
     pub max_connections: u64,
@@ -207,6 +213,7 @@ impl Default for EngineConfig {
             input_floats: crate::models::DEFAULT_INPUT_FLOATS,
             frontend_capacity: 1 << 20,
             max_waiting: 1 << 16,
+            shed_when_behind: false,
             max_connections: 16_384,
             max_unread: 64 << 20,
             max_peer_unread: 256 << 20,
@@ -709,6 +716,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
             table: Arc::clone(&table),
             capacity: cfg.frontend_capacity,
             max_waiting: cfg.max_waiting,
+            shed_when_behind: cfg.shed_when_behind,
             max_connections: cfg.max_connections,
             max_unread: cfg.max_unread,
             reserve_floor: cfg.reserve_floor,

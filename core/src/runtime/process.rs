@@ -403,6 +403,7 @@ async fn frontend(
         table,
         capacity: cfg.frontend_capacity,
         max_waiting: cfg.max_waiting,
+        shed_when_behind: cfg.shed_when_behind,
         max_connections: cfg.max_connections,
         max_unread: cfg.max_unread,
         reserve_floor: cfg.reserve_floor,

@@ -508,3 +508,45 @@ fn a_clients_measured_path_is_kept_back_when_its_request_is_planned() {
     let greedy = fb::InferRequest { path_ns: slo, ..request(2, "m", 25.0, &[0.0; FLOATS]) };
     assert_eq!(c.fe.admit(now, 7, greedy, &c.table).unwrap().deadline_ns, now + slo - slo / 10);
 }
+
+/// Turning arrivals away while behind (`overload.rs`): off, no request is
+/// turned away however late its batch runs; on, once every batch of an
+/// interval ran behind its plan, a share of arrivals is refused
+/// `Overloaded` at once; either way every request is answered once.
+#[test]
+fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
+    let table = Cluster::new(PolicyKind::Symphony, 16).table;
+    for on in [false, true] {
+        let mut fe = Frontend::new(1, 1 << 20, 0, 0).shedding_when_behind(on);
+        let (mut answers, mut refused) = (Vec::new(), 0u64);
+        // 50 ms of arrivals 10 µs apart, each one's batch 2 ms behind plan.
+        let n = 5_000u64;
+        for i in 0..n {
+            let now = 3_000_000 + i * 10_000;
+            match fe.admit(now, 7, request(i, "m", 25.0, &[0.0; FLOATS]), &table) {
+                Ok(meta) => {
+                    let r = fb::Results {
+                        requests: Some(vec![meta.id]),
+                        batch_size: 1,
+                        exec_at_ns: now - 2_000_000,
+                        started_ns: now,
+                        finished_ns: now,
+                        ..Default::default()
+                    };
+                    fe.on_results(now, r, &table, &mut answers);
+                }
+                Err(e) => {
+                    assert_eq!(e.error_code, fb::ErrorCode::Overloaded, "{:?}", e.message);
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(answers.len() as u64 + refused, n, "each answered once");
+        match on {
+            false => assert_eq!(refused, 0),
+            // Intervals end at 10, 20, 30 and 40 ms: 5%, 10%, 15% and 20%
+            // of the arrivals after each.
+            true => assert!((400..=600).contains(&refused), "{refused} turned away"),
+        }
+    }
+}

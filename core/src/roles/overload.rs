@@ -1,0 +1,170 @@
+//! Turning arrivals away at the frontend while the engine runs behind its
+//! own plans.
+//!
+//! Past its capacity an engine that admits everything serves almost
+//! nothing in time: every request costs the loop its full path (admission,
+//! scheduling, a drop or an answer), the backlog grows, every batch starts
+//! and is answered late, and nearly every answer misses its SLO (measured:
+//! 99.96% bad at 1,040,000 r/s on engine-tiny, 8% past the limit). Turned
+//! away at the door, a request costs its decode and a short answer, so
+//! shedding a fraction `p` of arrivals gives the loop back most of what
+//! they would have cost, and the rest are served in time.
+//!
+//! **Signal.** Each batch's time around its plan as the frontend sees it
+//! in `Results`: a = (start − planned start) + (answer − finish), the
+//! engine's own lateness, not the deliberate queueing of the plan. One late
+//! batch is noise (a host stall of a few milliseconds); a standing backlog
+//! makes every batch late. So, as CoDel reads a queue's sojourn time, the
+//! signal is the minimum of `a` over an interval of `INTERVAL`: above
+//! `TARGET`, the engine was behind for the whole interval.
+//!
+//! **Response.** Additive increase, additive decrease of `p`: +`UP` after
+//! each interval whose minimum exceeded `TARGET`, −`DOWN` after each one
+//! that did not (or saw no batch), within [0, `MAX`]. The requests turned
+//! away are every 1/p-th arrival (an accumulator: deterministic, and spread
+//! evenly over time and clients).
+
+use baton_sched::time::Nanos;
+
+/// An interval longer than a host stall (kdamond takes 3–4 ms of a core on
+/// this VM, perf/results/generator_stalls.txt), short against a second.
+const INTERVAL: Nanos = 10_000_000;
+/// Lateness no healthy batch reaches for a whole interval (p99.9 of start
+/// lag plus completion is below 0.3 ms up to the sustained rate,
+/// perf/results/engine_bench.txt).
+const TARGET: Nanos = 500_000;
+const UP: f64 = 0.05;
+const DOWN: f64 = 0.01;
+/// At most this share is turned away: some requests always reach the
+/// scheduler, so the signal keeps coming.
+const MAX: f64 = 0.5;
+
+#[derive(Clone, Debug, Default)]
+pub struct Overload {
+    /// The current interval's start (from the first event on), and the
+    /// least lateness seen in it (None: no batch yet).
+    start: Option<Nanos>,
+    least: Option<Nanos>,
+    /// The share of arrivals turned away.
+    p: f64,
+    acc: f64,
+    /// Arrivals turned away so far.
+    pub turned_away: u64,
+}
+
+impl Overload {
+    /// A batch's time around its plan, `late`, seen at `now`.
+    pub fn observe(&mut self, now: Nanos, late: Nanos) {
+        self.roll(now);
+        self.least = Some(self.least.map_or(late, |l| l.min(late)));
+    }
+
+    /// Whether the arrival at `now` is turned away.
+    pub fn turn_away(&mut self, now: Nanos) -> bool {
+        self.roll(now);
+        if self.p == 0.0 {
+            return false;
+        }
+        self.acc += self.p;
+        let away = self.acc >= 1.0;
+        if away {
+            self.acc -= 1.0;
+            self.turned_away += 1;
+        }
+        away
+    }
+
+    /// The share of arrivals now turned away.
+    pub fn share(&self) -> f64 {
+        self.p
+    }
+
+    /// Closes the intervals that ended by `now`: one step per interval, an
+    /// interval without a batch counting as one on time.
+    fn roll(&mut self, now: Nanos) {
+        let start = *self.start.get_or_insert(now);
+        let ended = now.saturating_sub(start) / INTERVAL;
+        if ended == 0 {
+            return;
+        }
+        let behind = self.least.take().is_some_and(|l| l > TARGET);
+        let step = if behind { UP } else { -DOWN };
+        let quiet = (ended - 1) as f64 * DOWN;
+        self.p = ((self.p + step).clamp(0.0, MAX) - quiet).max(0.0);
+        if self.p == 0.0 {
+            self.acc = 0.0;
+        }
+        self.start = Some(start + ended * INTERVAL);
+        debug_assert!((0.0..=MAX).contains(&self.p));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    /// Feeds one batch a millisecond with lateness `late(t)` from `from` for
+    /// `ms`, and one arrival every 10 µs; returns the arrivals turned away.
+    fn run(o: &mut Overload, from: Nanos, ms: u64, late: impl Fn(Nanos) -> Nanos) -> u64 {
+        let mut away = 0;
+        for t in (from..from + ms * MS).step_by(10_000) {
+            if t % MS == 0 {
+                o.observe(t, late(t));
+            }
+            away += u64::from(o.turn_away(t));
+        }
+        away
+    }
+
+    #[test]
+    fn an_engine_on_time_turns_nothing_away() {
+        let mut o = Overload::default();
+        assert_eq!(run(&mut o, 0, 1_000, |_| 80_000), 0);
+        assert_eq!(o.share(), 0.0);
+    }
+
+    /// A stall makes a few batches very late; the rest of the interval's
+    /// batches are on time, so the minimum stays under the target.
+    #[test]
+    fn a_stall_shorter_than_an_interval_turns_nothing_away() {
+        let mut o = Overload::default();
+        let stalls = |t: Nanos| if t % (500 * MS) < 4 * MS { 4 * MS } else { 50_000 };
+        assert_eq!(run(&mut o, 0, 2_000, stalls), 0);
+    }
+
+    /// Behind for good: the share grows by `UP` an interval up to `MAX`,
+    /// the arrivals turned away follow it, and once on time again it falls
+    /// by `DOWN` an interval to nothing.
+    #[test]
+    fn a_standing_backlog_turns_a_growing_share_away_and_it_recovers() {
+        let mut o = Overload::default();
+        let away = run(&mut o, 0, 35, |_| 2 * MS);
+        assert!((o.share() - 3.0 * UP).abs() < 1e-9, "three intervals ended late: {}", o.share());
+        // Arrivals in the 2nd, 3rd and 4th intervals at 0.05, 0.10, 0.15.
+        let expect = (1_000.0 * (UP + 2.0 * UP) + 500.0 * 3.0 * UP) as u64;
+        assert!(away.abs_diff(expect) <= 2, "{away} turned away, about {expect} expected");
+        run(&mut o, 35 * MS, 1_000, |_| 2 * MS);
+        assert_eq!(o.share(), MAX, "capped");
+        run(&mut o, 1_035 * MS, 10, |_| 100_000);
+        assert!((o.share() - (MAX - DOWN)).abs() < 1e-9);
+        run(&mut o, 1_045 * MS, 1_000, |_| 100_000);
+        assert_eq!(o.share(), 0.0, "back to nothing");
+    }
+
+    /// Intervals that saw no batch (nothing admitted, or everything turned
+    /// away) count as on time: a quiet engine does not keep shedding.
+    #[test]
+    fn quiet_intervals_count_as_on_time() {
+        let mut o = Overload::default();
+        run(&mut o, 0, 200, |_| 2 * MS);
+        let before = o.share();
+        assert!(before > 10.0 * DOWN);
+        // The last interval with batches ends at 200 ms (behind: the share
+        // stays at its cap); the ten after it saw none.
+        assert_eq!(before, MAX);
+        o.turn_away(200 * MS + 10 * INTERVAL);
+        assert!((o.share() - (before - 10.0 * DOWN)).abs() < 1e-9, "{} after {before}", o.share());
+    }
+}
