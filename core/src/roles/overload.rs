@@ -5,7 +5,8 @@
 //! nothing in time: every request costs the loop its full path (admission,
 //! scheduling, a drop or an answer), the backlog grows, every batch starts
 //! and is answered late, and nearly every answer misses its SLO (measured:
-//! 99.96% bad at 1,040,000 r/s on engine-tiny, 8% past the limit). Turned
+//! 99.96–99.99% bad at 1,200,000 r/s on engine-tiny, a quarter past the
+//! sustained rate; perf/results/overload.txt). Turned
 //! away at the door, a request costs its decode and a short answer, so
 //! shedding a fraction `p` of arrivals gives the loop back most of what
 //! they would have cost, and the rest are served in time.
