@@ -137,7 +137,7 @@ pub struct Frontend {
     reserve: Reserve,
     /// The share of arrivals turned away while the engine runs behind its
     /// plans (`overload.rs`), if on.
-    pub overload: Option<Overload>,
+    overload: Option<Overload>,
     next_seq: u64,
     capacity: usize,
     /// Messages waiting to leave for the scheduler (as the shard last

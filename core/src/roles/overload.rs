@@ -49,8 +49,6 @@ pub struct Overload {
     /// The share of arrivals turned away.
     p: f64,
     acc: f64,
-    /// Arrivals turned away so far.
-    pub turned_away: u64,
 }
 
 impl Overload {
@@ -70,13 +68,13 @@ impl Overload {
         let away = self.acc >= 1.0;
         if away {
             self.acc -= 1.0;
-            self.turned_away += 1;
         }
         away
     }
 
     /// The share of arrivals now turned away.
-    pub fn share(&self) -> f64 {
+    #[cfg(test)]
+    fn share(&self) -> f64 {
         self.p
     }
 

@@ -26,12 +26,12 @@
 //! shards go round-robin over the cores it may use, and every line says
 //! which. Each line counts the drops by reason and gives the engine's
 //! time beyond its plan for the measured ok answers, p50/p99/max µs:
-//! start lag (batch start −
-//! `exec_at`) and completion (batch end − the clients hold the answer),
-//! and where the clients' loop stalled: the longest one of its turns
-//! spent in its own work, in the round of the shards it hosts, yielding
-//! to the executor after a busy round and parked after an idle one, ms,
-//! while requests were due (`clients::Longest`). Check `uptime` first.
+//! start lag (batch start − `exec_at`) and completion (batch end − the
+//! clients hold the answer), and where the clients' loop stalled: the
+//! longest one of its turns spent in its own work, in the round of the
+//! shards it hosts, yielding to the executor after a busy round and
+//! parked after an idle one, ms, while requests were due
+//! (`clients::Longest`). Check `uptime` first.
 
 use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
