@@ -5,7 +5,7 @@
 //! request through `publish::Published` (nothing republishes it yet: the
 //! engine serves a fixed set of models).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,8 +146,9 @@ pub struct ModelTable {
     /// GPUs (None: one backend per whole GPU).
     pub partitions: Option<Arc<Partitioned>>,
     /// Models by name, for a client naming one (a hash and one compare,
-    /// where comparing every name cost a scan of the table per request).
-    by_name: HashMap<String, u32>,
+    /// where comparing every name cost a scan of the table per request;
+    /// FxHash: the names are the scenario's, a client only looks up).
+    by_name: FxHashMap<String, u32>,
 }
 
 /// A scenario the engine cannot serve (yet), with what is missing.

@@ -20,8 +20,9 @@
 //! frontend process takes its backends on a listener of their own, and
 //! only once they prove they hold the cluster secret (`router.rs`).
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +77,7 @@ struct Shard {
     fe: Frontend,
     table: Arc<Published<ModelTable>>,
     clock: Clock,
-    conns: HashMap<ConnId, Rc<Conn>>,
+    conns: FxHashMap<ConnId, Rc<Conn>>,
     outbound: VecDeque<ShardMsg>,
     connections: u64,
     refused_connections: u64,
@@ -445,7 +446,7 @@ pub async fn run(
         },
         table,
         clock,
-        conns: HashMap::new(),
+        conns: FxHashMap::default(),
         outbound: VecDeque::new(),
         connections: 0,
         refused_connections: 0,
