@@ -7,6 +7,7 @@
 # Prints each run's bad rate and the p50/p99 µs of ingress, start lag,
 # completion and egress (`baton load --json`'s `overhead`). Build an older
 # engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`;
+# SPIN=1 loads with `--spin` (the generator busy-polls its core);
 # GEN=BATON loads with another binary's generator; SERVER=BATON serves
 # both sides with that binary and compares OLD's and NEW's generators.
 set -euo pipefail
@@ -27,7 +28,7 @@ for rate in "$@"; do
       server=$!
       sleep 1
       "$gen" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
-        --connections 1 --cores 1 --json > "$out" 2>/dev/null || true
+        --connections 1 --cores 1 ${SPIN:+--spin} --json > "$out" 2>/dev/null || true
       kill -TERM "$server"; wait "$server" || true
       python3 - "$out" "$rate" "$rep" "$side" <<'PY'
 import json, sys

@@ -44,12 +44,14 @@ pub fn placement() -> (Option<Vec<usize>>, Vec<usize>) {
 
 /// One load run against `target`: one connection (fewer generator threads
 /// on a small machine) on the generator's cores, the scenario's warm-up
-/// first (not counted, as the simulator skips it), a 2 s drain.
-fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize) -> LoadReport {
+/// first (not counted, as the simulator skips it), a 2 s drain; `spin`:
+/// the generator busy-polls (`LoadConfig::spin`).
+fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize, spin: bool) -> LoadReport {
     let lc = LoadConfig {
         input_floats: vec![input_floats],
         warmup: Duration::from_nanos(s.warmup),
         cores: placement().1,
+        spin,
         ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs))
     };
     load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
@@ -65,10 +67,20 @@ pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, Engine
 pub fn serve_sharded_and_load(s: &Scenario, rate: f64, secs: f64, model_shards: usize) -> (LoadReport, EngineReport) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let cfg = EngineConfig { listen, plan_rate_rps: rate, model_shards, cores: placement().0, ..Default::default() };
-    let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
-    let r = drive(s, engine.addr, rate, secs, cfg.input_floats);
+    serve_config_and_load(s, &cfg, secs, false)
+}
+
+/// One engine configured as `cfg` (its `plan_rate_rps` the offered rate),
+/// one load run.
+fn serve_config_and_load(s: &Scenario, cfg: &EngineConfig, secs: f64, spin: bool) -> (LoadReport, EngineReport) {
+    let engine = start(s, s.policy, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let r = drive(s, engine.addr, cfg.plan_rate_rps, secs, cfg.input_floats, spin);
     (r, engine.shutdown())
 }
+
+/// The busy-poll budget of the run at half the sustained rate that trades
+/// cores for latency (`--poll-us`).
+pub const LATENCY_POLL: Duration = Duration::from_micros(200);
 
 /// The three roles on their own executors, joined by loopback TCP (the
 /// code `baton frontend | scheduler | backend` runs), one load run.
@@ -88,7 +100,7 @@ pub fn roles_and_load(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
         scheduler: sched_addr,
         frontends: vec![fe.peer_addr.expect("listens for backends")],
     });
-    let r = drive(s, fe_addr, rate, secs, cfg.input_floats);
+    let r = drive(s, fe_addr, rate, secs, cfg.input_floats, false);
     for p in [fe, be, sched] {
         p.shutdown();
     }
@@ -162,6 +174,10 @@ pub struct Throughput {
     pub sustained_rps: f64,
     /// The run at half the sustained rate.
     pub half: LoadReport,
+    /// The same with cores traded for latency, where each side has cores
+    /// of its own: the engine busy-polls (`LATENCY_POLL`) and the
+    /// generator spins, so neither side's wake-up is counted.
+    pub half_polled: Option<LoadReport>,
 }
 
 fn sustained(r: &LoadReport) -> bool {
@@ -204,6 +220,19 @@ pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput 
             rate = (lo + hi) / 2.0;
         }
     }
-    let (half, _) = serve_and_load(&s, (lo / 2.0).max(1.0), secs);
-    Throughput { probes, sustained_rps: lo, half }
+    let half_rate = (lo / 2.0).max(1.0);
+    let (half, _) = serve_and_load(&s, half_rate, secs);
+    let (engine_cores, generator_cores) = placement();
+    let half_polled = (engine_cores.is_some() && !generator_cores.is_empty()).then(|| {
+        let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+        let cfg = EngineConfig {
+            listen,
+            plan_rate_rps: half_rate,
+            cores: engine_cores,
+            poll: LATENCY_POLL,
+            ..Default::default()
+        };
+        serve_config_and_load(&s, &cfg, secs, true).0
+    });
+    Throughput { probes, sustained_rps: lo, half, half_polled }
 }

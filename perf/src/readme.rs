@@ -390,8 +390,12 @@ fn engine_bench(text: &str, wire: &str) -> Result<String, String> {
     let sustained = line("highest sustained")?;
     let half = line("at half")?;
     let mut rows = Vec::new();
-    for (what, l) in ["Table 4 at the sim's goodput", "tiny requests at half the sustained rate"].iter().zip(&overheads)
-    {
+    let runs = [
+        "Table 4 at the sim's goodput",
+        "tiny requests at half the sustained rate",
+        "the same, engine busy-polling, generator spinning",
+    ];
+    for (what, l) in runs.iter().zip(&overheads) {
         let mut row = vec![what.to_string()];
         row.extend(parts(l)?);
         rows.push(row);

@@ -52,6 +52,10 @@ pub struct LoadConfig {
     /// connection, each pinned to its core (`drive.rs`); empty: one
     /// thread, not pinned.
     pub cores: Vec<usize>,
+    /// Busy-poll the sockets between sends instead of sleeping: for a
+    /// generator on cores of its own, whose wake-up (tens of µs on a VM's
+    /// idle core) would otherwise be counted in egress.
+    pub spin: bool,
 }
 
 impl LoadConfig {
@@ -68,6 +72,7 @@ impl LoadConfig {
             drain: Duration::from_secs(2),
             progress: false,
             cores: Vec::new(),
+            spin: false,
         }
     }
 }
@@ -124,6 +129,8 @@ pub struct LoadReport {
     pub path_p99_us: f64,
     /// The cores the generator's threads were pinned to (empty: any).
     pub generator_cores: Vec<usize>,
+    /// Whether the generator busy-polled (`LoadConfig::spin`).
+    pub generator_spun: bool,
     pub drop_reasons: Vec<(String, u64)>,
     pub error_codes: Vec<(String, u64)>,
     /// Bad answers (late, dropped or failed) by the second of the measured
@@ -433,6 +440,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         connections: cfg.connections.max(1),
         drain: cfg.drain + Duration::from_nanos(max_slo),
         progress: cfg.progress,
+        spin: cfg.spin,
     };
     let (plan, shared_ref) = (&plan, &shared);
     let driven: Vec<Result<(Tally, u64), LoadError>> = std::thread::scope(|scope| {
@@ -522,6 +530,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         max_send_lag_ms: max_lag as f64 / 1e6,
         path_p99_us: shared.path_ns.load(Ordering::Relaxed) as f64 / 1e3,
         generator_cores: cfg.cores.clone(),
+        generator_spun: cfg.spin,
         drop_reasons: t.drop_reasons.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         error_codes: t.error_codes.into_iter().map(|(k, c)| (format!("{k:?}"), c)).collect(),
         failed_stages: t.failed_stages,

@@ -374,6 +374,11 @@ pub struct LoadArgs {
     /// machine has them.
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
+    /// Busy-poll the sockets instead of sleeping between sends and answers
+    /// (for a generator on cores of its own: a client that sleeps adds its
+    /// wake-up to what it measures as egress).
+    #[arg(long, requires = "cores")]
+    spin: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -770,6 +775,7 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
             .map_err(|_| format!("--drain: must be at least 0, got {}", a.drain))?,
         progress: !a.json,
         cores: a.cores.clone(),
+        spin: a.spin,
     };
     let r = load::run(&s, &cfg).map_err(|e| e.to_string())?;
     if a.json {
@@ -826,6 +832,7 @@ fn demo_run(
         drain: Duration::from_secs(2),
         progress,
         cores: load_cores,
+        spin: false,
     };
     let measured = load::run(s, &cfg);
     let report = engine.shutdown();

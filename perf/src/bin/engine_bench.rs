@@ -40,6 +40,15 @@ fn main() {
         t.half.offered_rps, t.half.p50_ms, t.half.p99_ms, t.half.mean_batch
     );
     println!("  {}", one_line(&t.half.overhead));
+    if let Some(p) = &t.half_polled {
+        println!(
+            "  at half, the engine busy-polling ({} µs) and the generator spinning: latency p50 {:.3} ms p99 {:.3} ms",
+            baton_perf::engine_bench::LATENCY_POLL.as_micros(),
+            p.p50_ms,
+            p.p99_ms
+        );
+        println!("  {}", one_line(&p.overhead));
+    }
     if std::env::args().any(|a| a == "--json") {
         println!("{}", serde_json::json!({ "table4": e, "throughput": t }));
     }

@@ -51,6 +51,8 @@ pub struct Plan<'a> {
     /// How long to wait for answers after the last send.
     pub drain: Duration,
     pub progress: bool,
+    /// Never sleep (`LoadConfig::spin`).
+    pub spin: bool,
 }
 
 /// Sends the requests over `conns` at their times and tallies their
@@ -76,13 +78,15 @@ pub fn drive(plan: &Plan<'_>, shared: &Shared, mut conns: Vec<Conn>, mut t: Tall
     // One request, refilled for each: nothing allocated per request.
     let mut msg = Message::InferRequest(fb::InferRequest::default());
     let clock = || shared.start.elapsed().as_nanos() as Nanos;
+    // Requests due within `early` go out together (latency still counts
+    // from their scheduled time): a sleeping generator wakes that late
+    // anyway; a spinning one sends what is due when it comes round.
+    let early = if plan.spin { 0 } else { EARLY };
     loop {
         let now = clock();
-        // Requests due within `EARLY` go out together (latency still
-        // counts from their scheduled time).
-        if next < n && shared.schedule[next].at <= now + EARLY {
+        if next < n && shared.schedule[next].at <= now + early {
             max_lag = max_lag.max(now.saturating_sub(shared.schedule[next].at));
-            while next < n && shared.schedule[next].at <= now + EARLY {
+            while next < n && shared.schedule[next].at <= now + early {
                 let Message::InferRequest(req) = &mut msg else { unreachable!("made a request") };
                 let (target, slo, app, first, model) = request_of(plan, shared, next);
                 fill_request(req, next as u64, target, slo, app, (plan.floats)(model), first);
@@ -110,7 +114,7 @@ pub fn drive(plan: &Plan<'_>, shared: &Shared, mut conns: Vec<Conn>, mut t: Tall
             c.open = read_once(&mut c.rx, shared, &mut t);
         }
         let wake = if next < n {
-            shared.schedule[next].at.saturating_sub(EARLY)
+            shared.schedule[next].at.saturating_sub(early)
         } else {
             let until = *drain_until.get_or_insert(now + plan.drain.as_nanos() as Nanos);
             if t.firsts >= sent_mine || now >= until || !conns.iter().any(|c| c.open) {
@@ -118,7 +122,9 @@ pub fn drive(plan: &Plan<'_>, shared: &Shared, mut conns: Vec<Conn>, mut t: Tall
             }
             until
         };
-        wait(&conns, &mut fds, wake.saturating_sub(clock()));
+        if !plan.spin {
+            wait(&conns, &mut fds, wake.saturating_sub(clock()));
+        }
     }
     for c in &conns {
         c.tx.close();
@@ -163,7 +169,8 @@ fn read_once(rx: &mut Receiver, shared: &Shared, t: &mut Tally) -> bool {
 
 /// Waits up to `ns` for an answer on an open connection or room on one
 /// with bytes left to write. Never spins: on a small machine the
-/// generator would take a core from the server it measures.
+/// generator would take a core from the server it measures (a generator
+/// told to spin, on cores of its own, does not call it).
 fn wait(conns: &[Conn], fds: &mut Vec<libc::pollfd>, ns: Nanos) {
     if ns == 0 {
         return;
