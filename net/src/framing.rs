@@ -91,12 +91,21 @@ impl FrameBuf {
 
 /// Encoded frames waiting to be written, and the flatbuffers builder
 /// they are encoded with (kept, so encoding does not allocate).
+/// Two buffers take turns: while the writer writes one (`take`), frames
+/// are encoded into the other, and the written one comes back
+/// (`recycle`) to be filled next, so a busy connection does not allocate.
 #[derive(Default)]
 pub struct Outbox {
     buf: Vec<u8>,
+    /// The buffer written last, empty, to fill after `buf` is taken.
+    spare: Vec<u8>,
     frames: usize,
     builder: baton_wire::Builder,
 }
+
+/// The largest buffer an outbox keeps for reuse: one a slow reader grew
+/// is given back to the allocator.
+const KEEP: usize = 1 << 20;
 
 impl Outbox {
     /// Appends `m` as one frame. A message too large for a frame is an error
@@ -119,17 +128,21 @@ impl Outbox {
         self.frames
     }
 
-    /// The bytes to write, leaving the outbox empty (its buffer is handed
-    /// back with `recycle` to keep its capacity).
+    /// The bytes to write, leaving the outbox empty: frames pushed next
+    /// go into the spare buffer. Hand the bytes back with `recycle` once
+    /// written.
     pub fn take(&mut self) -> Vec<u8> {
         self.frames = 0;
-        std::mem::take(&mut self.buf)
+        let next = std::mem::take(&mut self.spare);
+        std::mem::replace(&mut self.buf, next)
     }
 
+    /// A buffer `take` gave, written: kept (emptied) as the spare unless
+    /// the spare is larger or it is larger than `KEEP`.
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.buf.is_empty() {
+        if buf.capacity() > self.spare.capacity() && buf.capacity() <= KEEP {
             buf.clear();
-            self.buf = buf;
+            self.spare = buf;
         }
     }
 }
@@ -165,6 +178,42 @@ mod tests {
             }
         }
         (out, Ok(()))
+    }
+
+    /// A writer that takes, writes while more frames are pushed, and
+    /// recycles, turns between two buffers: no new one after the first
+    /// two, every frame written once and in order; a buffer over `KEEP`
+    /// is not kept.
+    #[test]
+    fn two_buffers_take_turns_between_the_writer_and_the_encoder() {
+        let mut ob = Outbox::default();
+        let (mut written, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
+        let mut in_flight: Option<Vec<u8>> = None;
+        for i in 0..40 {
+            ob.push(&msg(i)).unwrap();
+            ob.push(&msg(i + 1000)).unwrap();
+            if let Some(done) = in_flight.take() {
+                ob.recycle(done);
+            }
+            let bytes = ob.take();
+            assert!(ob.is_empty() && ob.frames() == 0);
+            if i >= 2 {
+                seen.insert(bytes.as_ptr() as usize);
+            }
+            written.extend_from_slice(&bytes);
+            in_flight = Some(bytes);
+        }
+        assert_eq!(seen.len(), 2, "two buffers in turn");
+        let (frames, end) = feed(&written, 4096);
+        assert_eq!(end, Ok(()));
+        let want: Vec<Message> = (0..40).flat_map(|i| [msg(i), msg(i + 1000)]).collect();
+        assert_eq!(frames.into_iter().map(|f| f.unwrap()).collect::<Vec<_>>(), want);
+
+        let mut ob = Outbox::default();
+        ob.recycle(Vec::with_capacity(KEEP + 1));
+        ob.push(&msg(1)).unwrap();
+        let _ = ob.take();
+        assert_eq!(ob.take().capacity(), 0, "a buffer over KEEP is not kept");
     }
 
     #[test]
