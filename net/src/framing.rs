@@ -74,7 +74,14 @@ impl FrameBuf {
     /// answer is verified, not copied. The view borrows the buffer until
     /// the next call.
     pub fn next_view(&mut self) -> Result<Option<Result<View<'_>, DecodeError>>, FrameError> {
-        Ok(self.next_payload()?.map(|(kind, at)| view(kind, &self.buf[at], &self.limits)))
+        Ok(self.next_raw()?.map(|r| r.view()))
+    }
+
+    /// The next whole frame unread: its kind and payload, for a reader
+    /// that looks at a payload before it is verified (`Raw::view`
+    /// verifies it as `next_view` does).
+    pub fn next_raw(&mut self) -> Result<Option<Raw<'_>>, FrameError> {
+        Ok(self.next_payload()?.map(|(kind, at)| Raw { kind, payload: &self.buf[at], limits: &self.limits }))
     }
 
     /// The next whole frame's kind and where its payload lies, consumed.
@@ -86,6 +93,20 @@ impl FrameBuf {
         let at = self.start + HEADER_LEN..self.start + HEADER_LEN + payload.len();
         self.start += used;
         Ok(Some((header.kind, at)))
+    }
+}
+
+/// A frame split off the stream, not verified yet (`FrameBuf::next_raw`).
+pub struct Raw<'a> {
+    pub kind: Kind,
+    pub payload: &'a [u8],
+    limits: &'a Limits,
+}
+
+impl<'a> Raw<'a> {
+    /// The payload verified and read in place, as `FrameBuf::next_view`.
+    pub fn view(self) -> Result<View<'a>, DecodeError> {
+        view(self.kind, self.payload, self.limits)
     }
 }
 

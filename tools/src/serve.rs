@@ -527,8 +527,16 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
 fn print_engine(r: &EngineReport) {
     let f = &r.frontend;
     println!(
-        "engine: received {}  ok {} (late {})  dropped {}  errors {}  orphaned {}  duplicates {}  held at stop {}",
-        f.received, f.ok, f.late, f.dropped, f.errors, f.orphaned, f.duplicates, r.held_at_stop
+        "engine: received {}  ok {} (late {})  dropped {}  errors {} (turned away {})  orphaned {}  duplicates {}  held at stop {}",
+        f.received,
+        f.ok,
+        f.late,
+        f.dropped,
+        f.errors,
+        f.turned_away,
+        f.orphaned,
+        f.duplicates,
+        r.held_at_stop
     );
     let batches: u64 = r.backends.iter().map(|b| b.batches).sum();
     let reqs: u64 = r.backends.iter().map(|b| b.requests).sum();
@@ -561,7 +569,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
     let (rdma_reads, rdma_fallbacks) = rdma_counts(r);
     serde_json::json!({
         "received": f.received, "ok": f.ok, "late": f.late, "dropped": f.dropped, "errors": f.errors,
-        "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
+        "turned_away": f.turned_away, "orphaned": f.orphaned, "duplicates": f.duplicates, "held_at_stop": r.held_at_stop,
         "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
         "unread_closed": r.unread_closed, "refused_peers": r.refused_peers, "cut_peers": r.cut_peers,
         "accept_failures": r.accept_failures,

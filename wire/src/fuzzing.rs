@@ -3,7 +3,7 @@
 
 use crate::fb;
 use crate::frame::split;
-use crate::message::{decode, decode_payload, encode, view, Limits, Message, View};
+use crate::message::{decode, decode_payload, encode, request_head, view, Limits, Message, View};
 
 /// Feeds arbitrary bytes through the stream decoder: splits whole frames
 /// and decodes each. Any input may be refused, none may panic; whatever
@@ -11,15 +11,24 @@ use crate::message::{decode, decode_payload, encode, view, Limits, Message, View
 /// compared as bytes, re-encoded, since a float may be NaN, which equals
 /// nothing (found by `cargo fuzz`: an `accuracy` of NaN). Every frame is
 /// also read in place (`view`): what decodes has a view, and the view
-/// made owned is the decoded message.
+/// made owned is the decoded message; a request's head (`request_head`,
+/// read before a request is turned away unread) agrees with it.
 /// Returns how many frames decoded.
 pub fn decode_stream(mut bytes: &[u8]) -> usize {
     let limits = Limits::default();
     let mut ok = 0;
     while let Ok(Some((h, payload, used))) = split(bytes) {
         let seen = view(h.kind, payload, &limits);
+        let head = request_head(payload);
         if let Ok(m) = decode_payload(h.kind, payload, &limits) {
             round_trips(&m, &limits);
+            if let Message::InferRequest(r) = &m {
+                let h = head.expect("a request that decodes has a head");
+                assert_eq!(
+                    (h.id, h.slo_ns, h.model, h.query),
+                    (r.id, r.slo_ns, r.model.as_deref(), r.query.as_deref())
+                );
+            }
             let owned = match seen.expect("a message that decodes has a view") {
                 View::InferRequest(r) => fb::InferRequest::try_from(r).map(Message::InferRequest),
                 View::InferResponse(r) => fb::InferResponse::try_from(r).map(Message::InferResponse),

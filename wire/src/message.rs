@@ -230,6 +230,24 @@ pub fn view<'a>(kind: Kind, payload: &'a [u8], limits: &Limits) -> Result<View<'
     }
 }
 
+/// What a frontend reads of a request it turns away unread
+/// (`request_head`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestHead<'a> {
+    pub id: u64,
+    pub slo_ns: u64,
+    pub model: Option<&'a str>,
+    pub query: Option<&'a str>,
+}
+
+/// A request payload's id, SLO, model and query, read without verifying
+/// the rest (each read is bounds-checked); None where one does not read,
+/// for the caller to decode the payload whole and refuse it as `view` does.
+pub fn request_head(payload: &[u8]) -> Option<RequestHead<'_>> {
+    let r = fb::InferRequestRef::read_as_root(payload).ok()?;
+    Some(RequestHead { id: r.id().ok()?, slo_ns: r.slo_ns().ok()?, model: r.model().ok()?, query: r.query().ok()? })
+}
+
 /// Encodes a message as one frame (header + payload).
 pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
     let mut out = Vec::new();
@@ -540,6 +558,36 @@ mod tests {
 
     fn tensor(shape: Option<Vec<i64>>, bytes: usize) -> fb::Tensor {
         fb::Tensor { name: None, dtype: fb::DType::U8, shape, data: Some((0..bytes).map(|i| i as u8).collect()) }
+    }
+
+    /// A request's head reads what was written, without the rest; bytes
+    /// that are not a request (cut short anywhere, or flipped) read as no
+    /// head or as some head, never a panic.
+    #[test]
+    fn a_request_head_reads_id_slo_model_and_query_alone() {
+        let req = fb::InferRequest {
+            id: 41,
+            model: Some("resnet".into()),
+            slo_ns: 25_000_000,
+            query: Some("game".into()),
+            inputs: Some(vec![tensor(Some(vec![4]), 4)]),
+            ..Default::default()
+        };
+        let frame = encode(&Message::InferRequest(req)).expect("fits");
+        let payload = &frame[HEADER_LEN..];
+        let want = RequestHead { id: 41, slo_ns: 25_000_000, model: Some("resnet"), query: Some("game") };
+        assert_eq!(request_head(payload), Some(want));
+        assert_eq!(request_head(&[]), None);
+        assert_eq!(request_head(&[0xff; 3]), None);
+        for cut in 0..payload.len() {
+            let _ = request_head(&payload[..cut]);
+        }
+        let mut bytes = payload.to_vec();
+        for i in 0..bytes.len() {
+            bytes[i] ^= 0x5a;
+            let _ = request_head(&bytes);
+            bytes[i] ^= 0x5a;
+        }
     }
 
     /// The request's and the answer's writers write what the generated

@@ -38,6 +38,7 @@ use baton_net::rdma::{InputStore, Remote};
 
 use baton_sched::query_run::QueryRun;
 use baton_sched::time::Nanos;
+use baton_wire::message::RequestHead;
 use baton_wire::{clip, fb, Message};
 
 use super::fetch::{answer, input_at};
@@ -74,6 +75,9 @@ pub struct FrontendStats {
     /// Time kept back from admitted requests' SLOs for the network path
     /// (`reserve.rs`), summed: the scheduler planned each that much earlier.
     pub reserved_ns: u64,
+    /// Of `errors`, requests turned away `Overloaded` while the engine ran
+    /// behind its plans (`overload.rs`).
+    pub turned_away: u64,
 }
 
 impl FrontendStats {
@@ -83,7 +87,18 @@ impl FrontendStats {
 
     /// Adds another frontend's counts to these.
     pub fn add(&mut self, o: &FrontendStats) {
-        let FrontendStats { received, ok, late, dropped, errors, orphaned, unregistered, duplicates, reserved_ns } = *o;
+        let FrontendStats {
+            received,
+            ok,
+            late,
+            dropped,
+            errors,
+            orphaned,
+            unregistered,
+            duplicates,
+            reserved_ns,
+            turned_away,
+        } = *o;
         self.received += received;
         self.ok += ok;
         self.late += late;
@@ -93,6 +108,7 @@ impl FrontendStats {
         self.unregistered += unregistered;
         self.duplicates += duplicates;
         self.reserved_ns += reserved_ns;
+        self.turned_away += turned_away;
     }
 }
 
@@ -288,16 +304,12 @@ impl Frontend {
             true => self.check_query(&req, table),
             false => self.check(&req, table),
         };
-        let checked = checked.and_then(|admitted| match self.overload.as_mut().is_some_and(|o| o.turn_away(now)) {
-            true => Err((fb::ErrorCode::Overloaded, BEHIND.to_string())),
-            false => Ok(admitted),
-        });
         let (model, app) = match checked {
             Ok(admitted) => admitted,
             Err((code, why)) => {
                 self.stats.errors += 1;
                 let answer = error(req.id, code, why);
-                self.outcomes.count(key_of(&req, table), &answer, false);
+                self.outcomes.count(key_of(req.model.as_deref(), req.query.as_deref(), table), &answer, false);
                 return Err(Box::new(answer));
             }
         };
@@ -782,6 +794,29 @@ impl Frontend {
     }
 
     /// Counts an answer that found its client gone.
+    pub fn sheds_when_behind(&self) -> bool {
+        self.overload.is_some()
+    }
+
+    /// Whether the next arrival at `now` is turned away while the engine
+    /// runs behind its plans (`overload.rs`; never unless
+    /// `shedding_when_behind`). Ask once per arrival, before reading more
+    /// of it than `RequestHead`: turned away, it costs little.
+    pub fn turning_away(&mut self, now: Nanos) -> bool {
+        self.overload.as_mut().is_some_and(|o| o.turn_away(now))
+    }
+
+    /// The answer to a request `turning_away` turned away, read no further
+    /// than its head: counted as received and answered `Overloaded`.
+    pub fn turned_away(&mut self, head: &RequestHead<'_>, table: &ModelTable) -> fb::InferResponse {
+        self.stats.received += 1;
+        self.stats.errors += 1;
+        self.stats.turned_away += 1;
+        let answer = error(head.id, fb::ErrorCode::Overloaded, BEHIND.to_string());
+        self.outcomes.count(key_of(head.model, head.query, table), &answer, false);
+        answer
+    }
+
     pub fn orphan(&mut self) {
         self.stats.orphaned += 1;
     }
@@ -789,10 +824,10 @@ impl Frontend {
 
 /// The `Tally` key of a request refused at admission: its model, its
 /// query, or the key of requests naming nothing known.
-fn key_of(req: &ClientRequest<'_>, table: &ModelTable) -> usize {
+fn key_of(model: Option<&str>, query: Option<&str>, table: &ModelTable) -> usize {
     let (m, q) = (table.models.len(), table.queries.len());
-    let query = req.query.as_deref().and_then(|n| table.find_query(n)).map(|i| m + i as usize);
-    let model = || req.model.as_deref().and_then(|n| table.find(n)).map(|i| i as usize);
+    let query = query.and_then(|n| table.find_query(n)).map(|i| m + i as usize);
+    let model = || model.and_then(|n| table.find(n)).map(|i| i as usize);
     query.or_else(model).unwrap_or(m + q)
 }
 

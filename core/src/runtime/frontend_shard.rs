@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
 use baton_sched::time::Nanos;
-use baton_wire::message::View;
+use baton_wire::message::{request_head, RequestHead, View};
 use baton_wire::{fb, Kind, Message};
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
@@ -167,6 +167,25 @@ impl Shard {
         }
     }
 
+    /// A request arriving at `now`, turned away unread while the engine
+    /// runs behind (`Frontend::turning_away`): its head is all that is
+    /// read, so a request turned away costs a fraction of one served.
+    /// False to read it whole (also when its head does not read: the
+    /// whole read then answers the typed error).
+    fn turned_away(&mut self, now: Nanos, conn: &Conn, payload: &[u8]) -> bool {
+        if !self.fe.sheds_when_behind() {
+            return false;
+        }
+        let Some(head) = request_head(payload) else { return false };
+        if !self.fe.turning_away(now) {
+            return false;
+        }
+        let fe = &mut self.fe;
+        let answer = self.table.read(|t| fe.turned_away(&head, t));
+        send_small(conn, &Message::InferResponse(answer));
+        true
+    }
+
     /// One frame from connection `conn`, read in place at `now`: a request
     /// is admitted from the frame's bytes.
     fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>) {
@@ -237,6 +256,17 @@ impl Shard {
         match ask {
             Ask::Infer(req, reply) => {
                 let id = req.id;
+                if self.fe.turning_away(now) {
+                    let head = RequestHead {
+                        id,
+                        slo_ns: req.slo_ns,
+                        model: req.model.as_deref(),
+                        query: req.query.as_deref(),
+                    };
+                    let fe = &mut self.fe;
+                    let _ = reply.send(self.table.read(|t| fe.turned_away(&head, t)));
+                    return;
+                }
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, GATEWAY, req, t));
                 match admitted {
                     Ok(meta) => {
@@ -596,17 +626,23 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
         // Every frame of this read arrived by now.
         let now = shard.borrow().clock.now();
         loop {
-            match buf.next_view() {
+            let raw = match buf.next_raw() {
+                Ok(Some(raw)) => raw,
                 Ok(None) => break,
-                Ok(Some(Ok(msg))) => shard.borrow_mut().on_frame(now, &conn, id, msg),
-                Ok(Some(Err(e))) => {
-                    shard.borrow_mut().bad_frames += 1;
-                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
-                }
                 Err(e) => {
                     shard.borrow_mut().bad_frames += 1;
                     send_small(&conn, &error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
                     break 'read;
+                }
+            };
+            if raw.kind == Kind::InferRequest && shard.borrow_mut().turned_away(now, &conn, raw.payload) {
+                continue;
+            }
+            match raw.view() {
+                Ok(msg) => shard.borrow_mut().on_frame(now, &conn, id, msg),
+                Err(e) => {
+                    shard.borrow_mut().bad_frames += 1;
+                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                 }
             }
         }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use baton_sched::scenario::Scenario;
 use baton_sched::time::{ms_to_nanos, Nanos};
 use baton_sched::PolicyKind;
+use baton_wire::message::RequestHead;
 use baton_wire::{fb, Message};
 
 use super::backend::BackendRole;
@@ -512,7 +513,9 @@ fn a_clients_measured_path_is_kept_back_when_its_request_is_planned() {
 /// Turning arrivals away while behind (`overload.rs`): off, no request is
 /// turned away however late its batch runs; on, once every batch of an
 /// interval ran behind its plan, a share of arrivals is refused
-/// `Overloaded` at once; either way every request is answered once.
+/// `Overloaded` at once, read no further than its head (as the frontend
+/// shard asks before it reads a request whole); either way every request
+/// is answered once, and the turned away are counted apart.
 #[test]
 fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
     let table = Cluster::new(PolicyKind::Symphony, 16).table;
@@ -523,6 +526,13 @@ fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
         let n = 5_000u64;
         for i in 0..n {
             let now = 3_000_000 + i * 10_000;
+            if fe.turning_away(now) {
+                let head = RequestHead { id: i, slo_ns: 25_000_000, model: Some("m"), query: None };
+                let e = fe.turned_away(&head, &table);
+                assert_eq!((e.id, e.error_code), (i, fb::ErrorCode::Overloaded), "{:?}", e.message);
+                refused += 1;
+                continue;
+            }
             match fe.admit(now, 7, request(i, "m", 25.0, &[0.0; FLOATS]), &table) {
                 Ok(meta) => {
                     let r = fb::Results {
@@ -535,13 +545,11 @@ fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
                     };
                     fe.on_results(now, r, &table, &mut answers);
                 }
-                Err(e) => {
-                    assert_eq!(e.error_code, fb::ErrorCode::Overloaded, "{:?}", e.message);
-                    refused += 1;
-                }
+                Err(e) => panic!("admitted requests are not refused: {:?}", e.message),
             }
         }
         assert_eq!(answers.len() as u64 + refused, n, "each answered once");
+        assert_eq!((fe.stats.turned_away, fe.stats.errors, fe.stats.received), (refused, refused, n));
         match on {
             false => assert_eq!(refused, 0),
             // Intervals end at 10, 20, 30 and 40 ms: 5%, 10%, 15% and 20%
