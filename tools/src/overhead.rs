@@ -8,6 +8,11 @@
 //! egress      = received - written    answer composed -> the client has it
 //! ```
 //!
+//! Ingress is also split where the frontend reads the request
+//! (`received`): `until_read = received - sent` (the client's send, the
+//! network, the socket) and `after_read = seen - received` (admission and
+//! the way to the scheduler).
+//!
 //! `seen`, `exec_at`, `started`, `finished` and `written` come from the
 //! answer's `Timing` on the cluster clock; `sent` and `received` are the
 //! client's. Both sides are placed on the Unix clock (the cluster clock's
@@ -18,7 +23,7 @@
 //! wait, which the simulator has too, and `finished - started` is the batch.
 //!
 //! A part that comes out negative (the two clocks disagree by more than the
-//! part) is recorded as 0 and counted in `clock_skew`.
+//! part) is recorded as 0, and the request counted once in `clock_skew`.
 
 use std::io::Write;
 use std::path::Path;
@@ -42,26 +47,30 @@ pub struct OverheadReport {
     pub start_lag: PartStats,
     pub completion: PartStats,
     pub egress: PartStats,
+    /// Ingress until the frontend read the request, and after.
+    pub ingress_until_read: PartStats,
+    pub ingress_after_read: PartStats,
     /// Requests measured.
     pub count: u64,
-    /// Parts that came out negative across the two clocks (recorded as 0).
+    /// Requests with a part that came out negative across the two clocks
+    /// (recorded as 0).
     pub clock_skew: u64,
 }
 
-/// The four parts' histograms, in nanoseconds.
+/// The four parts' histograms and ingress's two halves, in nanoseconds.
 #[derive(Clone)]
 pub struct Overhead {
-    parts: [Histogram<u64>; 4],
+    parts: [Histogram<u64>; 6],
     clock_skew: u64,
 }
 
-const NAMES: [&str; 4] = ["ingress", "start_lag", "completion", "egress"];
+const NAMES: [&str; 6] = ["ingress", "start_lag", "completion", "egress", "ingress_until_read", "ingress_after_read"];
 
 impl Default for Overhead {
     fn default() -> Self {
         // 1 ns to 1 hour at 3 significant digits.
         let h = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-        Self { parts: [h(), h(), h(), h()], clock_skew: 0 }
+        Self { parts: [h(), h(), h(), h(), h(), h()], clock_skew: 0 }
     }
 }
 
@@ -83,11 +92,11 @@ impl Overhead {
             t.started_ns as i128 - t.exec_at_ns as i128,
             t.written_ns as i128 - t.finished_ns as i128,
             received_unix_ns as i128 - server(t.written_ns),
+            server(t.received_ns) - sent_unix_ns as i128,
+            t.seen_ns as i128 - t.received_ns as i128,
         ];
+        self.clock_skew += u64::from(parts.iter().any(|&v| v < 0));
         for (h, v) in self.parts.iter_mut().zip(parts) {
-            if v < 0 {
-                self.clock_skew += 1;
-            }
             h.saturating_record(v.clamp(0, u64::MAX as i128) as u64);
         }
     }
@@ -104,12 +113,15 @@ impl Overhead {
             let us = |q: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 };
             PartStats { p50_us: us(0.5), p99_us: us(0.99), p999_us: us(0.999), max_us: h.max() as f64 / 1e3 }
         };
-        let [ingress, start_lag, completion, egress] = self.parts.each_ref().map(stats);
+        let [ingress, start_lag, completion, egress, ingress_until_read, ingress_after_read] =
+            self.parts.each_ref().map(stats);
         OverheadReport {
             ingress,
             start_lag,
             completion,
             egress,
+            ingress_until_read,
+            ingress_after_read,
             count: self.parts[0].len(),
             clock_skew: self.clock_skew,
         }
@@ -142,11 +154,17 @@ impl Overhead {
 pub fn one_line(r: &OverheadReport) -> String {
     let part = |name: &str, p: &PartStats| format!("{name} {:.0}/{:.0}/{:.0}", p.p50_us, p.p99_us, p.p999_us);
     format!(
-        "engine overhead p50/p99/p99.9 µs: {}  {}  {}  {}",
+        "engine overhead p50/p99/p99.9 µs: {}  {}  {}  {}  (ingress until read {:.0}/{:.0}/{:.0}, after {:.0}/{:.0}/{:.0})",
         part("ingress", &r.ingress),
         part("start lag", &r.start_lag),
         part("completion", &r.completion),
-        part("egress", &r.egress)
+        part("egress", &r.egress),
+        r.ingress_until_read.p50_us,
+        r.ingress_until_read.p99_us,
+        r.ingress_until_read.p999_us,
+        r.ingress_after_read.p50_us,
+        r.ingress_after_read.p99_us,
+        r.ingress_after_read.p999_us
     )
 }
 
@@ -182,6 +200,13 @@ mod tests {
             (r.ingress.p50_us, r.start_lag.p50_us, r.completion.p50_us, r.egress.p50_us),
             (0.2, 0.05, 0.07, 0.4)
         );
+        // Read at once when it reached the frontend: all of ingress before.
+        assert_eq!((r.ingress_until_read.p50_us, r.ingress_after_read.p50_us), (0.2, 0.0));
+        let mut split = Overhead::default();
+        let read_at_250 = fb::Timing { received_ns: 250, ..timing(300, 1_000, 1_050, 2_000, 2_070) };
+        split.record(1_000_100, 1_000_000 + 2_470, &read_at_250);
+        let r = split.report();
+        assert_eq!((r.ingress.p50_us, r.ingress_until_read.p50_us, r.ingress_after_read.p50_us), (0.2, 0.15, 0.05));
         // A client clock ahead of the server's: a negative ingress is 0, counted.
         o.record(1_000_400, 1_000_000 + 2_070 + 400, &timing(300, 1_000, 1_050, 2_000, 2_070));
         assert_eq!(o.report().clock_skew, 1);
