@@ -202,17 +202,20 @@ mod tests {
     }
 
     /// A writer that takes, writes while more frames are pushed, and
-    /// recycles, turns between two buffers: no new one after the first
-    /// two, every frame written once and in order; a buffer over `KEEP`
-    /// is not kept.
+    /// recycles, turns between two buffers: no new one once both have
+    /// grown to what a turn holds (frames of one size here), every frame
+    /// written once and in order; a buffer over `KEEP` is not kept.
     #[test]
     fn two_buffers_take_turns_between_the_writer_and_the_encoder() {
+        let fixed = |i: u64| {
+            Message::Dropped(fb::Dropped { requests: Some(vec![i; 3]), reason: fb::DropReason::Shed, message: None })
+        };
         let mut ob = Outbox::default();
         let (mut written, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
         let mut in_flight: Option<Vec<u8>> = None;
         for i in 0..40 {
-            ob.push(&msg(i)).unwrap();
-            ob.push(&msg(i + 1000)).unwrap();
+            ob.push(&fixed(i)).unwrap();
+            ob.push(&fixed(i + 1000)).unwrap();
             if let Some(done) = in_flight.take() {
                 ob.recycle(done);
             }
@@ -227,7 +230,7 @@ mod tests {
         assert_eq!(seen.len(), 2, "two buffers in turn");
         let (frames, end) = feed(&written, 4096);
         assert_eq!(end, Ok(()));
-        let want: Vec<Message> = (0..40).flat_map(|i| [msg(i), msg(i + 1000)]).collect();
+        let want: Vec<Message> = (0..40).flat_map(|i| [fixed(i), fixed(i + 1000)]).collect();
         assert_eq!(frames.into_iter().map(|f| f.unwrap()).collect::<Vec<_>>(), want);
 
         let mut ob = Outbox::default();

@@ -793,7 +793,8 @@ impl Frontend {
         }
     }
 
-    /// Counts an answer that found its client gone.
+    /// Whether arrivals may be turned away while behind
+    /// (`shedding_when_behind`).
     pub fn sheds_when_behind(&self) -> bool {
         self.overload.is_some()
     }
@@ -817,6 +818,7 @@ impl Frontend {
         answer
     }
 
+    /// Counts an answer that found its client gone.
     pub fn orphan(&mut self) {
         self.stats.orphaned += 1;
     }
