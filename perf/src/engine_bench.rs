@@ -65,9 +65,13 @@ pub fn serve_and_load(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, Engine
 
 /// The same, with Symphony's model shards on `model_shards` shards of their own.
 pub fn serve_sharded_and_load(s: &Scenario, rate: f64, secs: f64, model_shards: usize) -> (LoadReport, EngineReport) {
+    serve_config_and_load(s, &EngineConfig { model_shards, ..local(rate) }, secs, false)
+}
+
+/// An engine on loopback, any port, planning for `rate`, on the engine's cores.
+fn local(rate: f64) -> EngineConfig {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let cfg = EngineConfig { listen, plan_rate_rps: rate, model_shards, cores: placement().0, ..Default::default() };
-    serve_config_and_load(s, &cfg, secs, false)
+    EngineConfig { listen, plan_rate_rps: rate, cores: placement().0, ..Default::default() }
 }
 
 /// One engine configured as `cfg` (its `plan_rate_rps` the offered rate),
@@ -222,17 +226,11 @@ pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput 
     }
     let half_rate = (lo / 2.0).max(1.0);
     let (half, _) = serve_and_load(&s, half_rate, secs);
-    let (engine_cores, generator_cores) = placement();
-    let half_polled = (engine_cores.is_some() && !generator_cores.is_empty()).then(|| {
-        let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-        let cfg = EngineConfig {
-            listen,
-            plan_rate_rps: half_rate,
-            cores: engine_cores,
-            poll: LATENCY_POLL,
-            ..Default::default()
-        };
-        serve_config_and_load(&s, &cfg, secs, true).0
-    });
+    // Only where each side has cores of its own: a spinning generator
+    // would otherwise take the engine's.
+    let half_polled = placement()
+        .0
+        .is_some()
+        .then(|| serve_config_and_load(&s, &EngineConfig { poll: LATENCY_POLL, ..local(half_rate) }, secs, true).0);
     Throughput { probes, sustained_rps: lo, half, half_polled }
 }

@@ -793,12 +793,6 @@ impl Frontend {
         }
     }
 
-    /// Whether arrivals may be turned away while behind
-    /// (`shedding_when_behind`).
-    pub fn sheds_when_behind(&self) -> bool {
-        self.overload.is_some()
-    }
-
     /// Whether the next arrival at `now` is turned away while the engine
     /// runs behind its plans (`overload.rs`; never unless
     /// `shedding_when_behind`). Ask once per arrival, before reading more

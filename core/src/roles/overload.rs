@@ -12,9 +12,9 @@
 //! verified) and a short answer, so shedding a fraction `p` of arrivals
 //! gives the loop back most of what they would have cost, and the rest
 //! are served in time. (Turned away after its decode and checks, as at
-//! first, a request cost a third or more of one served: 610,000–650,000
-//! r/s answered in time at 1,200,000 offered where reading the head alone
-//! answers 770,000, in the runs that do not collapse.)
+//! first, 609,000–691,000 r/s were answered in time at 1,200,000 offered
+//! in the runs that did not collapse; turned away by head, 746,000–
+//! 795,000.)
 //!
 //! **Signal.** Each batch's time around its plan as the frontend sees it
 //! in `Results`: a = (start − planned start) + (answer − finish), the

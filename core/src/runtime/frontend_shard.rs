@@ -173,13 +173,10 @@ impl Shard {
     /// False to read it whole (also when its head does not read: the
     /// whole read then answers the typed error).
     fn turned_away(&mut self, now: Nanos, conn: &Conn, payload: &[u8]) -> bool {
-        if !self.fe.sheds_when_behind() {
-            return false;
-        }
-        let Some(head) = request_head(payload) else { return false };
         if !self.fe.turning_away(now) {
             return false;
         }
+        let Some(head) = request_head(payload) else { return false };
         let fe = &mut self.fe;
         let answer = self.table.read(|t| fe.turned_away(&head, t));
         send_small(conn, &Message::InferResponse(answer));
