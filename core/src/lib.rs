@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod models;
 pub mod partitions;
 pub mod pool;
+pub mod prefetch;
 pub mod publish;
 pub mod roles;
 pub mod routes;

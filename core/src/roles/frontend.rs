@@ -525,6 +525,14 @@ impl Frontend {
         h
     }
 
+    /// Hints the held records of `ids` into the cache before they are
+    /// taken one by one (`crate::prefetch`).
+    fn prefetch(&self, ids: &[u64]) {
+        for &id in ids {
+            self.held.prefetch(id);
+        }
+    }
+
     /// A batch's results: one ok answer per request still held.
     pub fn on_results(&mut self, now: Nanos, r: fb::Results, table: &ModelTable, out: &mut Vec<Answer>) {
         let ids = r.requests.unwrap_or_default();
@@ -535,6 +543,7 @@ impl Frontend {
         if let Some(o) = &mut self.overload {
             o.observe(now, around);
         }
+        self.prefetch(&ids);
         for id in ids {
             let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
             let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
@@ -655,7 +664,9 @@ impl Frontend {
 
     /// Requests dropped by the scheduler or lost with a backend.
     pub fn on_dropped(&mut self, now: Nanos, d: fb::Dropped, table: &ModelTable, out: &mut Vec<Answer>) {
-        for id in d.requests.unwrap_or_default() {
+        let ids = d.requests.unwrap_or_default();
+        self.prefetch(&ids);
+        for id in ids {
             let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
             if let Some(stage) = h.stage {
                 self.stage_ended(now, stage, Err(d.reason), table, out);

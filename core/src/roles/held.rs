@@ -75,6 +75,14 @@ impl<T> ByIds<T> {
         self.slots[i].as_mut()
     }
 
+    /// Hints `id`'s slot into the cache ahead of a `get_mut` or `remove`
+    /// (`crate::prefetch`): a batch's members lie apart, each a miss.
+    pub fn prefetch(&self, id: u64) {
+        if let Some(i) = self.index(id) {
+            crate::prefetch::prefetch(&self.slots[i]);
+        }
+    }
+
     pub fn remove(&mut self, id: u64) -> Option<T> {
         let i = self.index(id)?;
         let v = self.slots[i].take()?;

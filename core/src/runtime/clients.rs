@@ -417,6 +417,11 @@ impl Generator {
                     fe.on_message(now, e.msg, table, &mut answers, |e| out.push_back(ShardMsg::env(e)));
                 }
             }
+            for (_, a) in &answers {
+                if let Some(d) = a.id.checked_sub(self.base).and_then(|i| self.due.get(i as usize)) {
+                    crate::prefetch::prefetch(d);
+                }
+            }
             for (_, a) in answers.drain(..) {
                 self.answer(t, now, &a);
                 crate::pool::give_answer(a);
