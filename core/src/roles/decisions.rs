@@ -223,11 +223,72 @@ impl Decisions {
 
     /// Sends the grouped drops.
     pub fn flush(&mut self, out: &mut Vec<Envelope>) {
-        for (fe, reason, ids) in self.drops.drain(..) {
-            out.extend(ids.chunks(Limits::default().max_ids).map(|c| Envelope {
-                to: Addr::Frontend(fe),
-                msg: Message::Dropped(fb::Dropped { requests: Some(c.to_vec()), reason, message: None }),
-            }));
+        let max = Limits::default().max_ids;
+        for (fe, reason, mut ids) in self.drops.drain(..) {
+            // The list itself goes out in the first message (no copy when
+            // one holds it all); the ids past it, in lists of their own.
+            while !ids.is_empty() {
+                let rest = ids.split_off(ids.len().min(max));
+                let requests = std::mem::replace(&mut ids, rest);
+                let msg = Message::Dropped(fb::Dropped { requests: Some(requests), reason, message: None });
+                out.push(Envelope { to: Addr::Frontend(fe), msg });
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_sched::scenario::Scenario;
+
+    const SCENARIO: &str = r#"
+name = "drops"
+seed = 1
+duration_s = 1
+[cluster]
+gpus = 1
+[[models]]
+name = "m"
+alpha_ms = 1.0
+beta_ms = 1.0
+slo_ms = 10.0
+"#;
+
+    /// Drops go out grouped per frontend and reason, in the order they
+    /// came, in lists of at most the wire's id limit: every id once.
+    #[test]
+    fn drops_are_grouped_and_chunked_within_the_id_limit() {
+        let table = ModelTable::from_scenario(&Scenario::parse(SCENARIO).unwrap(), 1).unwrap();
+        let mut d = Decisions::new(table, 0);
+        let max = Limits::default().max_ids as u64;
+        let other = 1 << super::super::FRONTEND_SHIFT;
+        for i in 0..2 * max + 5 {
+            d.drop(i, fb::DropReason::CannotMeetDeadline);
+        }
+        d.drop(other, fb::DropReason::CannotMeetDeadline);
+        d.drop(7 * max, fb::DropReason::Shed);
+        let mut out = Vec::new();
+        d.flush(&mut out);
+        let sent: Vec<(Addr, fb::DropReason, Vec<u64>)> = out
+            .drain(..)
+            .map(|e| match e.msg {
+                Message::Dropped(m) => (e.to, m.reason, m.requests.unwrap()),
+                m => panic!("not a drop: {m:?}"),
+            })
+            .collect();
+        let sizes: Vec<(Addr, fb::DropReason, usize)> = sent.iter().map(|(a, r, ids)| (*a, *r, ids.len())).collect();
+        let late = fb::DropReason::CannotMeetDeadline;
+        let (f0, f1) = (Addr::Frontend(0), Addr::Frontend(1));
+        let m = max as usize;
+        assert_eq!(
+            sizes,
+            vec![(f0, late, m), (f0, late, m), (f0, late, 5), (f1, late, 1), (f0, fb::DropReason::Shed, 1)]
+        );
+        let first: Vec<u64> = sent[..3].iter().flat_map(|(_, _, ids)| ids.iter().copied()).collect();
+        assert_eq!(first, (0..2 * max + 5).collect::<Vec<_>>(), "every id once, in order");
+        assert_eq!(d.dropped, 2 * max + 7);
+        d.flush(&mut out);
+        assert!(out.is_empty(), "flushed once");
     }
 }

@@ -229,7 +229,8 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
         let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
         let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
         let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
-        let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor);
+        let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor)
+            .with_max_waiting(cfg.max_waiting);
         let mut gen = Generator::new(&scenario, &table, load);
         let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
         Ok((seen, shards.reports()))
@@ -431,6 +432,7 @@ impl Generator {
                 link.flush(&mut out);
                 busy = true;
             }
+            fe.set_waiting(out.len(), ShardMsg::oldest_arrival(&out));
             // Answered requests leave the front of `due`: empty, all answered.
             let done = self.arrivals.peek().is_none() && self.due.is_empty();
             if done || t > self.end + self.drain {

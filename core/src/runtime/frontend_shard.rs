@@ -519,7 +519,8 @@ pub async fn run(
                 busy = true;
             }
             let waiting = s.outbound.len() + link.unsent_to_schedulers();
-            s.fe.set_waiting(waiting);
+            let since = ShardMsg::oldest_arrival(&s.outbound);
+            s.fe.set_waiting(waiting, since);
         }
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
         hosted.round(&mut round);

@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use baton_net::mesh::{SendError, ShardLinks};
 use baton_sched::symphony::{shard_of, ToModel, ToRank};
+use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::park::Bell;
@@ -52,6 +53,16 @@ impl ShardMsg {
             Envelope { to: Addr::Scheduler(to), msg: Message::RequestMeta(meta) } => ShardMsg::Meta { to, meta },
             e => ShardMsg::Env(Box::new(e)),
         }
+    }
+
+    /// The oldest arrival among the first few messages of a queue to the
+    /// schedulers (a request's metadata says when it arrived): how long
+    /// requests have waited on their way (`Frontend::set_waiting`).
+    pub fn oldest_arrival(q: &VecDeque<ShardMsg>) -> Option<Nanos> {
+        q.iter().take(8).find_map(|m| match m {
+            ShardMsg::Meta { meta, .. } => Some(meta.arrival_ns),
+            _ => None,
+        })
     }
 
     /// The role message inside, or the message back if it is Symphony's

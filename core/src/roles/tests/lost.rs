@@ -86,10 +86,29 @@ fn a_frontend_sheds_while_too_much_waits_to_reach_the_scheduler() {
     assert_eq!((shed.id, shed.error_code), (3, fb::ErrorCode::Overloaded));
     assert!(shed.message.as_deref().unwrap().contains("wait to reach the scheduler"), "{shed:?}");
     // The shard sent one: room for one more.
-    fe.set_waiting(1);
+    fe.set_waiting(1, None);
     admit(&mut fe, 4).expect("admitted");
     assert_eq!(admit(&mut fe, 5).expect_err("full again").error_code, fb::ErrorCode::Overloaded);
     assert_eq!((fe.held(), fe.stats.received, fe.stats.errors), (3, 5, 2));
+}
+
+/// While the oldest request on its way to the scheduler has waited as
+/// long as a new one's SLO leaves (25 ms here, nothing reserved), the new
+/// one is shed at the door; a shorter wait, or none, admits it.
+#[test]
+fn a_frontend_sheds_at_the_door_while_requests_wait_longer_than_the_slo_leaves() {
+    let Cluster { table, .. } = Cluster::new(PolicyKind::Symphony, 16);
+    let mut fe = Frontend::new(1, 16, 0, 0);
+    let slo = 25_000_000;
+    let admit = |fe: &mut Frontend, now, id| fe.admit(now, 7, request(id, "m", 25.0, &[0.0; FLOATS]), &table);
+    fe.set_waiting(1, Some(1_000));
+    admit(&mut fe, 1_000 + slo - 1, 1).expect("waited a nanosecond less than the SLO leaves");
+    let shed = admit(&mut fe, 1_000 + slo, 2).expect_err("waited as long as the SLO leaves");
+    assert_eq!((shed.id, shed.error_code), (2, fb::ErrorCode::Overloaded));
+    assert!(shed.message.as_deref().unwrap().contains("longer than this one's SLO leaves"), "{shed:?}");
+    fe.set_waiting(0, None);
+    admit(&mut fe, 10 * slo, 3).expect("nothing waits");
+    assert_eq!((fe.held(), fe.stats.received, fe.stats.errors), (2, 3, 1));
 }
 
 #[test]
