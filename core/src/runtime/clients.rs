@@ -32,7 +32,7 @@ use glommio::Placement;
 use std::sync::Arc;
 
 use super::lead::{Lead, Round};
-use super::link::{Link, ShardMsg, FRONTEND_SHARD};
+use super::link::{Link, Outbound, ShardMsg, FRONTEND_SHARD};
 use super::park::Rhythm;
 use super::sched_shard::Hosting;
 use super::{build_hosted, shard_executor, start_back, Back, EngineConfig, EngineError, EngineReport, Front};
@@ -314,7 +314,7 @@ impl Generator {
     }
 
     /// Hands the frontend every request due by `t` (ns from the start).
-    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut VecDeque<ShardMsg>) {
+    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut Outbound) {
         while self.arrivals.peek().is_some_and(|at| at <= t) {
             let (at, src) = self.arrivals.pop().expect("peeked");
             let id = self.base + self.due.len() as u64;
@@ -342,7 +342,7 @@ impl Generator {
             input_bytes(&mut self.input, floats, first);
             let admitted = fe.admit_to_scheduler(now, 0, borrowed_request(id, target, left, app, &self.input), table);
             match admitted {
-                Ok(meta) => out.push_back(ShardMsg::env(meta)),
+                Ok(meta) => out.arrivals.push_back(ShardMsg::env(meta)),
                 Err(e) => self.answer(t, now, &e),
             }
         }
@@ -394,7 +394,7 @@ impl Generator {
         mut rhythm: Rhythm,
         shards: &mut Hosting,
     ) -> (Tally, Parts, FrontendStats) {
-        let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), VecDeque::new());
+        let (mut incoming, mut answers, mut out) = (Vec::new(), Vec::<Answer>::new(), Outbound::default());
         let mut lead = Lead::default();
         // The roles' times are on the cluster clock; the clients' from the run's start.
         let start = clock.now();
@@ -415,7 +415,7 @@ impl Generator {
             let mut busy = !incoming.is_empty();
             for m in incoming.drain(..) {
                 if let Ok(e) = m.into_envelope() {
-                    fe.on_message(now, e.msg, table, &mut answers, |e| out.push_back(ShardMsg::env(e)));
+                    fe.on_message(now, e.msg, table, &mut answers, |e| out.under_way.push_back(ShardMsg::env(e)));
                 }
             }
             for (_, a) in &answers {
@@ -429,10 +429,10 @@ impl Generator {
             }
             self.send(t, now, &mut fe, table, &mut out);
             if !out.is_empty() {
-                link.flush(&mut out);
+                link.flush_outbound(&mut out);
                 busy = true;
             }
-            fe.set_waiting(out.len(), ShardMsg::oldest_arrival(&out));
+            fe.set_waiting(out.len(), out.oldest_arrival());
             // Answered requests leave the front of `due`: empty, all answered.
             let done = self.arrivals.peek().is_none() && self.due.is_empty();
             if done || t > self.end + self.drain {

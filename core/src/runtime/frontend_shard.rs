@@ -22,7 +22,6 @@
 
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +37,7 @@ use glommio::net::{TcpListener, TcpStream};
 
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::lead::{Lead, Round};
-use super::link::{Link, ShardMsg};
+use super::link::{Link, Outbound, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::Router;
 use super::sched_shard::{self, Hosting};
@@ -78,7 +77,7 @@ struct Shard {
     table: Arc<Published<ModelTable>>,
     clock: Clock,
     conns: FxHashMap<ConnId, Rc<Conn>>,
-    outbound: VecDeque<ShardMsg>,
+    outbound: Outbound,
     connections: u64,
     refused_connections: u64,
     accept_failures: u64,
@@ -197,7 +196,7 @@ impl Shard {
                 };
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
                 match admitted {
-                    Ok(meta) => self.outbound.push_back(ShardMsg::env(meta)),
+                    Ok(meta) => self.outbound.arrivals.push_back(ShardMsg::env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
                 }
             }
@@ -270,7 +269,7 @@ impl Shard {
                         let g = self.gateway.as_mut().expect("asks come from the gateway");
                         let earlier = g.replies.insert(id, reply);
                         debug_assert!(earlier.is_none(), "the door numbers requests once");
-                        self.outbound.push_back(ShardMsg::env(meta));
+                        self.outbound.arrivals.push_back(ShardMsg::env(meta));
                     }
                     Err(e) => {
                         let _ = reply.send(*e);
@@ -358,7 +357,7 @@ impl Shard {
     /// A message from the cluster, taken at `now`.
     fn on_envelope(&mut self, now: Nanos, e: Envelope, answers: &mut Vec<Answer>) {
         let s = &mut *self;
-        let out = &mut s.outbound;
+        let out = &mut s.outbound.under_way;
         let send = |e| out.push_back(ShardMsg::env(e));
         if !s.table.read(|t| s.fe.on_message(now, e.msg, t, answers, send)) {
             s.bad_frames += 1;
@@ -474,7 +473,7 @@ pub async fn run(
         table,
         clock,
         conns: FxHashMap::default(),
-        outbound: VecDeque::new(),
+        outbound: Outbound::default(),
         connections: 0,
         refused_connections: 0,
         accept_failures: 0,
@@ -515,11 +514,11 @@ pub async fn run(
             s.answer(&mut answers);
             s.publish();
             if !s.outbound.is_empty() {
-                link.flush(&mut s.outbound);
+                link.flush_outbound(&mut s.outbound);
                 busy = true;
             }
             let waiting = s.outbound.len() + link.unsent_to_schedulers();
-            let since = ShardMsg::oldest_arrival(&s.outbound);
+            let since = s.outbound.oldest_arrival();
             s.fe.set_waiting(waiting, since);
         }
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
