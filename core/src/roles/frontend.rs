@@ -273,7 +273,7 @@ impl Frontend {
 
     /// The messages waiting to reach the scheduler, as the shard counts
     /// them after sending what it could, and when the oldest request among
-    /// them arrived (`ShardMsg::oldest_arrival`).
+    /// them arrived (`link::Outbound::oldest_arrival`).
     pub fn set_waiting(&mut self, n: usize, since: Option<Nanos>) {
         (self.waiting, self.waiting_since) = (n, since);
     }
@@ -457,9 +457,10 @@ impl Frontend {
     /// there after costing the queue and the scheduler their share. Under
     /// a standing backlog (a burst the core did not absorb) that cost is
     /// what kept the backlog standing: every request reached the scheduler
-    /// too late and was dropped, as fast as new ones queued (measured:
-    /// the stress harness at 1,150,000 r/s held 200,000 requests, 165 ms,
-    /// on their way for the whole run; perf/results/stress_ab.txt).
+    /// too late and was dropped, while new ones queued (measured: the
+    /// stress harness at 1,150,000 r/s held 200,000 to 630,000 requests,
+    /// 165 to 550 ms, on their way for the whole run;
+    /// perf/results/overload.txt).
     fn door(&self, now: Nanos, planned: Nanos) -> Result<(), (fb::ErrorCode, String)> {
         let waited = self.waiting_since.map_or(0, |since| now.saturating_sub(since));
         if waited < planned {
