@@ -2,9 +2,10 @@
 //! touches. A batch's members were admitted among other models' requests,
 //! so their records lie apart — one cache miss each, one after another
 //! when each is read as its answer is built. Hinting them all first lets
-//! the misses overlap: the answers then find them in cache (measured in
-//! `perf/results/stress.txt`: the frontend's `ByIds::remove` was 14% of
-//! the engine's core at 850,000 r/s, most of it waiting on the record).
+//! the misses overlap: the answers then find them in cache (the stress
+//! harness on one core at 850,000 r/s: the frontend's `ByIds::remove`
+//! was 14% of the engine's core, most of it waiting on the record, and
+//! 2.5% hinted; `perf/results/engine_profile.txt`).
 //!
 //! A hint never faults and has no effect on what a program computes, so a
 //! wrong or stale address costs only the hint; on other architectures it
