@@ -243,3 +243,58 @@ impl Link {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_net::mesh::mesh;
+
+    fn arrival(id: u64) -> ShardMsg {
+        ShardMsg::env(Envelope {
+            to: Addr::Scheduler(0),
+            msg: Message::RequestMeta(fb::RequestMeta { id, arrival_ns: 10 * id, ..Default::default() }),
+        })
+    }
+
+    fn inputs(batch_id: u64) -> ShardMsg {
+        ShardMsg::env(Envelope {
+            to: Addr::Backend(0),
+            msg: Message::Inputs(fb::Inputs { batch_id, ..Default::default() }),
+        })
+    }
+
+    /// Which message it is: an arrival's id, or a batch's id negated.
+    fn which(m: ShardMsg) -> i64 {
+        match m.into_envelope().expect("a role message").msg {
+            Message::RequestMeta(m) => m.id as i64,
+            Message::Inputs(i) => -(i.batch_id as i64),
+            m => panic!("unexpected {m:?}"),
+        }
+    }
+
+    /// Work under way leaves before queued arrivals, each queue in order;
+    /// what a full ring leaves stays queued, arrivals behind work under
+    /// way, and the oldest arrival waiting is the first left.
+    #[test]
+    fn work_under_way_leaves_before_queued_arrivals() {
+        let mut ends = mesh::<ShardMsg>(2, 4).into_iter();
+        let (front, mut sched) = (ends.next().unwrap(), ends.next().unwrap());
+        let layout = Layout { frontends: 1, model_shards: 0 };
+        let mut link = Link::Ring(Ring { links: front, layout, bells: Vec::new() });
+        let mut q = Outbound::default();
+        q.arrivals.extend([arrival(1), arrival(2), arrival(3)]);
+        q.under_way.extend([inputs(7), inputs(8)]);
+        assert_eq!((q.len(), q.oldest_arrival()), (5, Some(10)));
+        link.flush_outbound(&mut q);
+        let mut got = Vec::new();
+        sched.poll(16, |_, m| got.push(which(m)));
+        assert_eq!(got, vec![-7, -8, 1, 2], "a ring of four: work under way first");
+        assert_eq!((q.len(), q.oldest_arrival()), (1, Some(30)));
+        q.under_way.push_back(inputs(9));
+        link.flush_outbound(&mut q);
+        got.clear();
+        sched.poll(16, |_, m| got.push(which(m)));
+        assert_eq!(got, vec![-9, 3], "the arrival left waits behind new work under way");
+        assert!(q.is_empty() && q.oldest_arrival().is_none());
+    }
+}
