@@ -302,8 +302,9 @@ fn every_request_is_answered_exactly_once_at_twice_goodput() {
     // `baton sim --find-goodput` on the built-in scenario: about 1,235 r/s.
     exactly_once(PolicyKind::Symphony, 2_500.0);
     exactly_once(PolicyKind::Clockwork, 2_500.0);
-    // With the frontend ready to turn arrivals away while behind: every
-    // request's head is read first, and an engine on time turns none away.
+    // With the frontend ready to turn arrivals away while behind: each one
+    // turned away is read no further than its head, answered `Overloaded`
+    // and counted apart; every request is still answered once.
     exactly_once_with(PolicyKind::Symphony, 2_500.0, EngineConfig { shed_when_behind: true, ..Default::default() });
 }
 

@@ -235,17 +235,17 @@ pub fn view<'a>(kind: Kind, payload: &'a [u8], limits: &Limits) -> Result<View<'
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RequestHead<'a> {
     pub id: u64,
-    pub slo_ns: u64,
     pub model: Option<&'a str>,
     pub query: Option<&'a str>,
 }
 
-/// A request payload's id, SLO, model and query, read without verifying
+/// A request payload's id, model and query (what its answer and its tally
+/// need), read without verifying
 /// the rest (each read is bounds-checked); None where one does not read,
 /// for the caller to decode the payload whole and refuse it as `view` does.
 pub fn request_head(payload: &[u8]) -> Option<RequestHead<'_>> {
     let r = fb::InferRequestRef::read_as_root(payload).ok()?;
-    Some(RequestHead { id: r.id().ok()?, slo_ns: r.slo_ns().ok()?, model: r.model().ok()?, query: r.query().ok()? })
+    Some(RequestHead { id: r.id().ok()?, model: r.model().ok()?, query: r.query().ok()? })
 }
 
 /// Encodes a message as one frame (header + payload).
@@ -564,7 +564,7 @@ mod tests {
     /// that are not a request (cut short anywhere, or flipped) read as no
     /// head or as some head, never a panic.
     #[test]
-    fn a_request_head_reads_id_slo_model_and_query_alone() {
+    fn a_request_head_reads_id_model_and_query_alone() {
         let req = fb::InferRequest {
             id: 41,
             model: Some("resnet".into()),
@@ -575,7 +575,7 @@ mod tests {
         };
         let frame = encode(&Message::InferRequest(req)).expect("fits");
         let payload = &frame[HEADER_LEN..];
-        let want = RequestHead { id: 41, slo_ns: 25_000_000, model: Some("resnet"), query: Some("game") };
+        let want = RequestHead { id: 41, model: Some("resnet"), query: Some("game") };
         assert_eq!(request_head(payload), Some(want));
         assert_eq!(request_head(&[]), None);
         assert_eq!(request_head(&[0xff; 3]), None);

@@ -239,21 +239,9 @@ impl Decisions {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::SCENARIO;
     use super::*;
     use baton_sched::scenario::Scenario;
-
-    const SCENARIO: &str = r#"
-name = "drops"
-seed = 1
-duration_s = 1
-[cluster]
-gpus = 1
-[[models]]
-name = "m"
-alpha_ms = 1.0
-beta_ms = 1.0
-slo_ms = 10.0
-"#;
 
     /// Drops go out grouped per frontend and reason, in the order they
     /// came, in lists of at most the wire's id limit: every id once.

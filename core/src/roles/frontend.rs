@@ -140,7 +140,10 @@ struct Held {
 /// an empty buffer): the next admission reuses it instead of allocating.
 impl Drop for Held {
     fn drop(&mut self) {
-        pool::give_bytes(std::mem::take(&mut self.input));
+        // Most have none left: a backend took it with the batch.
+        if self.input.capacity() > 0 {
+            pool::give_bytes(std::mem::take(&mut self.input));
+        }
     }
 }
 
@@ -172,7 +175,7 @@ pub struct Frontend {
     max_waiting: usize,
     /// When the oldest request still on its way to the scheduler arrived
     /// (as the shard last looked): a request whose slack is shorter than
-    /// that wait is shed at the door (`door`).
+    /// that wait is shed at the door (`reaches_scheduler_in_time`).
     waiting_since: Option<Nanos>,
     /// How long past its deadline a request is held (`EXPIRY_GRACE`).
     grace: Nanos,
@@ -320,16 +323,17 @@ impl Frontend {
             false => self.check(&req, table),
         };
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
-        let (model, app) =
-            match checked.and_then(|admitted| self.door(now, req.slo_ns.saturating_sub(reserved)).map(|()| admitted)) {
-                Ok(admitted) => admitted,
-                Err((code, why)) => {
-                    self.stats.errors += 1;
-                    let answer = error(req.id, code, why);
-                    self.outcomes.count(key_of(req.model.as_deref(), req.query.as_deref(), table), &answer, false);
-                    return Err(Box::new(answer));
-                }
-            };
+        let (model, app) = match checked.and_then(|admitted| {
+            self.reaches_scheduler_in_time(now, req.slo_ns.saturating_sub(reserved)).map(|()| admitted)
+        }) {
+            Ok(admitted) => admitted,
+            Err((code, why)) => {
+                self.stats.errors += 1;
+                let answer = error(req.id, code, why);
+                self.outcomes.count(key_of(req.model.as_deref(), req.query.as_deref(), table), &answer, false);
+                return Err(Box::new(answer));
+            }
+        };
         // Checked: exactly one tensor. Its bytes are held: an owned
         // request's move, a frame's are copied once, into a reused buffer.
         let input = match req.input.map(|t| t.data) {
@@ -461,7 +465,7 @@ impl Frontend {
     /// stress harness at 1,150,000 r/s held 200,000 to 630,000 requests,
     /// 165 to 550 ms, on their way for the whole run;
     /// perf/results/overload.txt).
-    fn door(&self, now: Nanos, planned: Nanos) -> Result<(), (fb::ErrorCode, String)> {
+    fn reaches_scheduler_in_time(&self, now: Nanos, planned: Nanos) -> Result<(), (fb::ErrorCode, String)> {
         let waited = self.waiting_since.map_or(0, |since| now.saturating_sub(since));
         if waited < planned {
             return Ok(());

@@ -7,7 +7,7 @@
 //! and is answered late, and nearly every answer misses its SLO (measured:
 //! 99.96–99.99% bad at 1,200,000 r/s on engine-tiny, a quarter past the
 //! sustained rate; perf/results/overload.txt). Turned
-//! away at the door, a request costs the read of its head (id, SLO, model,
+//! away at the door, a request costs the read of its head (id, model,
 //! query: `baton_wire::message::request_head`, asked before the rest is
 //! verified) and a short answer, so shedding a fraction `p` of arrivals
 //! gives the loop back most of what they would have cost, and the rest

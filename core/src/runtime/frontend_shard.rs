@@ -253,12 +253,7 @@ impl Shard {
             Ask::Infer(req, reply) => {
                 let id = req.id;
                 if self.fe.turning_away(now) {
-                    let head = RequestHead {
-                        id,
-                        slo_ns: req.slo_ns,
-                        model: req.model.as_deref(),
-                        query: req.query.as_deref(),
-                    };
+                    let head = RequestHead { id, model: req.model.as_deref(), query: req.query.as_deref() };
                     let fe = &mut self.fe;
                     let _ = reply.send(self.table.read(|t| fe.turned_away(&head, t)));
                     return;

@@ -16,7 +16,7 @@ use super::scheduler::SchedulerRole;
 use super::{Addr, Envelope};
 use crate::models::ModelTable;
 
-const SCENARIO: &str = r#"
+pub(super) const SCENARIO: &str = r#"
 name = "roles"
 seed = 3
 duration_s = 2
@@ -527,7 +527,7 @@ fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
         for i in 0..n {
             let now = 3_000_000 + i * 10_000;
             if fe.turning_away(now) {
-                let head = RequestHead { id: i, slo_ns: 25_000_000, model: Some("m"), query: None };
+                let head = RequestHead { id: i, model: Some("m"), query: None };
                 let e = fe.turned_away(&head, &table);
                 assert_eq!((e.id, e.error_code), (i, fb::ErrorCode::Overloaded), "{:?}", e.message);
                 refused += 1;
