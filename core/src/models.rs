@@ -274,12 +274,14 @@ impl ModelTable {
 
     /// Backend `backend`'s executor: built on the thread that will use it
     /// (a CUDA context and its graphs stay on their thread).
-    /// `shared`: the emulated models every emulated backend of the shard
-    /// runs (`emulated_models`), made once.
+    /// `core`: where a CPU executor's compute thread is pinned (None: the
+    /// configuration's own choice). `shared`: the emulated models every
+    /// emulated backend of the shard runs (`emulated_models`), made once.
     pub fn executor(
         &self,
         choice: &ExecutorChoice,
         backend: u32,
+        core: Option<usize>,
         jitter: f64,
         seed: u64,
         shared: &mut Option<Arc<EmulatedModels>>,
@@ -297,7 +299,10 @@ impl ModelTable {
                 let exec = CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?;
                 Ok(Box::new(ByName::new(self, Box::new(exec))))
             }
-            ExecutorChoice::Cpu(cfg) => Ok(Box::new(ByName::new(self, Box::new(cfg.executor()?)))),
+            ExecutorChoice::Cpu(cfg) => {
+                let exec = CpuConfig { core: core.or(cfg.core), ..*cfg }.executor()?;
+                Ok(Box::new(ByName::new(self, Box::new(exec))))
+            }
         }
     }
 

@@ -108,12 +108,19 @@ impl Threaded {
     }
 }
 
-/// Pins the calling thread to `core`, if given.
+/// Pins the calling thread to `core`, if given. The core is looked up
+/// among the machine's, not among those the calling thread may run on: a
+/// thread spawned from a pinned shard inherits the shard's one core
+/// (`core_affinity::get_core_ids` lists only those), and the executor is
+/// pinned precisely to get off it.
 fn pin(core: Option<usize>) -> Result<(), ExecError> {
     let Some(id) = core else { return Ok(()) };
-    let ids = core_affinity::get_core_ids().unwrap_or_default();
-    let core = ids.into_iter().find(|c| c.id == id).ok_or_else(|| ExecError::NoDevice(format!("no CPU core {id}")))?;
-    if core_affinity::set_for_current(core) {
+    // The kernel's affinity masks hold CPU_SETSIZE (1,024) cores; a larger
+    // id would index past the mask.
+    if id >= 1024 {
+        return Err(ExecError::NoDevice(format!("no CPU core {id}")));
+    }
+    if core_affinity::set_for_current(core_affinity::CoreId { id }) {
         Ok(())
     } else {
         Err(ExecError::NoDevice(format!("cannot pin the executor thread to CPU core {id}")))
@@ -269,6 +276,18 @@ mod tests {
             assert!(matches!(t.poll(&mut out), Some(Ok(_))), "done once woken");
         }
         assert!(rx.try_recv().is_err(), "one wake per batch");
+    }
+
+    #[test]
+    fn a_thread_pinned_elsewhere_can_pin_its_executor_to_another_core() {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let (Some(&first), Some(&last)) = (cores.first(), cores.last()) else { return };
+        // As a shard does: the spawning thread runs on one core only.
+        let spawned = std::thread::spawn(move || {
+            assert!(core_affinity::set_for_current(first));
+            Threaded::spawn("elsewhere", Some(last.id), || spinning(1)).map(drop)
+        });
+        assert_eq!(spawned.join().expect("no panic"), Ok(()));
     }
 
     #[test]

@@ -39,7 +39,8 @@ fn scenario(name: &str) -> Scenario {
 /// machine has two or more (`load::split_cores`: the engine's first), else
 /// anywhere.
 pub fn placement() -> (Option<Vec<usize>>, Vec<usize>) {
-    load::split_cores().map_or((None, Vec::new()), |(server, generator)| (Some(server), generator))
+    load::split_cores(&load::allowed_cores())
+        .map_or((None, Vec::new()), |(server, generator)| (Some(server), generator))
 }
 
 /// One load run against `target`: one connection (fewer generator threads

@@ -259,19 +259,36 @@ struct Shared {
     path_ns: AtomicU64,
 }
 
-/// Cores for a server and a load generator on one machine: the generator
-/// on the last quarter of the cores this process may run on (at least
-/// one), the server on the rest; None with fewer than two. On a small
-/// machine a generator sharing the server's cores takes whole time slices
-/// from it (measured on the 2-core VM, Table 4 at 5,282 r/s: 1.35–1.42%
-/// bad sharing both cores, 0.78–0.89% split one and one).
-pub fn split_cores() -> Option<(Vec<usize>, Vec<usize>)> {
-    let cores: Vec<usize> = core_affinity::get_core_ids()?.into_iter().map(|c| c.id).collect();
+/// The cores this process may run on.
+pub fn allowed_cores() -> Vec<usize> {
+    core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect()
+}
+
+/// `cores` split for a server and a load generator on one machine: the
+/// generator on the last quarter (at least one), the server on the rest;
+/// None with fewer than two. On a small machine a generator sharing the
+/// server's cores takes whole time slices from it (measured on the 2-core
+/// VM, Table 4 at 5,282 r/s: 1.35–1.42% bad sharing both cores, 0.78–0.89%
+/// split one and one).
+pub fn split_cores(cores: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     if cores.len() < 2 {
         return None;
     }
     let server = cores.len() - (cores.len() / 4).max(1);
     Some((cores[..server].to_vec(), cores[server..].to_vec()))
+}
+
+/// `cores` split for `backends` CPU compute threads and the rest: the
+/// threads on the last cores, one each, as many as leave one core for the
+/// server and generator (which then share it, the generator at lower
+/// priority); the rest first. A compute thread sharing a shard's core
+/// holds it for whole batches: on the 2-core VM, `cpu-varlen` under Orloj
+/// at 250 r/s was 0.64 of the simulator's in-SLO rate with its compute
+/// thread unpinned and 0.997 on a core of its own.
+pub fn compute_cores(cores: &[usize], backends: usize) -> (Vec<usize>, Vec<usize>) {
+    let n = backends.min(cores.len().saturating_sub(1));
+    let (rest, compute) = cores.split_at(cores.len() - n);
+    (rest.to_vec(), compute.to_vec())
 }
 
 /// Lowers the calling thread's CPU priority (nice 10). The generator often
@@ -568,5 +585,24 @@ pub fn print(r: &LoadReport) {
     }
     if !r.failed_stages.is_empty() {
         println!("failed queries by stage: {:?}", r.failed_stages);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{compute_cores, split_cores};
+
+    #[test]
+    fn the_generator_takes_the_last_quarter_and_compute_threads_the_last_cores() {
+        assert_eq!(split_cores(&[3]), None);
+        assert_eq!(split_cores(&[0, 1]), Some((vec![0], vec![1])));
+        let eight: Vec<usize> = (0..8).collect();
+        assert_eq!(split_cores(&eight), Some(((0..6).collect(), vec![6, 7])));
+        // One core is always left for the server and the generator.
+        assert_eq!(compute_cores(&[0, 1], 1), (vec![0], vec![1]));
+        assert_eq!(compute_cores(&[0, 1], 4), (vec![0], vec![1]));
+        assert_eq!(compute_cores(&[5], 1), (vec![5], vec![]));
+        assert_eq!(compute_cores(&eight, 2), ((0..6).collect(), vec![6, 7]));
+        assert_eq!(compute_cores(&eight, 0), (eight.clone(), vec![]));
     }
 }

@@ -86,6 +86,12 @@ pub(crate) struct EngineArgs {
     /// What runs the batches.
     #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
     executor: ExecutorKind,
+    /// Pin the CPU executor's compute threads to these cores, backend b's
+    /// to the (b mod n)-th (comma-separated; default: not pinned, so the
+    /// kernel may run one on a shard's core). `baton demo --executor cpu`
+    /// gives them cores of their own unless told.
+    #[arg(long, value_delimiter = ',')]
+    executor_cores: Vec<usize>,
     /// Microseconds a shard keeps polling after its last work before it
     /// parks (0: park at once; a core is spent only while work flows).
     #[arg(long, default_value_t = 0)]
@@ -428,6 +434,9 @@ fn check_executor(a: &EngineArgs, s: &Scenario) -> Result<(), String> {
     if a.executor == ExecutorKind::Cuda {
         baton_gpu::cuda::open_context(0).map_err(|e| format!("--executor cuda: {e}"))?;
     }
+    if !a.executor_cores.is_empty() && a.executor != ExecutorKind::Cpu {
+        return Err("--executor-cores: only the CPU executor (--executor cpu) has compute threads to pin".into());
+    }
     request_sizes(a, s).map(drop)
 }
 
@@ -454,14 +463,19 @@ pub(crate) fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String>
 }
 
 /// What a server serves, for its start-up line.
-fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs, cores: &[usize]) -> String {
+fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs, cfg: &EngineConfig, cores: &[usize]) -> String {
     let (models, gpus, kind) = (s.models.len(), s.cluster.backends, a.executor.noun());
-    let cores: Vec<String> = cores.iter().map(usize::to_string).collect();
+    let list = |cores: &[usize]| cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    let compute = match (a.executor, cfg.compute_cores.as_slice()) {
+        (ExecutorKind::Cpu, []) => ", compute threads not pinned".to_string(),
+        (ExecutorKind::Cpu, c) => format!(", compute threads on cores {}", list(c)),
+        _ => String::new(),
+    };
     format!(
-        "{} ({models} models, {gpus} {kind} GPUs, policy {}, shards on cores {})",
+        "{} ({models} models, {gpus} {kind} GPUs, policy {}, shards on cores {}{compute})",
         s.name,
         policy.as_str(),
-        cores.join(",")
+        list(cores)
     )
 }
 
@@ -513,6 +527,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
         },
         cores: (!a.cores.is_empty()).then(|| a.cores.clone()),
         executor: a.executor.choice(),
+        compute_cores: a.executor_cores.clone(),
         poll: Duration::from_micros(a.poll_us),
         reserve_floor: a.reserve_us * 1_000,
         max_connections: a.max_connections,
@@ -586,7 +601,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let engine = start(&s, policy, &cfg).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(engine.http, engine.grpc);
-    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &engine.cores), engine.addr);
+    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &cfg, &engine.cores), engine.addr);
     run_until_stopped(a.duration);
     let report = engine.shutdown();
     if a.json {
@@ -796,15 +811,30 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
 
 /// Where `baton demo` runs: the engine's configuration and the load
 /// generator's cores (each side on cores of its own unless told).
-fn demo_placement(a: &DemoArgs, rate: f64) -> Result<(EngineConfig, Vec<usize>), String> {
+fn demo_placement(a: &DemoArgs, rate: f64, backends: u32) -> Result<(EngineConfig, Vec<usize>), String> {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     let mut engine_cfg = config(&a.engine, listen, rate)?;
     let mut load_cores = a.load_cores.clone();
     // Unless told where each side goes, the engine and the generator get
-    // cores of their own (`load::split_cores`).
+    // cores of their own (`load::split_cores`), and so do the CPU
+    // executor's compute threads (`load::compute_cores`).
     let placed = engine_cfg.near.is_some() || engine_cfg.cores.is_some() || !load_cores.is_empty();
-    if let (false, Some((server, generator))) = (placed, load::split_cores()) {
-        (engine_cfg.cores, load_cores) = (Some(server), generator);
+    let cpu = a.engine.executor == ExecutorKind::Cpu;
+    let machine = load::allowed_cores();
+    let (rest, compute) = match (placed || !engine_cfg.compute_cores.is_empty(), cpu) {
+        (false, true) => load::compute_cores(&machine, backends as usize),
+        _ => (machine, Vec::new()),
+    };
+    if !placed {
+        match load::split_cores(&rest) {
+            Some((server, generator)) => (engine_cfg.cores, load_cores) = (Some(server), generator),
+            // One core beside the compute threads: server and generator share it.
+            None if !compute.is_empty() => (engine_cfg.cores, load_cores) = (Some(rest.clone()), rest),
+            None => {}
+        }
+    }
+    if !compute.is_empty() {
+        engine_cfg.compute_cores = compute;
     }
     Ok((engine_cfg, load_cores))
 }
@@ -820,12 +850,12 @@ fn demo_run(
     (duration, warmup): (f64, Duration),
     progress: bool,
 ) -> Result<(load::LoadReport, EngineReport, LoadConfig), String> {
-    let (engine_cfg, load_cores) = demo_placement(a, rate)?;
+    let (engine_cfg, load_cores) = demo_placement(a, rate, s.cluster.backends)?;
     let engine = start(s, policy, &engine_cfg).map_err(|e| e.to_string())?;
     if progress {
         eprintln!(
             "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up, generator on cores {load_cores:?} ...",
-            serving(s, policy, &a.engine, &engine.cores),
+            serving(s, policy, &a.engine, &engine_cfg, &engine.cores),
             engine.addr,
             warmup.as_secs_f64()
         );

@@ -519,6 +519,24 @@ fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
 }
 
 #[test]
+fn demo_gives_the_cpu_executors_compute_threads_cores_of_their_own() {
+    let prefix = scenario("cpu-prefix.toml");
+    let args =
+        ["demo", "--scenario", &prefix, "--executor", "cpu", "--rate", "200", "--duration", "1", "--warmup", "0"];
+    let out = baton(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (err, report) = (String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    // The cores this test may run on (`available_parallelism` reads the affinity mask).
+    let two = std::thread::available_parallelism().map_or(1, usize::from) >= 2;
+    assert_eq!(err.contains("compute threads on cores"), two, "{err}");
+    assert!(report.contains("unanswered 0") && report.contains("duplicates 0"), "{report}");
+    // Only the CPU executor has compute threads.
+    let out = baton(&["serve", "--listen", "127.0.0.1:0", "--executor-cores", "0", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--executor-cores"), "{out:?}");
+}
+
+#[test]
 fn profile_measures_the_whole_networks_on_the_cpu_into_a_scenario() {
     let path = write_temp("nets-profile.toml", "");
     let out = baton(&[

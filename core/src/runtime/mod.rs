@@ -177,6 +177,11 @@ pub struct EngineConfig {
     pub rdma_region_bytes: usize,
     /// What runs the batches.
     pub executor: ExecutorChoice,
+    /// Cores for the executors' compute threads (the CPU executor's):
+    /// backend b's on `compute_cores[b % len]`, none pinned when empty. A
+    /// compute thread left unpinned may share a shard's core, and the
+    /// shard's timing then slips by its batches (`baton_gpu::Threaded`).
+    pub compute_cores: Vec<usize>,
     /// The least each frontend keeps back of a request's SLO for the
     /// client's network path, which no server clock sees; it adds what it
     /// measures around batches (`roles/reserve.rs`).
@@ -227,6 +232,7 @@ impl Default for EngineConfig {
             fabric: None,
             rdma_region_bytes: DEFAULT_RDMA_REGION,
             executor: ExecutorChoice::Emulated,
+            compute_cores: Vec::new(),
             reserve_floor: DEFAULT_RESERVE_FLOOR,
             poll: Duration::ZERO,
             gateway: GatewayConfig::default(),

@@ -107,7 +107,10 @@ impl State {
         let backends: Vec<BackendRole> = local
             .clone()
             .map(|b| {
-                let exec = table.executor(&cfg.executor, b, cfg.jitter, scenario.seed ^ u64::from(b), &mut shared);
+                let core =
+                    (!cfg.compute_cores.is_empty()).then(|| cfg.compute_cores[b as usize % cfg.compute_cores.len()]);
+                let seed = scenario.seed ^ u64::from(b);
+                let exec = table.executor(&cfg.executor, b, core, cfg.jitter, seed, &mut shared);
                 let exec = exec.map_err(|e| format!("backend {b}: {e}"))?;
                 let mut role = BackendRole::new(b, exec).in_subcluster(cfg.subcluster);
                 if let Some(reader) = cfg.input_reader()? {

@@ -115,7 +115,8 @@ fn answered(r: &EngineReport) -> (u64, u64) {
 
 fn serve(s: &Scenario, rate: f64, secs: f64) -> (u64, u64) {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
-    let (server, generator) = load::split_cores().map_or((None, Vec::new()), |(s, g)| (Some(s), g));
+    let (server, generator) =
+        load::split_cores(&load::allowed_cores()).map_or((None, Vec::new()), |(s, g)| (Some(s), g));
     let cfg = EngineConfig { listen, plan_rate_rps: rate, cores: server, ..Default::default() };
     let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
     let lc = LoadConfig {
