@@ -8,7 +8,11 @@
 #    times (its attainment sits at the 0.999 goal), and
 #    superserve-faults (half the GPUs failing one by one, as the file says);
 # 3. the CPU dynamic DNN (cpu-varlen, `--executor cpu`): Orloj and
-#    Clockwork at two rates, engine and simulator.
+#    Clockwork at two rates, engine and simulator;
+# 4. a CPU prefix group (cpu-prefix, `--executor cpu`, Nexus): a shared
+#    trunk run once per batch, each variant's head over its own rows.
+# `baton demo` gives the CPU executor's compute thread a core of its own
+# (on two cores: shards and generator share the other).
 # Check `uptime` first: a build on the other core halves what the engine shows.
 set -euo pipefail
 baton=${1:-target/release/baton}
@@ -31,3 +35,5 @@ for rate in 250 492; do
     "$baton" demo --executor cpu --scenario $s/cpu-varlen.toml --policy $policy --rate $rate --duration 20 2>&1 | show
   done
 done
+echo "== cpu-prefix --executor cpu, nexus at 1000 r/s"
+"$baton" demo --executor cpu --scenario $s/cpu-prefix.toml --rate 1000 --duration 20 2>&1 | show
