@@ -251,6 +251,13 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
     Ok(Outcome { tally, parts, engine, cores })
 }
 
+/// The most requests the generator hands the frontend in one turn of its
+/// loop. A generator catching up after a stall (milliseconds behind, at a
+/// million requests a second thousands due at once) would otherwise hold
+/// the core for the whole backlog, while the fetches of batches planned to
+/// start, and on one core the hosted scheduler's timers, waited behind it.
+const SEND_PER_TURN: usize = 256;
+
 /// A request sent and not yet answered.
 #[derive(Clone, Copy)]
 struct Due {
@@ -313,9 +320,13 @@ impl Generator {
         }
     }
 
-    /// Hands the frontend every request due by `t` (ns from the start).
-    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut Outbound) {
-        while self.arrivals.peek().is_some_and(|at| at <= t) {
+    /// Hands the frontend the requests due by `t` (ns from the start), at
+    /// most `SEND_PER_TURN`; true when more are due.
+    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut Outbound) -> bool {
+        for _ in 0..SEND_PER_TURN {
+            if !self.arrivals.peek().is_some_and(|at| at <= t) {
+                return false;
+            }
             let (at, src) = self.arrivals.pop().expect("peeked");
             let id = self.base + self.due.len() as u64;
             let (target, slo, app, floats, first) = match src {
@@ -346,6 +357,7 @@ impl Generator {
                 Err(e) => self.answer(t, now, &e),
             }
         }
+        self.arrivals.peek().is_some_and(|at| at <= t)
     }
 
     /// Counts an answer received at `t` (ns from the start; `now` on the
@@ -427,7 +439,7 @@ impl Generator {
                 self.answer(t, now, &a);
                 crate::pool::give_answer(a);
             }
-            self.send(t, now, &mut fe, table, &mut out);
+            busy |= self.send(t, now, &mut fe, table, &mut out);
             if !out.is_empty() {
                 link.flush_outbound(&mut out);
                 busy = true;
