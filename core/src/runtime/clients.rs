@@ -251,12 +251,16 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
     Ok(Outcome { tally, parts, engine, cores })
 }
 
-/// The most requests the generator hands the frontend in one turn of its
-/// loop. A generator catching up after a stall (milliseconds behind, at a
-/// million requests a second thousands due at once) would otherwise hold
-/// the core for the whole backlog, while the fetches of batches planned to
-/// start, and on one core the hosted scheduler's timers, waited behind it.
-const SEND_PER_TURN: usize = 256;
+/// The longest the generator hands requests to the frontend in one turn of
+/// its loop, checked every `SEND_CHECK` requests. A generator catching up
+/// after a stall (milliseconds behind, at a million requests a second
+/// thousands due at once) would otherwise hold the core for the whole
+/// backlog, while the fetches of batches planned to start, and on one core
+/// the hosted scheduler's timers, waited behind it. A time, not a count:
+/// on a saturated core a count per turn fell behind without bound (turns
+/// grew with what they answered, sends did not).
+const SEND_BUDGET: Nanos = 100_000;
+const SEND_CHECK: usize = 32;
 
 /// A request sent and not yet answered.
 #[derive(Clone, Copy)]
@@ -320,12 +324,22 @@ impl Generator {
         }
     }
 
-    /// Hands the frontend the requests due by `t` (ns from the start), at
-    /// most `SEND_PER_TURN`; true when more are due.
-    fn send(&mut self, t: Nanos, now: Nanos, fe: &mut Frontend, table: &ModelTable, out: &mut Outbound) -> bool {
-        for _ in 0..SEND_PER_TURN {
-            if !self.arrivals.peek().is_some_and(|at| at <= t) {
-                return false;
+    /// Hands the frontend the requests due by `t` (ns from the start), for
+    /// at most `SEND_BUDGET` after `now` by `clock`; true when more are due.
+    fn send(
+        &mut self,
+        t: Nanos,
+        now: Nanos,
+        clock: &Clock,
+        fe: &mut Frontend,
+        table: &ModelTable,
+        out: &mut Outbound,
+    ) -> bool {
+        let mut sent = 0;
+        while self.arrivals.peek().is_some_and(|at| at <= t) {
+            sent += 1;
+            if sent % SEND_CHECK == 0 && clock.now() - now > SEND_BUDGET {
+                return true;
             }
             let (at, src) = self.arrivals.pop().expect("peeked");
             let id = self.base + self.due.len() as u64;
@@ -357,7 +371,7 @@ impl Generator {
                 Err(e) => self.answer(t, now, &e),
             }
         }
-        self.arrivals.peek().is_some_and(|at| at <= t)
+        false
     }
 
     /// Counts an answer received at `t` (ns from the start; `now` on the
@@ -439,7 +453,7 @@ impl Generator {
                 self.answer(t, now, &a);
                 crate::pool::give_answer(a);
             }
-            busy |= self.send(t, now, &mut fe, table, &mut out);
+            busy |= self.send(t, now, clock, &mut fe, table, &mut out);
             if !out.is_empty() {
                 link.flush_outbound(&mut out);
                 busy = true;
@@ -464,8 +478,13 @@ impl Generator {
             let pending = || link.pending() || shards.pending();
             parked = lead.end_round(&mut rhythm, clock, round, pending).await;
         }
-        // What is still held is answered `dropped`, so no role keeps it.
-        fe.drop_all(clock.now(), table, &mut answers);
+        // What is still held is answered `dropped`, so no role keeps it,
+        // and counted so: `unanswered` is what the frontend never held.
+        let now = clock.now();
+        fe.drop_all(now, table, &mut answers);
+        for (_, a) in answers.drain(..) {
+            self.answer(now - start, now, &a);
+        }
         self.tally.unanswered = self.due.iter().filter(|d| d.counted && !d.answered).count() as u64;
         (self.tally, std::mem::take(&mut self.parts), fe.stats)
     }
