@@ -123,6 +123,15 @@ mod tests {
     /// buffer never allocated is not kept; another thread has lists of
     /// its own.
     #[test]
+    fn a_tensors_bytes_are_its_floats_little_endian_even_in_a_reused_buffer() {
+        let xs = [1.5f32, -2.0, f32::MAX, 0.1];
+        give_bytes(vec![7u8; 3]);
+        let t = f32_tensor(&xs);
+        let want: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(t.data.as_deref(), Some(&want[..]));
+    }
+
+    #[test]
     fn buffers_given_back_are_taken_again_empty_on_their_thread() {
         let t = f32_tensor(&[1.0, 2.0]);
         assert_eq!((t.shape.as_deref(), t.data.as_deref().map(<[u8]>::len)), (Some(&[2i64][..]), Some(8)));
