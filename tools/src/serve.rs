@@ -32,7 +32,7 @@ use baton_core::routes::Routes;
 use baton_core::runtime::auth::{ClusterKey, KeyError};
 use baton_core::runtime::topology::Near;
 use baton_core::runtime::{
-    start, start_role, EngineConfig, EngineReport, RoleProcess, RoleSpec, DEFAULT_RESERVE_FLOOR,
+    start, start_role, Engine, EngineConfig, EngineReport, RoleProcess, RoleSpec, DEFAULT_RESERVE_FLOOR,
 };
 use baton_gpu::cuda::CudaConfig;
 use baton_gpu::reference::CpuConfig;
@@ -87,9 +87,10 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_enum, default_value_t = ExecutorKind::Emulated)]
     executor: ExecutorKind,
     /// Pin the CPU executor's compute threads to these cores, backend b's
-    /// to the (b mod n)-th (comma-separated; default: not pinned, so the
-    /// kernel may run one on a shard's core). `baton demo --executor cpu`
-    /// gives them cores of their own unless told.
+    /// to the (b mod n)-th (comma-separated; default: the cores the shards
+    /// leave of those placed, if any, else not pinned, so the kernel may
+    /// run one on a shard's core). `baton demo --executor cpu` gives them
+    /// cores of their own unless told.
     #[arg(long, value_delimiter = ',')]
     executor_cores: Vec<usize>,
     /// Microseconds a shard keeps polling after its last work before it
@@ -463,10 +464,11 @@ pub(crate) fn scenario(a: &EngineArgs) -> Result<(Scenario, PolicyKind), String>
 }
 
 /// What a server serves, for its start-up line.
-fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs, cfg: &EngineConfig, cores: &[usize]) -> String {
+fn serving(s: &Scenario, policy: PolicyKind, a: &EngineArgs, engine: &Engine) -> String {
     let (models, gpus, kind) = (s.models.len(), s.cluster.backends, a.executor.noun());
     let list = |cores: &[usize]| cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-    let compute = match (a.executor, cfg.compute_cores.as_slice()) {
+    let (cores, compute) = (&engine.cores, engine.compute_cores.as_slice());
+    let compute = match (a.executor, compute) {
         (ExecutorKind::Cpu, []) => ", compute threads not pinned".to_string(),
         (ExecutorKind::Cpu, c) => format!(", compute threads on cores {}", list(c)),
         _ => String::new(),
@@ -601,7 +603,7 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
     let engine = start(&s, policy, &cfg).map_err(|e| e.to_string())?;
     install_signals();
     print_gateway(engine.http, engine.grpc);
-    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &cfg, &engine.cores), engine.addr);
+    eprintln!("baton serve: {} on {}", serving(&s, policy, &a.engine, &engine), engine.addr);
     run_until_stopped(a.duration);
     let report = engine.shutdown();
     if a.json {
@@ -855,7 +857,7 @@ fn demo_run(
     if progress {
         eprintln!(
             "baton demo: serving {} on {}; {rate} r/s for {duration} s after {:.1} s of warm-up, generator on cores {load_cores:?} ...",
-            serving(s, policy, &a.engine, &engine_cfg, &engine.cores),
+            serving(s, policy, &a.engine, &engine),
             engine.addr,
             warmup.as_secs_f64()
         );

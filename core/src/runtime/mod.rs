@@ -178,9 +178,10 @@ pub struct EngineConfig {
     /// What runs the batches.
     pub executor: ExecutorChoice,
     /// Cores for the executors' compute threads (the CPU executor's):
-    /// backend b's on `compute_cores[b % len]`, none pinned when empty. A
-    /// compute thread left unpinned may share a shard's core, and the
-    /// shard's timing then slips by its batches (`baton_gpu::Threaded`).
+    /// backend b's on `compute_cores[b % len]`; when empty, the cores of
+    /// the placement no shard uses, if any, else none pinned. A compute
+    /// thread left unpinned may share a shard's core, and the shard's
+    /// timing then slips by its batches (`baton_gpu::Threaded`).
     pub compute_cores: Vec<usize>,
     /// The least each frontend keeps back of a request's SLO for the
     /// client's network path, which no server clock sees; it adds what it
@@ -403,6 +404,9 @@ pub struct Engine {
     gateway: Option<Gateway>,
     /// The core each shard is pinned to: the frontend shards' first.
     pub cores: Vec<usize>,
+    /// The cores CPU compute threads are pinned to (`EngineConfig::compute_cores`
+    /// as given, or the placement's cores no shard uses); empty: not pinned.
+    pub compute_cores: Vec<usize>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     frontends: Vec<glommio::ExecutorJoinHandle<frontend_shard::Report>>,
@@ -609,7 +613,8 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     let doorbells = (0..layout.shards()).map(|_| doorbell()).collect::<Result<Vec<_>, _>>();
     let doorbells = doorbells.map_err(|e| EngineError::Shard(format!("cannot make a doorbell: {e}")))?;
     let bells: Vec<Bell> = (0..layout.shards()).map(|s| doorbells[host_of(s).unwrap_or(s)].bell()).collect();
-    let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), ..cfg.clone() };
+    let compute_cores = compute_cores(cfg, &cores, layout.shards());
+    let cfg = &EngineConfig { plan_rate_rps: plan_rate(scenario, policy, cfg), compute_cores, ..cfg.clone() };
     let mut links = mesh::<ShardMsg>(layout.shards(), cfg.ring_capacity).into_iter();
     let mut doorbells = doorbells.into_iter();
     let front_ends: Vec<_> = links.by_ref().zip(doorbells.by_ref()).take(frontends).collect();
@@ -674,6 +679,16 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     Ok(Back { sched, table, clock, stop, progress, fronts, cores, node, cfg: cfg.clone() })
 }
 
+/// Where CPU compute threads go: as configured, or for a CPU executor
+/// without a choice, the placed cores beyond the first `shards` (those the
+/// shards are pinned to), if any; empty: not pinned.
+fn compute_cores(cfg: &EngineConfig, placed: &[usize], shards: usize) -> Vec<usize> {
+    match (&cfg.executor, cfg.compute_cores.is_empty()) {
+        (ExecutorChoice::Cpu(_), true) => placed.iter().skip(shards).copied().collect(),
+        _ => cfg.compute_cores.clone(),
+    }
+}
+
 /// Starts serving `scenario`'s models under `policy` on its
 /// `[cluster] gpus` GPUs: emulated, or CUDA devices 0.. with
 /// `ExecutorChoice::Cuda`.
@@ -688,6 +703,7 @@ pub fn start(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Res
         grpc: None,
         gateway: None,
         cores,
+        compute_cores: cfg.compute_cores.clone(),
         progress,
         stop,
         frontends: Vec::new(),
@@ -809,5 +825,22 @@ impl Engine {
         }
         Back::stop(self.sched, &self.stop, &mut report);
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_gpu::reference::CpuConfig;
+
+    #[test]
+    fn cpu_compute_threads_take_the_cores_no_shard_uses_unless_told() {
+        let cpu = EngineConfig { executor: ExecutorChoice::Cpu(CpuConfig::small()), ..Default::default() };
+        assert_eq!(compute_cores(&cpu, &[0, 1, 2, 3], 2), vec![2, 3]);
+        assert_eq!(compute_cores(&cpu, &[0, 1], 2), Vec::<usize>::new());
+        let told = EngineConfig { compute_cores: vec![1], ..cpu };
+        assert_eq!(compute_cores(&told, &[0, 1, 2, 3], 2), vec![1]);
+        // Emulated GPUs compute nothing on threads of their own.
+        assert_eq!(compute_cores(&EngineConfig::default(), &[0, 1, 2, 3], 2), Vec::<usize>::new());
     }
 }
