@@ -119,9 +119,6 @@ pub fn give_answer(a: fb::InferResponse) {
 mod tests {
     use super::*;
 
-    /// What is given back is taken again, empty, on the same thread; a
-    /// buffer never allocated is not kept; another thread has lists of
-    /// its own.
     #[test]
     fn a_tensors_bytes_are_its_floats_little_endian_even_in_a_reused_buffer() {
         let xs = [1.5f32, -2.0, f32::MAX, 0.1];
@@ -131,6 +128,9 @@ mod tests {
         assert_eq!(t.data.as_deref(), Some(&want[..]));
     }
 
+    /// What is given back is taken again, empty, on the same thread; a
+    /// buffer never allocated is not kept; another thread has lists of
+    /// its own.
     #[test]
     fn buffers_given_back_are_taken_again_empty_on_their_thread() {
         let t = f32_tensor(&[1.0, 2.0]);

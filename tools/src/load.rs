@@ -283,9 +283,10 @@ pub fn split_cores(cores: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
 /// server and generator (which then share it, the generator at lower
 /// priority); the rest first. A compute thread sharing a shard's core
 /// holds it for whole batches: on the 2-core VM, `cpu-varlen` under Orloj
-/// at 250 r/s was 0.64 of the simulator's in-SLO rate with its compute
-/// thread unpinned and 0.997 on a core of its own.
-pub fn compute_cores(cores: &[usize], backends: usize) -> (Vec<usize>, Vec<usize>) {
+/// at 250 r/s finished 0.70 of the simulator's in-SLO share with its
+/// compute thread unpinned and 0.993 on a core of its own
+/// (perf/results/engine_seeds.txt).
+pub fn split_for_compute(cores: &[usize], backends: usize) -> (Vec<usize>, Vec<usize>) {
     let n = backends.min(cores.len().saturating_sub(1));
     let (rest, compute) = cores.split_at(cores.len() - n);
     (rest.to_vec(), compute.to_vec())
@@ -590,7 +591,7 @@ pub fn print(r: &LoadReport) {
 
 #[cfg(test)]
 mod tests {
-    use super::{compute_cores, split_cores};
+    use super::{split_cores, split_for_compute};
 
     #[test]
     fn the_generator_takes_the_last_quarter_and_compute_threads_the_last_cores() {
@@ -599,10 +600,10 @@ mod tests {
         let eight: Vec<usize> = (0..8).collect();
         assert_eq!(split_cores(&eight), Some(((0..6).collect(), vec![6, 7])));
         // One core is always left for the server and the generator.
-        assert_eq!(compute_cores(&[0, 1], 1), (vec![0], vec![1]));
-        assert_eq!(compute_cores(&[0, 1], 4), (vec![0], vec![1]));
-        assert_eq!(compute_cores(&[5], 1), (vec![5], vec![]));
-        assert_eq!(compute_cores(&eight, 2), ((0..6).collect(), vec![6, 7]));
-        assert_eq!(compute_cores(&eight, 0), (eight.clone(), vec![]));
+        assert_eq!(split_for_compute(&[0, 1], 1), (vec![0], vec![1]));
+        assert_eq!(split_for_compute(&[0, 1], 4), (vec![0], vec![1]));
+        assert_eq!(split_for_compute(&[5], 1), (vec![5], vec![]));
+        assert_eq!(split_for_compute(&eight, 2), ((0..6).collect(), vec![6, 7]));
+        assert_eq!(split_for_compute(&eight, 0), (eight.clone(), vec![]));
     }
 }

@@ -819,12 +819,12 @@ fn demo_placement(a: &DemoArgs, rate: f64, backends: u32) -> Result<(EngineConfi
     let mut load_cores = a.load_cores.clone();
     // Unless told where each side goes, the engine and the generator get
     // cores of their own (`load::split_cores`), and so do the CPU
-    // executor's compute threads (`load::compute_cores`).
+    // executor's compute threads (`load::split_for_compute`).
     let placed = engine_cfg.near.is_some() || engine_cfg.cores.is_some() || !load_cores.is_empty();
     let cpu = a.engine.executor == ExecutorKind::Cpu;
     let machine = load::allowed_cores();
     let (rest, compute) = match (placed || !engine_cfg.compute_cores.is_empty(), cpu) {
-        (false, true) => load::compute_cores(&machine, backends as usize),
+        (false, true) => load::split_for_compute(&machine, backends as usize),
         _ => (machine, Vec::new()),
     };
     if !placed {
