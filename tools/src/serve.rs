@@ -376,6 +376,10 @@ pub struct LoadArgs {
     /// models take 9408 and 49152).
     #[arg(long, value_delimiter = ',', default_value = "16")]
     input_floats: Vec<usize>,
+    /// Size each model's requests as this executor's models take them
+    /// (what `baton serve --executor` checks), instead of --input-floats.
+    #[arg(long, value_enum, conflicts_with = "input_floats")]
+    executor: Option<ExecutorKind>,
     /// Cores to pin the generator's threads to, comma-separated (default:
     /// not pinned); give it cores the server does not use where the
     /// machine has them.
@@ -443,7 +447,13 @@ fn check_executor(a: &EngineArgs, s: &Scenario) -> Result<(), String> {
 
 /// Floats in each of the scenario's models' requests, as the server expects.
 fn request_sizes(a: &EngineArgs, s: &Scenario) -> Result<Vec<usize>, String> {
-    let table = ModelTable::for_executor(s, &a.executor.choice(), a.input_floats).map_err(|e| e.to_string())?;
+    executor_sizes(a.executor, s, a.input_floats)
+}
+
+/// Floats in each of the scenario's models' requests as `kind`'s models
+/// take them (`floats` for the models an emulated executor serves).
+fn executor_sizes(kind: ExecutorKind, s: &Scenario, floats: usize) -> Result<Vec<usize>, String> {
+    let table = ModelTable::for_executor(s, &kind.choice(), floats).map_err(|e| e.to_string())?;
     Ok(table.models.iter().map(|m| m.input_floats).collect())
 }
 
@@ -785,17 +795,21 @@ pub fn backend(a: BackendArgs) -> Result<(), String> {
 
 pub fn load(a: LoadArgs) -> Result<(), String> {
     let s = load_scenario(&a.file)?;
-    if a.input_floats.len() != 1 && a.input_floats.len() != s.models.len() {
-        let (n, m) = (a.input_floats.len(), s.models.len());
-        return Err(format!("--input-floats: give one size, or one per model ({m}), not {n}"));
-    }
+    let input_floats = match a.executor {
+        Some(kind) => executor_sizes(kind, &s, DEFAULT_INPUT_FLOATS).map_err(|e| format!("--executor: {e}"))?,
+        None if a.input_floats.len() != 1 && a.input_floats.len() != s.models.len() => {
+            let (n, m) = (a.input_floats.len(), s.models.len());
+            return Err(format!("--input-floats: give one size, or one per model ({m}), not {n}"));
+        }
+        None => a.input_floats,
+    };
     let cfg = LoadConfig {
         targets: a.target.clone(),
         rate_rps: rate_of(&s, a.rate, "--rate")?,
         duration: Duration::from_secs_f64(positive("--duration", a.duration)?),
         warmup: warmup_of(&s, a.warmup)?,
         connections: a.connections.max(1),
-        input_floats: a.input_floats,
+        input_floats,
         drain: Duration::try_from_secs_f64(a.drain)
             .map_err(|_| format!("--drain: must be at least 0, got {}", a.drain))?,
         progress: !a.json,

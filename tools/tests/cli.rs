@@ -519,6 +519,29 @@ fn serve_with_the_cuda_executor_says_why_it_cannot_instead_of_panicking() {
 }
 
 #[test]
+fn load_sizes_requests_as_the_servers_executor_takes_them() {
+    let prefix = scenario("cpu-prefix.toml");
+    let mut server = Proc::start(&["serve", "--scenario", &prefix, "--executor", "cpu", "--listen", "127.0.0.1:0"]);
+    let addr = server.listening();
+    let load = |sizes: &[&str]| {
+        let args = ["load", &prefix, "--target", &addr, "--rate", "100", "--duration", "1", "--warmup", "0", "--json"];
+        let out = baton(&[&args[..], sizes].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        let n = |k: &str| v[k].as_u64().unwrap();
+        (n("sent"), n("errors"), n("unanswered"))
+    };
+    // The default size is not the CPU models': every request is refused, typed.
+    let (sent, errors, unanswered) = load(&[]);
+    assert!(sent > 0 && errors == sent && unanswered == 0, "{sent} {errors} {unanswered}");
+    let (sent, errors, unanswered) = load(&["--executor", "cpu"]);
+    assert!(sent > 0 && errors == 0 && unanswered == 0, "{sent} {errors} {unanswered}");
+    let both = baton(&["load", &prefix, "--target", &addr, "--executor", "cpu", "--input-floats", "4"]);
+    assert_eq!(both.status.code(), Some(2), "{both:?}");
+    server.stop();
+}
+
+#[test]
 fn demo_gives_the_cpu_executors_compute_threads_cores_of_their_own() {
     let prefix = scenario("cpu-prefix.toml");
     let args =
