@@ -13,10 +13,13 @@
 //! within its SLO of the time it was due, not of when the generator got to
 //! it, so a shard that falls behind shows as late answers rather than as a
 //! lower offered rate; requests also carry only the SLO left when sent, so
-//! the engine plans against the client's deadline. Requests due in the
-//! warm-up are served but not counted; after the measured window the
-//! generator stops and the shard waits for the last answers (at most the
-//! longest SLO and a second), counting what is still unanswered as bad.
+//! the engine plans against the client's deadline. A turn of the loop
+//! sends for at most `SEND_BUDGET`, so a generator catching up does not
+//! hold the core from the work under way. Requests due in the warm-up are
+//! served but not counted; after the measured window the generator stops
+//! and the shard waits for the last answers (at most the longest SLO and
+//! a second); what the frontend still holds then is answered dropped and
+//! counted so, and a request never answered at all counts as unanswered.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -61,7 +64,8 @@ pub struct Tally {
     /// Of `dropped`, by reason (`fb::DropReason` as its index).
     pub dropped_by: [u64; fb::DropReason::ENUM_VALUES.len()],
     pub errors: u64,
-    /// Not answered by the end of the drain.
+    /// Never answered: not even dropped by the frontend at the end of the
+    /// drain (always 0 unless the frontend lost track of a request).
     pub unanswered: u64,
     /// Answers for a request already answered (always 0 unless a role
     /// misbehaves).
