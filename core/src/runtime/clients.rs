@@ -30,6 +30,7 @@ use baton_sched::sim::{Arrivals, Source};
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 use baton_wire::fb;
+use baton_wire::message::RequestHead;
 use glommio::Placement;
 
 use std::sync::Arc;
@@ -234,7 +235,8 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
         let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
         let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
         let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor)
-            .with_max_waiting(cfg.max_waiting);
+            .with_max_waiting(cfg.max_waiting)
+            .shedding_when_behind(cfg.shed_when_behind);
         let mut gen = Generator::new(&scenario, &table, load);
         let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
         Ok((seen, shards.reports()))
@@ -366,6 +368,17 @@ impl Generator {
                 self.tally.behind_max = self.tally.behind_max.max(behind);
             }
             self.due.push_back(Due { at, slo, counted, answered: false });
+            // Turned away as `serve`'s frontend shard does, before the rest
+            // of the request is read.
+            if fe.turning_away(now) {
+                let (model, query) = match target {
+                    Target::Model(m) => (Some(m), None),
+                    Target::Query(q) => (None, Some(q)),
+                };
+                let answer = fe.turned_away(&RequestHead { id, model, query }, table);
+                self.answer(t, now, &answer);
+                continue;
+            }
             // The SLO left: the client's deadline, not the generator's.
             let left = slo.saturating_sub(behind).max(1);
             input_bytes(&mut self.input, floats, first);

@@ -7,7 +7,10 @@
 //!
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
 //! [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N]
-//! [--rates R,R..]`
+//! [--rates R,R..] [--shed-when-behind]`
+//!
+//! `--shed-when-behind` turns arrivals away while the engine runs behind
+//! its plans, as `baton serve --shed-when-behind` does.
 //!
 //! `--gpus G` gives the cluster G fake GPUs instead of the file's: the
 //! GPUs' bound (printed) caps what any dispatcher can pass, the simulator
@@ -100,6 +103,7 @@ fn main() {
     };
     let cfg = EngineConfig {
         model_shards: number("--model-shards").map_or(0, |k| k as usize),
+        shed_when_behind: std::env::args().any(|a| a == "--shed-when-behind"),
         // No network path to keep time back for.
         reserve_floor: 0,
         input_floats: 1,
