@@ -696,6 +696,17 @@ fn in_process_clients_get_every_answer_once() {
         let requests: u64 = o.engine.backends.iter().map(|b| b.requests).sum();
         assert_eq!(requests, fe.ok, "{:?}", o.cores);
     }
+    // Far past capacity (the scenario's GPUs pass a few thousand a second)
+    // with the engine shedding while behind: those turned away are
+    // answered `Overloaded` once, as errors, and counted.
+    let cfg = EngineConfig { input_floats: FLOATS, shed_when_behind: true, ..Default::default() };
+    let load = Load { rate_rps: 300_000.0, warmup: Duration::ZERO, measure: Duration::from_millis(800), seed: s.seed };
+    let o = run(&s, PolicyKind::Symphony, &cfg, load).expect("engine starts");
+    let (t, fe) = (o.tally, o.engine.frontend);
+    assert_eq!((t.unanswered, t.duplicates), (0, 0), "{t:?}");
+    assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
+    assert_eq!((fe.answered(), fe.duplicates), (fe.received, 0), "{fe:?}");
+    assert!(fe.turned_away > 0 && fe.turned_away <= fe.errors && t.errors == fe.errors, "{t:?} {fe:?}");
 }
 
 /// A frontend keeps at most `max_connections` open: one more is answered
