@@ -89,7 +89,10 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
 }
 
 fn main() {
-    let file = std::env::args().nth(1).filter(|a| !a.starts_with("--")).expect("usage: stress FILE [flags]");
+    let Some(file) = std::env::args().nth(1).filter(|a| !a.starts_with("--")) else {
+        eprintln!("usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]");
+        std::process::exit(2);
+    };
     let mut scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
     if let Some(gpus) = number("--gpus") {
         assert!(gpus >= 1.0 && scenario.faults.is_empty(), "--gpus takes a count, for a file without faults");
