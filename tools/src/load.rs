@@ -284,8 +284,8 @@ pub fn split_cores(cores: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
 /// priority); the rest first. A compute thread sharing a shard's core
 /// holds it for whole batches: on the 2-core VM, `cpu-varlen` under Orloj
 /// at 250 r/s finished 0.70 of the simulator's in-SLO share with its
-/// compute thread unpinned and 0.993 on a core of its own
-/// (perf/results/engine_seeds.txt).
+/// compute thread unpinned (the stop before's perf/results/engine_seeds.txt)
+/// and 0.993 on a core of its own (the file now).
 pub fn split_for_compute(cores: &[usize], backends: usize) -> (Vec<usize>, Vec<usize>) {
     let n = backends.min(cores.len().saturating_sub(1));
     let (rest, compute) = cores.split_at(cores.len() - n);

@@ -142,6 +142,16 @@ pub enum Target<'a> {
     Query(&'a str),
 }
 
+impl<'a> Target<'a> {
+    /// The request's `model` and `query` fields: one of them named.
+    fn names(self) -> (Option<&'a str>, Option<&'a str>) {
+        match self {
+            Target::Model(m) => (Some(m), None),
+            Target::Query(q) => (None, Some(q)),
+        }
+    }
+}
+
 /// A client's request `id` for `target` with `slo_ns`, app `app`, and an
 /// input of `floats` floats 0, 1, 2, ... whose first is `first` when given
 /// (a dynamic model's work, or a query's own value: what its stages spawn
@@ -179,10 +189,7 @@ pub fn fill_request(
         }
         None => *s = None,
     };
-    let (model, query) = match target {
-        Target::Model(m) => (Some(m), None),
-        Target::Query(q) => (None, Some(q)),
-    };
+    let (model, query) = target.names();
     name(&mut r.model, model);
     name(&mut r.query, query);
     (r.id, r.slo_ns, r.app, r.app_name) = (id, slo_ns, app, None);
@@ -212,10 +219,8 @@ fn input_bytes(buf: &mut Vec<u8>, floats: usize, first: Option<f32>) {
 /// `client_request`'s request as the frontend admits it, borrowing the
 /// target's name and the input's bytes: nothing allocated.
 fn borrowed_request<'a>(id: u64, target: Target<'a>, slo_ns: Nanos, app: u32, data: &'a [u8]) -> ClientRequest<'a> {
-    let (model, query) = match target {
-        Target::Model(m) => (Some(Cow::Borrowed(m)), None),
-        Target::Query(q) => (None, Some(Cow::Borrowed(q))),
-    };
+    let (model, query) = target.names();
+    let (model, query) = (model.map(Cow::Borrowed), query.map(Cow::Borrowed));
     let input = Input { dtype: fb::DType::F32, elements: Some((data.len() / 4) as i64), data: Cow::Borrowed(data) };
     ClientRequest { id, model, query, app, app_name: None, slo_ns, path_ns: 0, tensors: 1, input: Some(input) }
 }
@@ -371,10 +376,7 @@ impl Generator {
             // Turned away as `serve`'s frontend shard does, before the rest
             // of the request is read.
             if fe.turning_away(now) {
-                let (model, query) = match target {
-                    Target::Model(m) => (Some(m), None),
-                    Target::Query(q) => (None, Some(q)),
-                };
+                let (model, query) = target.names();
                 let answer = fe.turned_away(&RequestHead { id, model, query }, table);
                 self.answer(t, now, &answer);
                 continue;
