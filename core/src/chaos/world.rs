@@ -435,9 +435,11 @@ impl<'a> World<'a> {
                 ..Default::default()
             };
             let now = self.now;
-            self.on_frontend(f, |fe, table, answers, out| match fe.admit_to_scheduler(now, 0, req, table) {
-                Ok(meta) => out.push(meta),
-                Err(answer) => answers.push((0, *answer)),
+            self.on_frontend(f, |fe, table, answers, out| {
+                match fe.admit_to_scheduler(now, 0, &mut req.into(), table) {
+                    Ok(meta) => out.push(meta),
+                    Err(answer) => answers.push((0, *answer)),
+                }
             });
         }
         let gap = (self.rng.exp1() * 1e9 / self.cfg.rate) as Nanos;

@@ -316,11 +316,23 @@ impl Frontend {
         req: impl Into<ClientRequest<'a>>,
         table: &ModelTable,
     ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
-        let req = req.into();
+        self.admit_request(now, conn, &mut req.into(), table)
+    }
+
+    /// `admit`, reading the request in place (it is large, and admission
+    /// runs once per request: no copy of it is made); its input's bytes are
+    /// taken out of it when it is admitted.
+    fn admit_request(
+        &mut self,
+        now: Nanos,
+        conn: ConnId,
+        req: &mut ClientRequest<'_>,
+        table: &ModelTable,
+    ) -> Result<fb::RequestMeta, Box<fb::InferResponse>> {
         self.stats.received += 1;
         let checked = match req.query.is_some() {
-            true => self.check_query(&req, table),
-            false => self.check(&req, table),
+            true => self.check_query(req, table),
+            false => self.check(req, table),
         };
         let reserved = self.reserve.of(req.slo_ns, req.path_ns);
         let (model, app) = match checked.and_then(|admitted| {
@@ -336,7 +348,7 @@ impl Frontend {
         };
         // Checked: exactly one tensor. Its bytes are held: an owned
         // request's move, a frame's are copied once, into a reused buffer.
-        let input = match req.input.map(|t| t.data) {
+        let input = match req.input.take().map(|t| t.data) {
             Some(Cow::Owned(v)) => v,
             Some(Cow::Borrowed(b)) => {
                 let mut v = pool::bytes();
@@ -349,7 +361,7 @@ impl Frontend {
         self.stats.reserved_ns += reserved;
         // The model that runs first: a query's (`model` numbers queries
         // then) is its root stage's, whose sub-cluster gets the request.
-        let first = match req.query {
+        let first = match &req.query {
             Some(_) => table.queries[model as usize].spec.stages[0].model.0,
             None => model,
         };
@@ -394,17 +406,18 @@ impl Frontend {
     /// `admit`, its metadata addressed to its model's sub-cluster's
     /// scheduler in `table` (the one `admit` read: where the frontend
     /// records that it went).
-    pub fn admit_to_scheduler<'a>(
+    pub fn admit_to_scheduler(
         &mut self,
         now: Nanos,
         conn: ConnId,
-        req: impl Into<ClientRequest<'a>>,
+        req: &mut ClientRequest<'_>,
         table: &ModelTable,
     ) -> Result<Envelope, Box<fb::InferResponse>> {
-        self.admit(now, conn, req, table).map(|meta| to_scheduler(meta, table))
+        self.admit_request(now, conn, req, table).map(|meta| to_scheduler(meta, table))
     }
 
     /// Holds a request under a new cluster id; its metadata for the scheduler.
+    #[inline]
     fn hold(&mut self, mut held: Held, planned: Nanos) -> fb::RequestMeta {
         let id = (u64::from(self.index) << FRONTEND_SHIFT) | self.next_seq;
         self.next_seq = (self.next_seq + 1) & SEQ_MASK;

@@ -99,6 +99,11 @@ pub struct Parts {
     pub start_lag_us: Vec<u32>,
     pub completion_us: Vec<u32>,
     pub longest: Longest,
+    /// The clients' loop's working time (its own parts and the hosted
+    /// shards' rounds) summed over the measured window, ns: over the
+    /// window's length, the share of its core the work takes at this rate
+    /// (below capacity, the rate over that share estimates capacity).
+    pub busy: Nanos,
 }
 
 /// The longest one turn of the clients' loop spent in each of its parts
@@ -317,6 +322,7 @@ impl Generator {
             start_lag_us: Vec::with_capacity(measured),
             completion_us: Vec::with_capacity(measured),
             longest: Longest::default(),
+            busy: 0,
         };
         Self {
             arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
@@ -384,7 +390,8 @@ impl Generator {
             // The SLO left: the client's deadline, not the generator's.
             let left = slo.saturating_sub(behind).max(1);
             input_bytes(&mut self.input, floats, first);
-            let admitted = fe.admit_to_scheduler(now, 0, borrowed_request(id, target, left, app, &self.input), table);
+            let admitted =
+                fe.admit_to_scheduler(now, 0, &mut borrowed_request(id, target, left, app, &self.input), table);
             match admitted {
                 Ok(meta) => out.arrivals.push_back(ShardMsg::env(meta)),
                 Err(e) => self.answer(t, now, &e),
@@ -492,6 +499,7 @@ impl Generator {
                 let longest = &mut self.parts.longest;
                 longest.clients = longest.clients.max(worked - now);
                 longest.shards = longest.shards.max(done - worked);
+                self.parts.busy += done - now;
                 done
             });
             let pending = || link.pending() || shards.pending();

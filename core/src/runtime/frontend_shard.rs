@@ -187,14 +187,14 @@ impl Shard {
     fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>) {
         match msg {
             View::InferRequest(req) => {
-                let req = match ClientRequest::try_from(req) {
+                let mut req = match ClientRequest::try_from(req) {
                     Ok(req) => req,
                     Err(e) => {
                         self.bad_frames += 1;
                         return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                     }
                 };
-                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, req, t));
+                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, &mut req, t));
                 match admitted {
                     Ok(meta) => self.outbound.arrivals.push_back(ShardMsg::env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
@@ -258,7 +258,7 @@ impl Shard {
                     let _ = reply.send(self.table.read(|t| fe.turned_away(&head, t)));
                     return;
                 }
-                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, GATEWAY, req, t));
+                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, GATEWAY, &mut req.into(), t));
                 match admitted {
                     Ok(meta) => {
                         let g = self.gateway.as_mut().expect("asks come from the gateway");

@@ -34,7 +34,10 @@
 //! longest one of its turns spent in its own work, in the round of the
 //! shards it hosts, yielding to the executor after a busy round and
 //! parked after an idle one, ms, while requests were due
-//! (`clients::Longest`). Check `uptime` first.
+//! (`clients::Longest`); and the share of its core the clients' loop
+//! spent working in the measured window (`Parts::busy`: below capacity,
+//! the rate over it estimates the capacity, a steadier figure for an A/B
+//! than a pass or fail at the edge). Check `uptime` first.
 
 use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
@@ -53,7 +56,7 @@ fn number(name: &str) -> Option<f64> {
     flag(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
 }
 
-fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
+fn line(rate: f64, sim_bad: f64, secs: f64, o: &mut Outcome) -> String {
     let t = &o.tally;
     let p = &mut o.parts;
     let q = |v: &mut Vec<u32>| {
@@ -67,10 +70,11 @@ fn line(rate: f64, sim_bad: f64, o: &mut Outcome) -> String {
     let (l, shards) = (p.longest, o.cores.len() > 1 && o.cores[1..].iter().all(|&c| c == o.cores[0]));
     let hosted = if shards { format!(", hosted shards {:.2}", ms(l.shards)) } else { String::new() };
     let longest = format!(
-        "longest turn part ms: clients {:.2}{hosted}, yielded {:.2}, parked {:.2}",
+        "longest turn part ms: clients {:.2}{hosted}, yielded {:.2}, parked {:.2}; clients' loop busy {:.3} of its core",
         ms(l.clients),
         ms(l.yielded),
-        ms(l.parked)
+        ms(l.parked),
+        p.busy as f64 / (secs * 1e9)
     );
     format!(
         "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {}{drops} errors {} unanswered {} duplicates {})  \
@@ -117,7 +121,7 @@ fn main() {
         // beside the engine: it would take the engine's cores).
         let sim = simulate(&scenario, scenario.policy, rate).bad_rate;
         let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
-        println!("  {}", line(rate, sim, &mut o));
+        println!("  {}", line(rate, sim, load(rate).measure.as_secs_f64(), &mut o));
         o
     };
     println!(

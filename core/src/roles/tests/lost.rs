@@ -58,10 +58,12 @@ fn losing_the_scheduler_answers_what_no_backend_took_and_refuses_until_it_is_bac
 fn a_moved_model_sends_new_requests_to_its_new_scheduler_and_losing_one_loses_only_its_own() {
     let Cluster { mut table, .. } = Cluster::new(PolicyKind::Symphony, 16);
     let mut fe = Frontend::new(1, 16, 0, 0);
-    let before = fe.admit_to_scheduler(0, 7, request(1, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    let before =
+        fe.admit_to_scheduler(0, 7, &mut request(1, "m", 25.0, &[0.0; FLOATS]).into(), &table).expect("admitted");
     // The model moves to sub-cluster 1 (a new routing table published).
     table.models[0].subcluster = 1;
-    let after = fe.admit_to_scheduler(1, 7, request(2, "m", 25.0, &[0.0; FLOATS]), &table).expect("admitted");
+    let after =
+        fe.admit_to_scheduler(1, 7, &mut request(2, "m", 25.0, &[0.0; FLOATS]).into(), &table).expect("admitted");
     assert_eq!((before.to, after.to), (Addr::Scheduler(0), Addr::Scheduler(1)));
     let mut out = Vec::new();
     fe.peer_lost(2, Addr::Scheduler(1), &table, &mut out);
