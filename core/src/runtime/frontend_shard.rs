@@ -171,20 +171,20 @@ impl Shard {
     /// read, so a request turned away costs a fraction of one served.
     /// False to read it whole (also when its head does not read: the
     /// whole read then answers the typed error).
-    fn turned_away(&mut self, now: Nanos, conn: &Conn, payload: &[u8]) -> bool {
+    fn turned_away(&mut self, now: Nanos, conn: &Conn, payload: &[u8], table: &ModelTable) -> bool {
         if !self.fe.turning_away(now) {
             return false;
         }
         let Some(head) = request_head(payload) else { return false };
-        let fe = &mut self.fe;
-        let answer = self.table.read(|t| fe.turned_away(&head, t));
+        let answer = self.fe.turned_away(&head, table);
         send_small(conn, &Message::InferResponse(answer));
         true
     }
 
     /// One frame from connection `conn`, read in place at `now`: a request
-    /// is admitted from the frame's bytes.
-    fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>) {
+    /// is admitted from the frame's bytes, by `table` (the read's pin of
+    /// the published one).
+    fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>, table: &ModelTable) {
         match msg {
             View::InferRequest(req) => {
                 let mut req = match ClientRequest::try_from(req) {
@@ -194,7 +194,7 @@ impl Shard {
                         return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                     }
                 };
-                let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, id, &mut req, t));
+                let admitted = self.fe.admit_to_scheduler(now, id, &mut req, table);
                 match admitted {
                     Ok(meta) => self.outbound.arrivals.push_back(ShardMsg::env(meta)),
                     Err(e) => send_small(conn, &Message::InferResponse(*e)),
@@ -349,12 +349,12 @@ impl Shard {
         self.gateway.as_ref().is_some_and(|g| !g.rx.is_empty())
     }
 
-    /// A message from the cluster, taken at `now`.
-    fn on_envelope(&mut self, now: Nanos, e: Envelope, answers: &mut Vec<Answer>) {
+    /// A message from the cluster, taken at `now`, read by `table`.
+    fn on_envelope(&mut self, now: Nanos, e: Envelope, table: &ModelTable, answers: &mut Vec<Answer>) {
         let s = &mut *self;
         let out = &mut s.outbound.under_way;
         let send = |e| out.push_back(ShardMsg::env(e));
-        if !s.table.read(|t| s.fe.on_message(now, e.msg, t, answers, send)) {
+        if !s.fe.on_message(now, e.msg, table, answers, send) {
             s.bad_frames += 1;
         }
     }
@@ -488,6 +488,7 @@ pub async fn run(
     let clock = shard.borrow().clock.clone();
     let mut incoming = Vec::new();
     let mut answers = Vec::new();
+    let table = Arc::clone(&shard.borrow().table);
     while !stop.load(Ordering::Acquire) {
         link.poll(&mut incoming);
         let mut busy = !incoming.is_empty();
@@ -495,10 +496,11 @@ pub async fn run(
             let mut s = shard.borrow_mut();
             // One clock read per round: what it polled had arrived by then.
             let now = s.clock.now();
+            let pinned = table.pin();
             for m in incoming.drain(..) {
                 match m.into_envelope() {
                     Ok(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
-                    Ok(e) => s.on_envelope(now, e, &mut answers),
+                    Ok(e) => s.on_envelope(now, e, &pinned, &mut answers),
                     Err(ShardMsg::Peer { peer, up }) => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.
                     Err(_) => s.bad_frames += 1,
@@ -602,6 +604,7 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
     // after it stops watching it.
     conn.watch_socket(fd);
     shard.borrow_mut().conns.insert(id, Rc::clone(&conn));
+    let table = Arc::clone(&shard.borrow().table);
     let mut buf = FrameBuf::default();
     'read: loop {
         while conn.out.borrow().len_bytes() > MAX_UNSENT && !conn.closed.get() {
@@ -617,6 +620,7 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
         buf.filled(n);
         // Every frame of this read arrived by now.
         let now = shard.borrow().clock.now();
+        let pinned = table.pin();
         loop {
             let raw = match buf.next_raw() {
                 Ok(Some(raw)) => raw,
@@ -627,17 +631,19 @@ async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>)
                     break 'read;
                 }
             };
-            if raw.kind == Kind::InferRequest && shard.borrow_mut().turned_away(now, &conn, raw.payload) {
+            if raw.kind == Kind::InferRequest && shard.borrow_mut().turned_away(now, &conn, raw.payload, &pinned) {
                 continue;
             }
             match raw.view() {
-                Ok(msg) => shard.borrow_mut().on_frame(now, &conn, id, msg),
+                Ok(msg) => shard.borrow_mut().on_frame(now, &conn, id, msg, &pinned),
                 Err(e) => {
                     shard.borrow_mut().bad_frames += 1;
                     send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                 }
             }
         }
+        // Never held across the await below.
+        drop(pinned);
         // What this read admitted waits for the pump: one ring per read.
         shard.borrow().bell.ring();
         // A read of bytes already there does not yield: a client sending
