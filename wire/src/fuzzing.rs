@@ -27,7 +27,7 @@ pub fn decode_stream(mut bytes: &[u8]) -> usize {
                 assert_eq!((h.id, h.model, h.query), (r.id, r.model.as_deref(), r.query.as_deref()));
             }
             let owned = match seen.expect("a message that decodes has a view") {
-                View::InferRequest(r) => fb::InferRequest::try_from(r).map(Message::InferRequest),
+                View::InferRequest(r) => fb::InferRequest::try_from(r.raw).map(Message::InferRequest),
                 View::InferResponse(r) => fb::InferResponse::try_from(r).map(Message::InferResponse),
                 View::Owned(m) => Ok(m),
             };

@@ -206,9 +206,36 @@ messages!(
 /// message.
 #[derive(Debug)]
 pub enum View<'a> {
-    InferRequest(fb::InferRequestRef<'a>),
+    InferRequest(RequestView<'a>),
     InferResponse(fb::InferResponseRef<'a>),
     Owned(Message),
+}
+
+/// A verified request read in place, with what its verification read
+/// kept: its strings (UTF-8 checked once) and its first tensor, so the
+/// frontend admits it without reading them again (measured: reading a
+/// request took 12% of the frontend shard's time at 900,000 r/s, half of
+/// it reading twice). Its scalars are read from `raw`.
+#[derive(Debug)]
+pub struct RequestView<'a> {
+    pub raw: fb::InferRequestRef<'a>,
+    pub model: Option<&'a str>,
+    pub app_name: Option<&'a str>,
+    pub query: Option<&'a str>,
+    /// How many input tensors it carries.
+    pub tensors: usize,
+    pub first: Option<TensorView<'a>>,
+}
+
+/// A verified tensor read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorView<'a> {
+    pub dtype: fb::DType,
+    /// The product of its shape (1 for a tensor without one, as a scalar);
+    /// None where it overflows i64 (a shape with a 0 in it passes the
+    /// verifier, which multiplies wider).
+    pub elements: Option<i64>,
+    pub data: &'a [u8],
 }
 
 /// Verifies one payload of the given kind and returns it as a `View`.
@@ -218,8 +245,7 @@ pub fn view<'a>(kind: Kind, payload: &'a [u8], limits: &Limits) -> Result<View<'
     match kind {
         Kind::InferRequest => {
             let r = fb::InferRequestRef::read_as_root(payload).map_err(bad)?;
-            verified(check::InferRequest(&r, payload.len(), limits))?;
-            Ok(View::InferRequest(r))
+            check::request_view(r, payload.len(), limits).map(View::InferRequest).map_err(|e| e.into_decode(kind))
         }
         Kind::InferResponse => {
             let r = fb::InferResponseRef::read_as_root(payload).map_err(bad)?;
@@ -350,7 +376,7 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Message, DecodeError> {
 
 /// Limit checks on the borrowed views (pass 1).
 mod check {
-    use super::{fb, DecodeError, Kind, Limits};
+    use super::{fb, DecodeError, Kind, Limits, RequestView, TensorView};
 
     /// A check failure: a limit (already typed) or a planus read error.
     pub enum Fail {
@@ -422,50 +448,70 @@ mod check {
         }
     }
 
-    fn tensors(v: Option<planus::Vector<'_, planus::Result<fb::TensorRef<'_>>>>, budget: &mut Budget, l: &Limits) -> R {
-        let Some(v) = v else { return Ok(()) };
+    type Tensors<'a> = Option<planus::Vector<'a, planus::Result<fb::TensorRef<'a>>>>;
+
+    /// Checks every tensor of `v`; the first as read, if any.
+    fn tensors<'a>(v: Tensors<'a>, budget: &mut Budget, l: &Limits) -> Result<Option<TensorView<'a>>, Fail> {
+        let Some(v) = v else { return Ok(None) };
         if v.len() > l.max_tensors {
             return Err(DecodeError::TooManyTensors { got: v.len(), max: l.max_tensors }.into());
         }
+        let mut first = None;
         for (i, t) in v.iter().enumerate() {
             let t = t?;
             budget.string(t.name()?)?;
-            let data = t.data()?.map_or(0, <[u8]>::len);
-            budget.take(data)?;
-            let Some(shape) = t.shape()? else { continue };
-            if shape.len() > l.max_dims {
-                return Err(DecodeError::TooManyDims { tensor: i, got: shape.len(), max: l.max_dims }.into());
-            }
-            let mut elems: Option<u128> = Some(1);
-            for d in shape.iter() {
-                if d < 0 {
-                    return Err(DecodeError::NegativeDim { tensor: i, dim: d }.into());
+            let data = t.data()?.unwrap_or(&[]);
+            budget.take(data.len())?;
+            let dtype = t.dtype()?;
+            // The element count as the frontend reads it: i64, None past it.
+            let mut elements = Some(1i64);
+            if let Some(shape) = t.shape()? {
+                if shape.len() > l.max_dims {
+                    return Err(DecodeError::TooManyDims { tensor: i, got: shape.len(), max: l.max_dims }.into());
                 }
-                elems = elems.and_then(|e| e.checked_mul(d as u128));
+                let mut elems: Option<u128> = Some(1);
+                for d in shape.iter() {
+                    if d < 0 {
+                        return Err(DecodeError::NegativeDim { tensor: i, dim: d }.into());
+                    }
+                    elems = elems.and_then(|e| e.checked_mul(d as u128));
+                    elements = elements.and_then(|e| e.checked_mul(d));
+                }
+                let expected = elems.and_then(|e| e.checked_mul(dtype_bytes(dtype)));
+                if expected != Some(data.len() as u128) {
+                    return Err(DecodeError::TensorSize { tensor: i, expected, got: data.len() }.into());
+                }
             }
-            let size = dtype_bytes(t.dtype()?);
-            let expected = elems.and_then(|e| e.checked_mul(size));
-            if expected != Some(data as u128) {
-                return Err(DecodeError::TensorSize { tensor: i, expected, got: data }.into());
+            if i == 0 {
+                first = Some(TensorView { dtype, elements, data });
             }
         }
-        Ok(())
+        Ok(first)
+    }
+
+    /// Checks a request, keeping what it read (`RequestView`).
+    pub fn request_view<'a>(r: fb::InferRequestRef<'a>, payload: usize, l: &Limits) -> Result<RequestView<'a>, Fail> {
+        let mut b = Budget::new(payload);
+        let (model, app_name, query) = (r.model()?, r.app_name()?, r.query()?);
+        for s in [model, app_name, query] {
+            b.string(s)?;
+        }
+        let inputs = r.inputs()?;
+        let tensors = inputs.as_ref().map_or(0, |v| v.len());
+        let first = self::tensors(inputs, &mut b, l)?;
+        Ok(RequestView { raw: r, model, app_name, query, tensors, first })
     }
 
     #[allow(non_snake_case)]
     pub fn InferRequest(r: &fb::InferRequestRef<'_>, payload: usize, l: &Limits) -> R {
-        let mut b = Budget::new(payload);
-        b.string(r.model()?)?;
-        b.string(r.app_name()?)?;
-        b.string(r.query()?)?;
-        tensors(r.inputs()?, &mut b, l)
+        request_view(*r, payload, l).map(drop)
     }
     #[allow(non_snake_case)]
     pub fn InferResponse(r: &fb::InferResponseRef<'_>, payload: usize, l: &Limits) -> R {
         let mut b = Budget::new(payload);
         b.string(r.message()?)?;
         b.string(r.stage()?)?;
-        tensors(r.outputs()?, &mut b, l)
+        tensors(r.outputs()?, &mut b, l).map(drop)
     }
     #[allow(non_snake_case)]
     pub fn BatchPlan(r: &fb::BatchPlanRef<'_>, _: usize, l: &Limits) -> R {
@@ -497,7 +543,7 @@ mod check {
     #[allow(non_snake_case)]
     pub fn Inputs(r: &fb::InputsRef<'_>, payload: usize, l: &Limits) -> R {
         ids("requests", r.requests()?.map(|v| v.len()), l)?;
-        tensors(r.tensors()?, &mut Budget::new(payload), l)
+        tensors(r.tensors()?, &mut Budget::new(payload), l).map(drop)
     }
     #[allow(non_snake_case)]
     pub fn Results(r: &fb::ResultsRef<'_>, payload: usize, l: &Limits) -> R {
@@ -505,7 +551,7 @@ mod check {
         ids("requests", requests, l)?;
         seen_per_request(r.seen_ns()?.map(|v| v.len()), requests.unwrap_or(0))?;
         per_request("solo_ns", r.solo_ns()?.map(|v| v.len()), requests.unwrap_or(0))?;
-        tensors(r.outputs()?, &mut Budget::new(payload), l)
+        tensors(r.outputs()?, &mut Budget::new(payload), l).map(drop)
     }
     #[allow(non_snake_case)]
     pub fn BatchDone(r: &fb::BatchDoneRef<'_>, _: usize, l: &Limits) -> R {

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use baton_wire::fb;
+use baton_wire::message::RequestView;
 
 /// A client's request as admission reads it.
 #[derive(Debug)]
@@ -60,32 +61,24 @@ impl From<fb::InferRequest> for ClientRequest<'static> {
     }
 }
 
-impl<'a> TryFrom<fb::InferRequestRef<'a>> for ClientRequest<'a> {
+impl<'a> TryFrom<RequestView<'a>> for ClientRequest<'a> {
     type Error = baton_wire::ReadError;
 
     /// A request read in place. The frame was verified when it was split
-    /// off the stream (`baton_wire::message::view`), so these reads find
-    /// what the verifier found.
-    fn try_from(r: fb::InferRequestRef<'a>) -> Result<Self, baton_wire::ReadError> {
-        let inputs = r.inputs()?;
-        let tensors = inputs.as_ref().map_or(0, |v| v.len());
-        let input = match inputs.and_then(|v| v.iter().next()) {
-            Some(t) => {
-                let t = t?;
-                let elements = t.shape()?.map_or(Some(1), |s| product(s.iter()));
-                Some(Input { dtype: t.dtype()?, elements, data: Cow::Borrowed(t.data()?.unwrap_or(&[])) })
-            }
-            None => None,
-        };
+    /// off the stream (`baton_wire::message::view`), which kept its
+    /// strings and first tensor; only its scalars are read here.
+    fn try_from(v: RequestView<'a>) -> Result<Self, baton_wire::ReadError> {
+        let r = v.raw;
+        let input = v.first.map(|t| Input { dtype: t.dtype, elements: t.elements, data: Cow::Borrowed(t.data) });
         Ok(ClientRequest {
             id: r.id()?,
-            model: r.model()?.map(Cow::Borrowed),
-            query: r.query()?.map(Cow::Borrowed),
+            model: v.model.map(Cow::Borrowed),
+            query: v.query.map(Cow::Borrowed),
             app: r.app()?,
-            app_name: r.app_name()?.map(Cow::Borrowed),
+            app_name: v.app_name.map(Cow::Borrowed),
             slo_ns: r.slo_ns()?,
             path_ns: r.path_ns()?,
-            tensors,
+            tensors: v.tensors,
             input,
         })
     }
