@@ -101,9 +101,9 @@ pub fn f32_tensor(xs: &[f32]) -> fb::Tensor {
 }
 
 /// Gives back an answer's buffers once it is encoded (or read): its
-/// outputs' bytes and shapes, and their list.
-pub fn give_answer(a: fb::InferResponse) {
-    let Some(mut outputs) = a.outputs else { return };
+/// outputs' bytes and shapes, and their list (taken out of it).
+pub fn give_answer(a: &mut fb::InferResponse) {
+    let Some(mut outputs) = a.outputs.take() else { return };
     for t in outputs.drain(..) {
         if let Some(data) = t.data {
             give_bytes(data);
@@ -139,7 +139,7 @@ mod tests {
         let mut outputs = tensors();
         outputs.push(t);
         let list = outputs.as_ptr();
-        give_answer(fb::InferResponse { outputs: Some(outputs), ..Default::default() });
+        give_answer(&mut fb::InferResponse { outputs: Some(outputs), ..Default::default() });
         let again = f32_tensor(&[3.0]);
         assert_eq!(again.data.as_ref().unwrap().as_ptr(), data, "the bytes are reused");
         assert_eq!(again.shape.as_ref().unwrap().as_ptr(), shape, "the shape is reused");

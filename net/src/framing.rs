@@ -10,7 +10,7 @@
 
 use baton_wire::frame::{split, FrameError, Kind, HEADER_LEN};
 use baton_wire::message::{decode_payload, view, View};
-use baton_wire::{encode_into, DecodeError, Limits, Message};
+use baton_wire::{encode_answer_into, encode_into, fb, DecodeError, Limits, Message};
 
 /// Bytes asked of the socket per read.
 pub const READ_CHUNK: usize = 64 << 10;
@@ -137,6 +137,13 @@ impl Outbox {
         Ok(())
     }
 
+    /// `push` of an answer held by reference.
+    pub fn push_answer(&mut self, a: &fb::InferResponse) -> Result<(), FrameError> {
+        encode_answer_into(a, &mut self.builder, &mut self.buf)?;
+        self.frames += 1;
+        Ok(())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -171,8 +178,8 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_wire::encode;
     use baton_wire::frame::{FrameHeader, Kind};
-    use baton_wire::{encode, fb};
 
     fn msg(i: u64) -> Message {
         Message::Dropped(fb::Dropped {

@@ -20,7 +20,7 @@ pub mod fuzzing;
 pub mod message;
 
 pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
-pub use message::{decode, encode, encode_into, DecodeError, Limits, Message};
+pub use message::{decode, encode, encode_answer_into, encode_into, DecodeError, Limits, Message};
 /// The flatbuffers builder `encode_into` reuses.
 pub use planus::Builder;
 /// What reading a field of a `View` in place can fail with.

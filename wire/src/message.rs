@@ -285,8 +285,19 @@ pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
 /// across calls, a sender encodes without allocating once both have grown
 /// to its largest message). On error nothing is appended.
 pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>) -> Result<(), FrameError> {
-    let payload = m.payload(builder);
-    out.extend_from_slice(&FrameHeader::new(m.kind(), payload.len())?.to_bytes());
+    frame_into(m.kind(), m.payload(builder), out)
+}
+
+/// `encode_into` of `Message::InferResponse(a)`, for an answer held by
+/// reference (a frontend answers from its list, not moving each out).
+pub fn encode_answer_into(a: &fb::InferResponse, b: &mut planus::Builder, out: &mut Vec<u8>) -> Result<(), FrameError> {
+    b.clear();
+    let root = write::infer_response(b, a);
+    frame_into(Kind::InferResponse, b.finish(root, None), out)
+}
+
+fn frame_into(kind: Kind, payload: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
+    out.extend_from_slice(&FrameHeader::new(kind, payload.len())?.to_bytes());
     out.extend_from_slice(payload);
     Ok(())
 }

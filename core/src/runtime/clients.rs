@@ -475,10 +475,11 @@ impl Generator {
                     crate::prefetch::prefetch(d);
                 }
             }
-            for (_, a) in answers.drain(..) {
-                self.answer(t, now, &a);
+            for (_, a) in answers.iter_mut() {
+                self.answer(t, now, a);
                 crate::pool::give_answer(a);
             }
+            answers.clear();
             busy |= self.send(t, now, clock, &mut fe, table, &mut out);
             if !out.is_empty() {
                 link.flush_outbound(&mut out);

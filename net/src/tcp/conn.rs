@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::framing::Outbox;
-use baton_wire::{FrameError, Message};
+use baton_wire::{fb, FrameError, Message};
 use futures_lite::io::WriteHalf;
 use futures_lite::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalSender};
@@ -64,6 +64,13 @@ impl Conn {
     /// refused (nothing queued) for the caller to answer otherwise.
     pub fn send(&self, m: &Message) -> Result<(), FrameError> {
         self.out.borrow_mut().push(m)?;
+        let _ = self.wake.try_send(());
+        Ok(())
+    }
+
+    /// `send` of an answer held by reference.
+    pub fn send_answer(&self, a: &fb::InferResponse) -> Result<(), FrameError> {
+        self.out.borrow_mut().push_answer(a)?;
         let _ = self.wake.try_send(());
         Ok(())
     }
