@@ -9,7 +9,9 @@
 # engine as engine_ab.sh says. POLL_US=N serves with `--poll-us N`;
 # SPIN=1 loads with `--spin` (the generator busy-polls its core);
 # GEN=BATON loads with another binary's generator; SERVER=BATON serves
-# both sides with that binary and compares OLD's and NEW's generators.
+# both sides with that binary and compares OLD's and NEW's generators;
+# NICE=N runs the generator at nice N (`baton load --nice`, 0 on its own
+# core; the binaries before it took no such flag and ran at 10).
 set -euo pipefail
 old=$1 new=$2 secs=$3
 shift 3
@@ -28,7 +30,7 @@ for rate in "$@"; do
       server=$!
       sleep 1
       "$gen" load "$scenario" --target "127.0.0.1:$port" --rate "$rate" --duration "$secs" --warmup 0 \
-        --connections 1 --cores 1 ${SPIN:+--spin} --json > "$out" 2>/dev/null || true
+        --connections 1 --cores 1 ${SPIN:+--spin} ${NICE:+--nice "$NICE"} --json > "$out" 2>/dev/null || true
       kill -TERM "$server"; wait "$server" || true
       python3 - "$out" "$rate" "$rep" "$side" <<'PY'
 import json, sys

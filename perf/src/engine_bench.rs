@@ -45,13 +45,16 @@ pub fn placement() -> (Option<Vec<usize>>, Vec<usize>) {
 
 /// One load run against `target`: one connection (fewer generator threads
 /// on a small machine) on the generator's cores, the scenario's warm-up
-/// first (not counted, as the simulator skips it), a 2 s drain; `spin`:
-/// the generator busy-polls (`LoadConfig::spin`).
+/// first (not counted, as the simulator skips it), a 2 s drain, at nice 0
+/// where its cores are its own (`load::nice_for`); `spin`: the generator
+/// busy-polls (`LoadConfig::spin`).
 fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize, spin: bool) -> LoadReport {
+    let (server, generator) = placement();
     let lc = LoadConfig {
         input_floats: vec![input_floats],
         warmup: Duration::from_nanos(s.warmup),
-        cores: placement().1,
+        nice: load::nice_for(server.as_deref(), &[], &generator),
+        cores: generator,
         spin,
         ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs))
     };

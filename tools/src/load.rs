@@ -56,6 +56,28 @@ pub struct LoadConfig {
     /// generator on cores of its own, whose wake-up (tens of µs on a VM's
     /// idle core) would otherwise be counted in egress.
     pub spin: bool,
+    /// The generator threads' nice value. `SHARING_NICE` (the default)
+    /// where they may share a core with the server (`yield_to_the_server`);
+    /// 0 on cores of their own, where a lower weight only lets the
+    /// kernel's housekeeping hold the generator's core longer (measured on
+    /// the 2-core VM: kdamond ran 12 ms at a stretch on the generator's
+    /// core at nice 10, and at 1,000,000 r/s 1.1–1.6% of requests were bad
+    /// at nice 0 against 1.6–2.9% at nice 10, perf/results/overhead_ab.txt).
+    pub nice: i32,
+}
+
+/// The generator's nice value where it may share a core with the server.
+pub const SHARING_NICE: i32 = 10;
+
+/// The generator's nice value for its `generator` cores beside a server
+/// pinned to `server` (None: not pinned) and to the `compute` threads'
+/// cores: 0 where they are its own, `SHARING_NICE` where they may be the
+/// server's.
+pub fn nice_for(server: Option<&[usize]>, compute: &[usize], generator: &[usize]) -> i32 {
+    match server {
+        Some(s) if !generator.is_empty() && !generator.iter().any(|c| s.contains(c) || compute.contains(c)) => 0,
+        _ => SHARING_NICE,
+    }
 }
 
 impl LoadConfig {
@@ -73,6 +95,7 @@ impl LoadConfig {
             progress: false,
             cores: Vec::new(),
             spin: false,
+            nice: SHARING_NICE,
         }
     }
 }
@@ -292,17 +315,18 @@ pub fn split_for_compute(cores: &[usize], backends: usize) -> (Vec<usize>, Vec<u
     (rest.to_vec(), compute.to_vec())
 }
 
-/// Lowers the calling thread's CPU priority (nice 10). The generator often
-/// shares a small machine with the server it measures; at equal priority
-/// its threads hold the server's cores for whole time slices and the
-/// server's timing slips by milliseconds (measured: mean batch start lag
-/// 24 µs in some runs, 160–240 µs with 7 ms spikes in others).
-fn yield_to_the_server() {
+/// Sets the calling thread's nice value (`LoadConfig::nice`). The
+/// generator often shares a small machine with the server it measures; at
+/// equal priority its threads hold the server's cores for whole time
+/// slices and the server's timing slips by milliseconds (measured: mean
+/// batch start lag 24 µs in some runs, 160–240 µs with 7 ms spikes in
+/// others), so by default it yields (`SHARING_NICE`).
+fn set_nice(nice: i32) {
     // SAFETY: setpriority on the calling thread's own id changes only its
     // scheduling weight; failure (no permission) leaves it as it was.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
 }
 
@@ -460,7 +484,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         progress: cfg.progress,
         spin: cfg.spin,
     };
-    let (plan, shared_ref) = (&plan, &shared);
+    let (plan, shared_ref, nice) = (&plan, &shared, cfg.nice);
     let driven: Vec<Result<(Tally, u64), LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
@@ -472,7 +496,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
                     if let Some(id) = core {
                         core_affinity::set_for_current(core_affinity::CoreId { id });
                     }
-                    yield_to_the_server();
+                    set_nice(nice);
                     drive::drive(plan, shared_ref, conns, tally)
                 })
             })
@@ -591,7 +615,16 @@ pub fn print(r: &LoadReport) {
 
 #[cfg(test)]
 mod tests {
-    use super::{split_cores, split_for_compute};
+    use super::{nice_for, split_cores, split_for_compute, SHARING_NICE};
+
+    #[test]
+    fn the_generator_yields_only_where_it_may_share_the_servers_cores() {
+        assert_eq!(nice_for(Some(&[0]), &[], &[1]), 0);
+        assert_eq!(nice_for(Some(&[0]), &[], &[0]), SHARING_NICE);
+        assert_eq!(nice_for(Some(&[0]), &[1], &[1]), SHARING_NICE, "a compute thread's core");
+        assert_eq!(nice_for(None, &[], &[1]), SHARING_NICE, "a server not pinned runs anywhere");
+        assert_eq!(nice_for(Some(&[0]), &[], &[]), SHARING_NICE, "a generator not pinned runs anywhere");
+    }
 
     #[test]
     fn the_generator_takes_the_last_quarter_and_compute_threads_the_last_cores() {

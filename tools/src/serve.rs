@@ -390,6 +390,10 @@ pub struct LoadArgs {
     /// wake-up to what it measures as egress).
     #[arg(long, requires = "cores")]
     spin: bool,
+    /// The generator threads' nice value: the default yields to a server
+    /// on the same cores; give 0 where the generator has cores of its own.
+    #[arg(long, default_value_t = load::SHARING_NICE, allow_negative_numbers = true)]
+    nice: i32,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -815,6 +819,7 @@ pub fn load(a: LoadArgs) -> Result<(), String> {
         progress: !a.json,
         cores: a.cores.clone(),
         spin: a.spin,
+        nice: a.nice,
     };
     let r = load::run(&s, &cfg).map_err(|e| e.to_string())?;
     if a.json {
@@ -885,6 +890,7 @@ fn demo_run(
         input_floats: request_sizes(&a.engine, s)?,
         drain: Duration::from_secs(2),
         progress,
+        nice: load::nice_for(engine_cfg.cores.as_deref(), &engine_cfg.compute_cores, &load_cores),
         cores: load_cores,
         spin: false,
     };
