@@ -1,10 +1,11 @@
 //! Read-mostly state published by pointer swap: readers on any shard load
-//! the current value under an epoch guard (a few ns, no lock, no reference
-//! count traffic); a writer swaps in a new value at an epoch boundary and
+//! the current value under an epoch guard (no lock, no reference count
+//! traffic; pinning one is a full fence, so a run of reads shares one
+//! guard: `pin`); a writer swaps in a new value at an epoch boundary and
 //! the old one is freed once no reader can still hold it
 //! (crossbeam-epoch). Holds the engine's model table: built at start-up
 //! (`runtime::start`, `process.rs`), read by the frontend shard for every
-//! request it admits. Nothing republishes it yet — the engine serves the
+//! request it admits (pinned once per socket read). Nothing republishes it yet — the engine serves the
 //! scenario's models for its whole run; a door that adds or removes models
 //! at run time will `publish` a new table here, and no reader changes.
 
@@ -32,7 +33,9 @@ impl<T: Send + Sync + 'static> Published<T> {
     /// never across an `.await`: while it lives, no value published since
     /// it was taken is freed.
     pub fn pin(&self) -> Pinned<'_, T> {
-        Pinned { guard: epoch::pin(), published: self }
+        let guard = epoch::pin();
+        let value: *const T = self.load(&guard);
+        Pinned { _guard: guard, value, _published: std::marker::PhantomData }
     }
 
     fn load<'g>(&self, guard: &'g Guard) -> &'g T {
@@ -55,17 +58,23 @@ impl<T: Send + Sync + 'static> Published<T> {
     }
 }
 
-/// The value current when `Published::pin` was called, kept alive by its guard.
+/// The value current when `Published::pin` was called (loaded once: a
+/// publish meanwhile does not change what it reads), kept alive by its guard.
 pub struct Pinned<'a, T> {
-    guard: Guard,
-    published: &'a Published<T>,
+    _guard: Guard,
+    value: *const T,
+    _published: std::marker::PhantomData<&'a Published<T>>,
 }
 
-impl<T: Send + Sync + 'static> std::ops::Deref for Pinned<'_, T> {
+impl<T> std::ops::Deref for Pinned<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        self.published.load(&self.guard)
+        // SAFETY: `value` was loaded under `_guard`, which this struct owns
+        // and drops only with it; a value is freed only through
+        // `defer_destroy` after it is swapped out, once every guard pinned
+        // before the swap is gone — so not while this one lives.
+        unsafe { &*self.value }
     }
 }
 
@@ -99,11 +108,21 @@ mod tests {
                 let p = Arc::clone(&p);
                 std::thread::spawn(move || {
                     let mut last = 0;
-                    for _ in 0..20_000 {
-                        let v = p.read(|v| {
-                            assert!(v.iter().all(|&x| x == v[0]), "torn value");
-                            v[0]
-                        });
+                    for i in 0..20_000 {
+                        // Half the reads under a pin held across two looks:
+                        // both see the one value pinned.
+                        let v = if i % 2 == 0 {
+                            p.read(|v| {
+                                assert!(v.iter().all(|&x| x == v[0]), "torn value");
+                                v[0]
+                            })
+                        } else {
+                            let pinned = p.pin();
+                            let first = pinned[0];
+                            std::hint::spin_loop();
+                            assert!(pinned.iter().all(|&x| x == first), "a pinned value changed");
+                            first
+                        };
                         assert!(v >= last, "versions go back: {last} then {v}");
                         last = v;
                     }
