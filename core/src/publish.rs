@@ -5,9 +5,10 @@
 //! the old one is freed once no reader can still hold it
 //! (crossbeam-epoch). Holds the engine's model table: built at start-up
 //! (`runtime::start`, `process.rs`), read by the frontend shard for every
-//! request it admits (pinned once per socket read). Nothing republishes it yet — the engine serves the
-//! scenario's models for its whole run; a door that adds or removes models
-//! at run time will `publish` a new table here, and no reader changes.
+//! request it admits (pinned once per socket read). Nothing republishes
+//! it yet — the engine serves the scenario's models for its whole run; a
+//! door that adds or removes models at run time will `publish` a new
+//! table here, and no reader changes.
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 use std::sync::atomic::Ordering;

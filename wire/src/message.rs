@@ -709,12 +709,14 @@ mod tests {
                 );
             }
             for base in [fb::InferResponse::default(), full.clone()] {
-                same!(
-                    fb::InferResponse { outputs: tensors.clone(), ..base },
-                    InferResponse,
-                    InferResponseRef,
-                    infer_response
-                );
+                let a = fb::InferResponse { outputs: tensors.clone(), ..base };
+                // An answer framed by reference is the message's frame,
+                // into a builder and buffer that held something before.
+                let (mut b, mut out) = (planus::Builder::new(), vec![1u8, 2]);
+                encode_into(&Message::InferRequest(request.clone()), &mut b, &mut Vec::new()).unwrap();
+                encode_answer_into(&a, &mut b, &mut out).unwrap();
+                assert_eq!(out[2..], encode(&Message::InferResponse(a.clone())).unwrap()[..], "{a:?}");
+                same!(a, InferResponse, InferResponseRef, infer_response);
             }
         }
     }
