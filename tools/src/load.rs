@@ -56,13 +56,14 @@ pub struct LoadConfig {
     /// generator on cores of its own, whose wake-up (tens of µs on a VM's
     /// idle core) would otherwise be counted in egress.
     pub spin: bool,
-    /// The generator threads' nice value. `SHARING_NICE` (the default)
-    /// where they may share a core with the server (`yield_to_the_server`);
-    /// 0 on cores of their own, where a lower weight only lets the
-    /// kernel's housekeeping hold the generator's core longer (measured on
-    /// the 2-core VM: kdamond ran 12 ms at a stretch on the generator's
-    /// core at nice 10, and at 1,000,000 r/s 1.1–1.6% of requests were bad
-    /// at nice 0 against 1.6–2.9% at nice 10, perf/results/overhead_ab.txt).
+    /// The generator threads' nice value (`set_nice`). `SHARING_NICE`
+    /// (the default) where they may share a core with the server; 0 on
+    /// cores of their own, where a lower weight only lets the kernel's
+    /// housekeeping hold the generator's core longer (measured on the
+    /// 2-core VM: kdamond ran 12 ms at a stretch on the generator's core
+    /// at nice 10; at 1,000,000 r/s mean bad 2.1% at nice 0 against 4.1%
+    /// at nice 10 over five pairs, no separation at Table 4's rate,
+    /// perf/results/overhead_ab.txt).
     pub nice: i32,
 }
 

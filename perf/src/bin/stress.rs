@@ -46,14 +46,30 @@ use baton_perf::report::load_scenario;
 use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
+const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
+
+/// Bad input: what is wrong and the usage, exit 2.
+fn fail(why: impl std::fmt::Display) -> ! {
+    eprintln!("stress: {why}\n{USAGE}");
+    std::process::exit(2)
+}
+
 fn flag(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == name)?;
-    Some(args.get(i + 1).unwrap_or_else(|| panic!("{name} takes a value")).clone())
+    Some(args.get(i + 1).unwrap_or_else(|| fail(format!("{name} takes a value"))).clone())
+}
+
+/// A number at least 0 (a count, a rate or seconds).
+fn parse_number(name: &str, v: &str) -> f64 {
+    v.parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+        .unwrap_or_else(|| fail(format!("{name} takes a number at least 0, not `{v}`")))
 }
 
 fn number(name: &str) -> Option<f64> {
-    flag(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number")))
+    flag(name).map(|v| parse_number(name, &v))
 }
 
 fn line(rate: f64, sim_bad: f64, secs: f64, o: &mut Outcome) -> String {
@@ -93,13 +109,12 @@ fn line(rate: f64, sim_bad: f64, secs: f64, o: &mut Outcome) -> String {
 }
 
 fn main() {
-    let Some(file) = std::env::args().nth(1).filter(|a| !a.starts_with("--")) else {
-        eprintln!("usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]");
-        std::process::exit(2);
-    };
-    let mut scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
+    let Some(file) = std::env::args().nth(1).filter(|a| !a.starts_with("--")) else { fail("no scenario file") };
+    let mut scenario = load_scenario(std::path::Path::new(&file)).unwrap_or_else(|e| fail(e));
     if let Some(gpus) = number("--gpus") {
-        assert!(gpus >= 1.0 && scenario.faults.is_empty(), "--gpus takes a count, for a file without faults");
+        if gpus < 1.0 || !scenario.faults.is_empty() {
+            fail("--gpus takes a count of at least 1, for a file without faults");
+        }
         scenario.cluster.backends = gpus as u32;
     }
     let load = |rate_rps| Load {
@@ -120,7 +135,7 @@ fn main() {
         // The simulator first, on the same file, rate and seed (never
         // beside the engine: it would take the engine's cores).
         let sim = simulate(&scenario, scenario.policy, rate).bad_rate;
-        let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| panic!("{e}"));
+        let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| fail(e));
         println!("  {}", line(rate, sim, load(rate).measure.as_secs_f64(), &mut o));
         o
     };
@@ -137,7 +152,7 @@ fn main() {
     );
     if let Some(rates) = flag("--rates") {
         for r in rates.split(',') {
-            probe(r.parse().expect("--rates takes numbers"));
+            probe(parse_number("--rates", r));
         }
         return;
     }
