@@ -497,11 +497,13 @@ pub async fn run(
             let mut s = shard.borrow_mut();
             // One clock read per round: what it polled had arrived by then.
             let now = s.clock.now();
-            let pinned = table.pin();
+            // The table pinned once for the round's messages (a pin is a
+            // fence: none for a round without any).
+            let pinned = (!incoming.is_empty()).then(|| table.pin());
             for m in incoming.drain(..) {
                 match m.into_envelope() {
                     Ok(Envelope { msg: Message::Stats(st), .. }) => s.on_totals(&st),
-                    Ok(e) => s.on_envelope(now, e, &pinned, &mut answers),
+                    Ok(e) => s.on_envelope(now, e, pinned.as_deref().expect("pinned: a message came"), &mut answers),
                     Err(ShardMsg::Peer { peer, up }) => s.on_peer(peer, up, &mut answers),
                     // Symphony's own messages stay on scheduler shards.
                     Err(_) => s.bad_frames += 1,
