@@ -183,7 +183,7 @@ impl ModelTable {
             if spec.dynamic.as_ref().is_some_and(|d| d.apps.iter().any(|a| a.work.is_some())) {
                 let why = format!(
                     "`{}`'s inputs carry lengths (its apps' `work`), which only the executor that measured them \
-                     turns into times: serve it with that executor (`--executor cpu`)",
+                     turns into times: serve it with that executor (`--executor cpu` or `cuda`)",
                     spec.name
                 );
                 return Err(Unsupported(why));

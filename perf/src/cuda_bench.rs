@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use baton_gpu::cuda::check::{compare, inputs, Agreement, ATOL, RTOL};
+use baton_gpu::cuda::check::{compare, compare_varlen, inputs, token_inputs, Agreement, ATOL, RTOL};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor, LaunchMode};
 use baton_gpu::supernet::default_subnets;
-use baton_gpu::{ExecError, Executor};
+use baton_gpu::{ExecError, Executor, Work};
 
 pub struct Correctness {
     pub model: String,
@@ -39,8 +39,19 @@ pub struct Subnet {
     pub gpu: Vec<(usize, Duration)>,
 }
 
+/// The dynamic model: its solo time per length bucket (the executor's
+/// table) and batches of mixed lengths.
+pub struct Dynamic {
+    pub name: String,
+    /// (longest length of the bucket, solo time).
+    pub solo: Vec<(usize, Duration)>,
+    /// (batch size, longest member, median time of the batch).
+    pub batches: Vec<(usize, usize, Duration)>,
+}
+
 pub struct Report {
     pub device: String,
+    pub dynamic: Option<Dynamic>,
     pub correctness: Vec<Correctness>,
     pub launches: Vec<Launch>,
     pub subnets: Vec<Subnet>,
@@ -66,7 +77,8 @@ pub fn run(
     let mut cpu = cfg.reference();
     let models = graph.models().to_vec();
     let mut correctness = Vec::new();
-    for (m, info) in models.iter().enumerate() {
+    let statics = || models.iter().enumerate().filter(|(_, i)| i.work.is_none());
+    for (m, info) in statics() {
         for &b in check_batches {
             let xs = inputs(b, info.input_len, 7 + m as u64);
             let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
@@ -77,7 +89,7 @@ pub fn run(
         }
     }
     let mut launches = Vec::new();
-    for (m, info) in models.iter().enumerate() {
+    for (m, info) in statics() {
         for &b in time_batches {
             let sample = |e: &mut CudaExecutor| -> Result<((Duration, Duration), Duration), ExecError> {
                 for _ in 0..reps {
@@ -106,7 +118,53 @@ pub fn run(
         }
         subnets.push(Subnet { variant, depth: s.depth, width: s.width, gpu });
     }
-    Ok(Report { device, correctness, launches, subnets })
+    let dynamic = match (models.iter().position(|i| i.work.is_some()), cfg.varlen_reference()) {
+        (Some(m), Some(cpu)) => Some(dynamic(&mut graph, m, &cpu, check_batches, reps, &mut correctness)?),
+        _ => None,
+    };
+    Ok(Report { device, dynamic, correctness, launches, subnets })
+}
+
+/// The dynamic model `m`: checked against its CPU reference at
+/// `check_batches` (lengths spread over its range), its solo table, and
+/// the median of `reps` runs of batches of each size in `check_batches`
+/// whose longest member is the longest, a quarter and a sixteenth of the
+/// range.
+fn dynamic(
+    exec: &mut CudaExecutor,
+    m: usize,
+    cpu: &baton_gpu::reference::tokens::TokenEncoder,
+    check_batches: &[usize],
+    reps: usize,
+    correctness: &mut Vec<Correctness>,
+) -> Result<Dynamic, ExecError> {
+    let info = exec.models()[m].clone();
+    let Some(Work::Levels { solo }) = &info.work else { unreachable!("a dynamic model has a solo table") };
+    let mut table: Vec<(usize, Duration)> = Vec::new();
+    for (i, t) in solo.iter().enumerate() {
+        match table.last_mut() {
+            Some(last) if last.1 == *t => last.0 = i + 1,
+            _ => table.push((i + 1, *t)),
+        }
+    }
+    let seq = solo.len();
+    let mut batches = Vec::new();
+    for &b in check_batches {
+        let xs = token_inputs(cpu.shape, b, 1);
+        let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        let agreement = compare_varlen(exec, cpu, m as u32, &refs)?;
+        correctness.push(Correctness { model: info.name.clone(), variant: 0, batch: b, agreement });
+        for longest in [seq, seq / 4, seq / 16].into_iter().filter(|&l| l > 0) {
+            let xs: Vec<Vec<f32>> = (0..b)
+                .map(|i| baton_gpu::reference::tokens::TokenEncoder::input(cpu.shape, (longest - i).max(1), i as u64))
+                .collect();
+            let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+            let batch = baton_gpu::Batch { model: m as u32, variant: None, heads: None, inputs: &refs };
+            let t = baton_gpu::cuda::profile::median_of(exec, &batch, reps.min(20), reps.min(20))?;
+            batches.push((b, longest, t));
+        }
+    }
+    Ok(Dynamic { name: info.name, solo: table, batches })
 }
 
 pub fn print(r: &Report) {
@@ -155,5 +213,26 @@ pub fn print(r: &Report) {
     for s in &r.subnets {
         let times: Vec<String> = s.gpu.iter().map(|(b, d)| format!("b={b}: {:.1}", us(*d))).collect();
         println!("  subnet {} (depth {}, width {}): {}", s.variant, s.depth, s.width, times.join("  "));
+    }
+    if let Some(d) = &r.dynamic {
+        println!(
+            "\n{}: solo time of one input by length (device time of copy-in, graph, copy-out, median, µs):",
+            d.name
+        );
+        let mut from = 1;
+        let rows: Vec<String> = d
+            .solo
+            .iter()
+            .map(|&(to, t)| {
+                let row = format!("{from}..={to}: {:.1}", us(t));
+                from = to + 1;
+                row
+            })
+            .collect();
+        println!("  {}", rows.join("  "));
+        println!("{}: batches padded to their longest member (median, µs):", d.name);
+        for (b, longest, t) in &d.batches {
+            println!("  batch {b:>2}, longest {longest:>4} tokens: {:>9.1}", us(*t));
+        }
     }
 }

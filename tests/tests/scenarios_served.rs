@@ -2,7 +2,9 @@
 //! `baton serve --scenario F` starts on it (the emulated GPUs, or the CPU
 //! executor for a scenario that names the CPU executor's models), answers
 //! a request of each model and query the file sends, and stops holding
-//! nothing. Without a GPU, the CUDA executor is refused with the typed
+//! nothing. A scenario only the CUDA executor serves (its dynamic model's
+//! inputs carry lengths that executor measured) runs on it where there is
+//! a GPU; without one, it and the CUDA executor are refused with the typed
 //! no-device error instead of starting.
 
 use std::io::{Read, Write};
@@ -19,13 +21,25 @@ use baton_sched::Scenario;
 use baton_wire::{encode, fb, Message};
 
 /// The CPU executor for a scenario of its models, as it measured them
-/// (`baton profile --executor cpu` writes such files); emulated GPUs for
-/// the rest.
+/// (`baton profile --executor cpu` writes such files); emulated GPUs where
+/// they serve it; else the CUDA executor (`baton profile --dynamic`).
 fn executor_for(s: &Scenario) -> ExecutorChoice {
     let cpu = ExecutorChoice::Cpu(CpuConfig::serving());
-    match ModelTable::for_executor(s, &cpu, 0) {
-        Ok(_) => cpu,
-        Err(_) => ExecutorChoice::Emulated,
+    if ModelTable::for_executor(s, &cpu, 0).is_ok() {
+        return cpu;
+    }
+    match ModelTable::from_scenario(s, EngineConfig::default().input_floats) {
+        Ok(_) => ExecutorChoice::Emulated,
+        Err(_) => ExecutorChoice::Cuda(CudaConfig::serving()),
+    }
+}
+
+/// Without a GPU, starting on the CUDA executor is the typed no-device error.
+fn refused_without_a_gpu(s: &Scenario, cfg: &EngineConfig) {
+    match start(s, s.policy, cfg) {
+        Err(EngineError::Shard(why)) => assert!(why.contains("device") || why.contains("CUDA"), "{why}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("{}: the CUDA executor started without a GPU", s.name),
     }
 }
 
@@ -81,6 +95,11 @@ fn every_shipped_scenario_is_served_by_the_engine() {
         let executor = executor_for(&s);
         let listen = "127.0.0.1:0".parse().unwrap();
         let cfg = EngineConfig { listen, executor, ..Default::default() };
+        if matches!(cfg.executor, ExecutorChoice::Cuda(_)) && baton_gpu::cuda::open_context(0).is_err() {
+            refused_without_a_gpu(&s, &cfg);
+            eprintln!("{}: refused, no GPU", path.display());
+            continue;
+        }
         let e = start(&s, s.policy, &cfg).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         let table = ModelTable::for_executor(&s, &cfg.executor, cfg.input_floats).expect("served");
         one_of_each(e.addr, &s, &table);
@@ -103,9 +122,5 @@ fn without_a_gpu_the_cuda_executor_is_refused_with_a_typed_error() {
         executor: ExecutorChoice::Cuda(CudaConfig::serving()),
         ..Default::default()
     };
-    match start(&s, s.policy, &cfg) {
-        Err(EngineError::Shard(why)) => assert!(why.contains("device") || why.contains("CUDA"), "{why}"),
-        Err(other) => panic!("{other}"),
-        Ok(_) => panic!("the CUDA executor started without a GPU"),
-    }
+    refused_without_a_gpu(&s, &cfg);
 }

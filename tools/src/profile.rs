@@ -14,10 +14,14 @@
 //! (`cpu_scenario.rs`), with `--csv` every solo time and `--svg` their
 //! histogram (`svg.rs`). With `--nets` it measures the whole networks on
 //! the CPU instead (`nets.rs`: ResNet-50, BERT-base) into a scenario of
-//! their l(b).
+//! their l(b). With `--dynamic` the CUDA executor is measured the same
+//! way (`cuda.rs`: its dynamic model is the token encoder, `encoder-tokens`).
+//! `--supernet-out` writes one more scenario: the supernet alone under
+//! SlackFit with bursty arrivals.
 
 mod cpu;
 mod cpu_scenario;
+mod cuda;
 mod fit;
 mod nets;
 mod svg;
@@ -30,6 +34,7 @@ use baton_gpu::cuda::profile::{profile, ModelProfile};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_sched::glet::PARTITIONS;
 use baton_sched::Scenario;
+use cpu_scenario::CpuProfile;
 
 /// Which executor `baton profile` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -65,24 +70,31 @@ pub struct Args {
     /// Measure GPU partitions (green contexts) into this folder instead.
     #[arg(long)]
     partitions: Option<PathBuf>,
+    /// CUDA: measure the dynamic model and the supernet's subnets too, into
+    /// an Orloj scenario as `--executor cpu` writes it.
+    #[arg(long)]
+    dynamic: bool,
     /// CPU: the core the executor's thread is pinned to.
     #[arg(long)]
     core: Option<usize>,
-    /// CPU: solo inputs measured per app of the dynamic model.
+    /// CPU or --dynamic: solo inputs measured per app of the dynamic model.
     #[arg(long, default_value_t = 400)]
     samples: usize,
-    /// CPU: mixed batches per batch size behind kappa.
+    /// CPU or --dynamic: mixed batches per batch size behind kappa.
     #[arg(long, default_value_t = 20)]
     batches: usize,
-    /// CPU: the dynamic model's SLO as a multiple of its P99 solo time.
+    /// CPU or --dynamic: the dynamic model's SLO as a multiple of its P99 solo time.
     #[arg(long, default_value_t = 1.5)]
     slo_p99_multiple: f64,
-    /// CPU: write every measured solo time here (app,length,solo_ms).
+    /// CPU or --dynamic: write every measured solo time here (app,length,solo_ms).
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// CPU: write a histogram of the solo times by app here (SVG).
+    /// CPU or --dynamic: write a histogram of the solo times by app here (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// CPU or --dynamic: write the supernet alone under SlackFit here.
+    #[arg(long)]
+    supernet_out: Option<PathBuf>,
     /// CPU: write a second scenario here, of the shared trunk's variants
     /// served as a prefix group under Nexus (`cpu-prefix`).
     #[arg(long)]
@@ -104,6 +116,12 @@ pub fn run(a: Args) -> Result<(), String> {
     if max_batch == 0 || reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 || a.tokens == 0 {
         return Err("--max-batch, --reps and --tokens must be positive, --slo-factor at least 1".into());
     }
+    if a.dynamic && (a.executor != ExecutorKind::Cuda || a.partitions.is_some()) {
+        return Err(
+            "--dynamic measures the CUDA executor (the CPU one always measures its dynamic model), not its partitions"
+                .into(),
+        );
+    }
     if (a.nets && a.executor != ExecutorKind::Cpu) || (a.scaled && !a.nets) {
         return Err(
             "--nets needs --executor cpu (the GPU's whole networks are not built yet); --scaled needs --nets".into()
@@ -118,6 +136,9 @@ pub fn run(a: Args) -> Result<(), String> {
     let cfg = CudaConfig { ordinal: a.device, max_batch, ..CudaConfig::serving() };
     if let Some(dir) = &a.partitions {
         return partitions(&cfg, dir, reps);
+    }
+    if a.dynamic {
+        return cuda_dynamic_profile(&a, &cfg, reps);
     }
     let mut exec = CudaExecutor::new(&cfg).map_err(|e| format!("profile: {e}"))?;
     let device = exec.device().name.clone();
@@ -164,11 +185,29 @@ fn nets_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
 /// `--executor cpu`: measures, reports, writes the scenario (checked by
 /// the parser), the CSV and the SVG.
 fn cpu_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
-    if a.samples == 0 || !(a.slo_p99_multiple >= 1.0) || a.partitions.is_some() {
-        return Err("--samples must be positive and --slo-p99-multiple at least 1; no --partitions on the CPU".into());
+    if a.partitions.is_some() {
+        return Err("no --partitions on the CPU".into());
+    }
+    let o = dynamic_options(a, max_batch, reps)?;
+    let p = cpu::measure(&o).map_err(|e| format!("profile: {e}"))?;
+    write_dynamic(a, &p)
+}
+
+/// `--executor cuda --dynamic`: the CUDA executor's static models, its
+/// supernet's subnets and its dynamic model, written as `--executor cpu`
+/// writes them.
+fn cuda_dynamic_profile(a: &Args, cfg: &CudaConfig, reps: usize) -> Result<(), String> {
+    let o = dynamic_options(a, cfg.max_batch, reps)?;
+    let p = cuda::measure(cfg, &o).map_err(|e| format!("profile: {e}"))?;
+    write_dynamic(a, &p)
+}
+
+fn dynamic_options(a: &Args, max_batch: u32, reps: usize) -> Result<cpu::Options, String> {
+    if a.samples == 0 || !(a.slo_p99_multiple >= 1.0) {
+        return Err("--samples must be positive and --slo-p99-multiple at least 1".into());
     }
     let command: Vec<String> = std::env::args().collect();
-    let o = cpu::Options {
+    Ok(cpu::Options {
         max_batch,
         reps,
         core: a.core,
@@ -176,8 +215,12 @@ fn cpu_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
         batches: a.batches,
         seed: 1,
         command: command.join(" "),
-    };
-    let p = cpu::measure(&o).map_err(|e| format!("profile: {e}"))?;
+    })
+}
+
+/// Reports a profile with a dynamic model and writes its scenarios (each
+/// checked by the parser), the CSV and the SVG.
+fn write_dynamic(a: &Args, p: &CpuProfile) -> Result<(), String> {
     let row = |l: &[Duration]| l.iter().map(|l| format!("{:.3}", ms(*l))).collect::<Vec<_>>().join(" ");
     for f in &p.fixed {
         eprintln!("{}: l(b) ms = {}", f.name, row(&f.latency));
@@ -198,19 +241,27 @@ fn cpu_profile(a: &Args, max_batch: u32, reps: usize) -> Result<(), String> {
         );
     }
     eprintln!("{}: kappa {:.4} (rms {:.3}, {} batches)", p.dynamic, p.kappa.kappa, p.kappa.rms, p.kappa.points);
-    eprintln!("{} trunk: l(b) ms = {}", p.prefix.trunk_name, row(&p.prefix.trunk));
-    eprintln!("{} head: l(b) ms = {}", p.prefix.trunk_name, row(&p.prefix.head));
-    write_scenario(a, &cpu_scenario::scenario_text(&p, a.slo_factor, a.slo_p99_multiple)?)?;
+    if let Some(pp) = &p.prefix {
+        eprintln!("{} trunk: l(b) ms = {}", pp.trunk_name, row(&pp.trunk));
+        eprintln!("{} head: l(b) ms = {}", pp.trunk_name, row(&pp.head));
+    }
+    write_scenario(a, &cpu_scenario::scenario_text(p, a.slo_factor, a.slo_p99_multiple)?)?;
     let write = |flag: &str, path: &PathBuf, body: &str| {
         std::fs::write(path, body).map_err(|e| format!("{flag} {}: {e}", path.display()))
     };
+    let checked = |what: &str, text: String| {
+        Scenario::parse(&text).map_err(|e| format!("profile: the {what} scenario does not parse: {e}"))?;
+        Ok::<_, String>(text)
+    };
     if let Some(path) = &a.prefix_out {
-        let text = cpu_scenario::prefix_scenario_text(&p, a.slo_factor);
-        Scenario::parse(&text).map_err(|e| format!("profile: the prefix scenario does not parse: {e}"))?;
-        write("--prefix-out", path, &text)?;
+        let pp = p.prefix.as_ref().ok_or("--prefix-out: this executor has no shared trunk")?;
+        write("--prefix-out", path, &checked("prefix", cpu_scenario::prefix_scenario_text(p, pp, a.slo_factor))?)?;
+    }
+    if let Some(path) = &a.supernet_out {
+        write("--supernet-out", path, &checked("supernet", cpu_scenario::supernet_scenario_text(p, a.slo_factor)?)?)?;
     }
     if let Some(path) = &a.csv {
-        write("--csv", path, &cpu_scenario::csv(&p))?;
+        write("--csv", path, &cpu_scenario::csv(p))?;
     }
     if let Some(path) = &a.svg {
         let title = format!("{}: solo latency per input, by app", p.dynamic);

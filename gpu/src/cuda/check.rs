@@ -10,6 +10,7 @@
 //! real defect (a wrong stride or a missing bias moves outputs by O(1)).
 
 use crate::executor::{Batch, ExecError, Executor};
+use crate::reference::tokens::TokenEncoder;
 
 pub const ATOL: f32 = 1e-3;
 pub const RTOL: f32 = 1e-3;
@@ -54,11 +55,38 @@ pub fn compare(
     let (mut g, mut c) = (Vec::new(), Vec::new());
     gpu.run(&batch, &mut g)?;
     cpu.run(&batch, &mut c)?;
+    Ok(agreement(&g, &c))
+}
+
+/// How far the GPU's outputs `g` are from the reference's `c`.
+pub fn agreement(g: &[Vec<f32>], c: &[Vec<f32>]) -> Agreement {
+    assert_eq!(g.len(), c.len(), "one output per input on both sides");
     let mut a = Agreement::default();
-    for (g, c) in g.iter().zip(&c) {
+    for (g, c) in g.iter().zip(c) {
         a.add(g, c);
     }
-    Ok(a)
+    a
+}
+
+/// Runs `inputs` as one batch of the dynamic model `model` on the GPU and
+/// through its CPU reference, and compares.
+pub fn compare_varlen(
+    gpu: &mut dyn Executor,
+    cpu: &TokenEncoder,
+    model: u32,
+    inputs: &[&[f32]],
+) -> Result<Agreement, ExecError> {
+    let (mut g, mut c) = (Vec::new(), Vec::new());
+    gpu.run(&Batch { model, variant: None, heads: None, inputs }, &mut g)?;
+    cpu.forward_batch(inputs, &mut c);
+    Ok(agreement(&g, &c))
+}
+
+/// `n` token inputs of `shape` with lengths spread over `1..=seq`,
+/// different per `seed`.
+pub fn token_inputs(shape: crate::reference::tokens::TokenShape, n: usize, seed: u64) -> Vec<Vec<f32>> {
+    let seq = shape.enc.seq;
+    (0..n).map(|i| TokenEncoder::input(shape, seq - (i * 7 + seed as usize) % seq, seed + i as u64)).collect()
 }
 
 /// `n` deterministic inputs of `len` floats, different per request.

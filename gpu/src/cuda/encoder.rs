@@ -8,14 +8,19 @@
 //! Per head h (dh = d / heads), sequence i of the batch:
 //! `S[i][h] = Q_h Kᵀ_h / sqrt(dh)` (`s x s`), `P = softmax(S)` by row,
 //! `att[i][:, h*dh..] = P V_h`.
+//!
+//! `forward` runs the block on sequences padded to `s <= seq` rows, with
+//! each sequence's softmax masked to its own length (`cuda/varlen.rs`):
+//! a padded key gets probability 0, so a sequence's first `L` rows are
+//! what the block gives it alone, up to the GEMMs' summation order.
 
 use super::blas::{gemm, linear, Mat, B};
 use super::device::{CudaError, DevPtr, Gpu};
-use super::kernels::Act;
+use super::kernels::{Act, Tokens};
 use crate::reference::transformer::{Encoder, EncoderShape};
 
 pub struct GpuEncoder {
-    shape: EncoderShape,
+    pub shape: EncoderShape,
     wqkv: DevPtr,
     bqkv: DevPtr,
     wo: DevPtr,
@@ -59,9 +64,10 @@ impl GpuEncoder {
         })
     }
 
-    /// Multi-head self-attention of the fused `qkv` rows into `att`.
-    fn attention(&self, gpu: &Gpu, b: usize) -> Result<(), CudaError> {
-        let EncoderShape { seq: s, dim: d, heads, .. } = self.shape;
+    /// Multi-head self-attention of the fused `qkv` rows (`b` sequences of
+    /// `s` rows) into `att`, masked to `mask`'s lengths if given.
+    fn attention(&self, gpu: &Gpu, b: usize, s: usize, mask: Option<Tokens>) -> Result<(), CudaError> {
+        let EncoderShape { dim: d, heads, .. } = self.shape;
         let dh = d / heads;
         let rows_of = |ptr: DevPtr| Mat { ptr, ld: 3 * d, stride: s * 3 * d };
         let scores_of = |hd: usize| Mat { ptr: self.scores.at(hd * s * s), ld: s, stride: heads * s * s };
@@ -70,7 +76,10 @@ impl GpuEncoder {
             let (q, k) = (rows_of(self.qkv.at(hd * dh)), rows_of(self.qkv.at(d + hd * dh)));
             gemm(gpu, (s, s, dh), scale, q, (k, B::Transposed), scores_of(hd), b)?;
         }
-        gpu.kernels.softmax(&gpu.stream, self.scores, b * heads * s, s)?;
+        match mask {
+            Some(t) => gpu.kernels.softmax_masked(&gpu.stream, self.scores, (b * heads * s, s), t, heads * s)?,
+            None => gpu.kernels.softmax(&gpu.stream, self.scores, b * heads * s, s)?,
+        }
         for hd in 0..heads {
             let v = rows_of(self.qkv.at(2 * d + hd * dh));
             let out = Mat { ptr: self.att.at(hd * dh), ld: d, stride: s * d };
@@ -80,15 +89,23 @@ impl GpuEncoder {
     }
 
     /// Enqueues the block over the first `b` sequences in `input`; the
-    /// result lands in `output` (`[b*s x d]`).
+    /// result lands in `output` (`[b*seq x d]`).
     pub fn enqueue(&self, gpu: &Gpu, b: usize) -> Result<(), CudaError> {
-        let EncoderShape { seq: s, dim: d, ffn: f, .. } = self.shape;
+        self.forward(gpu, b, self.shape.seq, None)
+    }
+
+    /// The block over `b` sequences of `s <= seq` rows each in `input`
+    /// (`[b*s x d]`), attention masked to `mask`'s lengths if given; the
+    /// result lands in `output` (`[b*s x d]`).
+    pub fn forward(&self, gpu: &Gpu, b: usize, s: usize, mask: Option<Tokens>) -> Result<(), CudaError> {
+        assert!(s <= self.shape.seq, "{s} rows per sequence, buffers for {}", self.shape.seq);
+        let EncoderShape { dim: d, ffn: f, .. } = self.shape;
         let (k, rows) = (&gpu.kernels, b * s);
         let st = &gpu.stream;
         k.layernorm(st, self.input, self.h, rows, d)?;
         linear(gpu, self.h, self.wqkv, self.qkv, (rows, d, 3 * d))?;
         k.bias_act(st, self.qkv, self.bqkv, DevPtr::NULL, (rows, 3 * d), Act::None)?;
-        self.attention(gpu, b)?;
+        self.attention(gpu, b, s, mask)?;
         linear(gpu, self.att, self.wo, self.x1, (rows, d, d))?;
         k.bias_act(st, self.x1, self.bo, self.input, (rows, d), Act::None)?;
         k.layernorm(st, self.x1, self.h, rows, d)?;

@@ -115,6 +115,51 @@ extern "C" __global__ void softmax(float* x, int n) {
     float inv = 1.0f / block_reduce(s, sh, false);
     for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] *= inv;
 }
+
+// A token's length or id read from an input float: a whole number in
+// [lo, hi], anything else (NaN, out of range) clamped into it.
+__device__ int clamp_index(float x, int lo, int hi) {
+    return x >= (float)lo && x <= (float)hi ? (int)x : lo;
+}
+
+// Variable-length token sequences (B inputs of 1 + seq floats: the length
+// L, then seq token ids) embedded into B padded sequences of S <= seq rows
+// of d: row t of sequence b is emb[id] + pos[t] for t < L, zeros past it.
+extern "C" __global__ void embed(const float* in, const float* emb, const float* pos, float* out, int B, int S, int seq, int d, int vocab) {
+    long long n = (long long)B * S * d;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        int k = (int)(i % d);
+        long long row = i / d;
+        int t = (int)(row % S), b = (int)(row / S);
+        const float* x = in + (long long)b * (1 + seq);
+        int len = clamp_index(x[0], 1, S);
+        out[i] = t < len ? emb[(long long)clamp_index(x[1 + t], 0, vocab - 1) * d + k] + pos[(long long)t * d + k] : 0.0f;
+    }
+}
+
+// softmax over the first L of each row of n, zeros past them, in place:
+// row r belongs to sequence r / per_seq, whose length L is the first float
+// of its input (inputs of 1 + seq floats, clamped to [1, n]).
+extern "C" __global__ void softmax_masked(float* x, int n, const float* in, int seq, int per_seq) {
+    __shared__ float sh[32];
+    float* r = x + (long long)blockIdx.x * n;
+    int len = clamp_index(in[(long long)(blockIdx.x / per_seq) * (1 + seq)], 1, n);
+    float m = NEG_INF;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) m = fmaxf(m, r[i]);
+    m = block_reduce(m, sh, true);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) { float e = expf(r[i] - m); r[i] = e; s += e; }
+    float inv = 1.0f / block_reduce(s, sh, false);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] = i < len ? r[i] * inv : 0.0f;
+}
+
+// dst[b][:] = src[b * stride + :d] for B rows of d: each sequence's first row.
+extern "C" __global__ void take_rows(const float* src, float* dst, int B, long long stride, int d) {
+    long long n = (long long)B * d;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        dst[i] = src[(i / d) * stride + i % d];
+    }
+}
 "#;
 
 /// Threads per block of every launch (a multiple of the warp size, as the
@@ -137,6 +182,18 @@ pub struct Kernels {
     avgpool: CudaFunction,
     layernorm: CudaFunction,
     softmax: CudaFunction,
+    embed: CudaFunction,
+    softmax_masked: CudaFunction,
+    take_rows: CudaFunction,
+}
+
+/// Variable-length token inputs (`cuda/varlen.rs`): `b` inputs of `1 +
+/// seq` floats (the length, then the ids) at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tokens {
+    pub ptr: DevPtr,
+    pub b: usize,
+    pub seq: usize,
 }
 
 /// The kernels as PTX, compiled by NVRTC (loaded at run time).
@@ -175,6 +232,9 @@ impl Kernels {
             avgpool: f("avgpool")?,
             layernorm: f("layernorm")?,
             softmax: f("softmax")?,
+            embed: f("embed")?,
+            softmax_masked: f("softmax_masked")?,
+            take_rows: f("take_rows")?,
         })
     }
 
@@ -279,6 +339,68 @@ impl Kernels {
         unsafe { l.launch(per_row(rows)) }?;
         Ok(())
     }
+
+    /// Embeds `tokens` into `out[b*s x d]`: `s` rows per sequence (its
+    /// padded length), `emb[vocab x d]`, `pos[seq x d]`.
+    pub fn embed(
+        &self,
+        st: &CudaStream,
+        tokens: Tokens,
+        (emb, pos, vocab): (DevPtr, DevPtr, usize),
+        out: DevPtr,
+        (s, d): (usize, usize),
+    ) -> Result<(), CudaError> {
+        assert!(s <= tokens.seq && vocab > 0, "padded length {s} of at most {}, vocabulary {vocab}", tokens.seq);
+        let (bb, ss, seq, dd, vv) = (int(tokens.b), int(s), int(tokens.seq), int(d), int(vocab));
+        let mut l = st.launch_builder(&self.embed);
+        l.arg(&tokens.ptr.0).arg(&emb.0).arg(&pos.0).arg(&out.0).arg(&bb).arg(&ss).arg(&seq).arg(&dd).arg(&vv);
+        // SAFETY: signature (four pointers, five ints) matches; `tokens`
+        // holds b*(1+seq) floats, `emb` vocab*d, `pos` seq*d and `out`
+        // b*s*d; every id and length is clamped in range by the kernel.
+        unsafe { l.launch(grid_stride((tokens.b * s * d) as u64)) }?;
+        Ok(())
+    }
+
+    /// Softmax over each row of `x[rows x n]` masked to its sequence's
+    /// length: `per_seq` consecutive rows belong to each of `tokens`'
+    /// sequences in turn.
+    pub fn softmax_masked(
+        &self,
+        st: &CudaStream,
+        x: DevPtr,
+        (rows, n): (usize, usize),
+        tokens: Tokens,
+        per_seq: usize,
+    ) -> Result<(), CudaError> {
+        assert_eq!(rows, tokens.b * per_seq, "every row belongs to one of the sequences");
+        let (nn, seq, per) = (int(n), int(tokens.seq), int(per_seq));
+        let mut l = st.launch_builder(&self.softmax_masked);
+        l.arg(&x.0).arg(&nn).arg(&tokens.ptr.0).arg(&seq).arg(&per);
+        // SAFETY: signature (pointer, int, pointer, two ints) matches; one
+        // block per row of `x` (rows*n floats), and row r reads the length
+        // of sequence r / per_seq < b of `tokens`.
+        unsafe { l.launch(per_row(rows)) }?;
+        Ok(())
+    }
+
+    /// `dst[b x d]`: the first `d` floats of each of `b` blocks of `stride`
+    /// floats at `src`.
+    pub fn take_rows(
+        &self,
+        st: &CudaStream,
+        src: DevPtr,
+        dst: DevPtr,
+        (b, stride, d): (usize, usize, usize),
+    ) -> Result<(), CudaError> {
+        assert!(d <= stride, "a row of {d} within blocks of {stride}");
+        let (bb, ss, dd) = (int(b), stride as i64, int(d));
+        let mut l = st.launch_builder(&self.take_rows);
+        l.arg(&src.0).arg(&dst.0).arg(&bb).arg(&ss).arg(&dd);
+        // SAFETY: signature (two pointers, int, long long, int) matches;
+        // `src` holds b*stride floats and `dst` b*d.
+        unsafe { l.launch(grid_stride((b * d) as u64)) }?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -293,7 +415,17 @@ mod tests {
         match ptx() {
             Ok(p) => {
                 let text = p.to_src();
-                for k in ["im2col3", "bias_act", "scale_shift_relu", "avgpool", "layernorm", "softmax"] {
+                for k in [
+                    "im2col3",
+                    "bias_act",
+                    "scale_shift_relu",
+                    "avgpool",
+                    "layernorm",
+                    "softmax",
+                    "embed",
+                    "softmax_masked",
+                    "take_rows",
+                ] {
                     assert!(text.contains(&format!(".entry {k}(")), "{k} missing from the PTX");
                 }
             }

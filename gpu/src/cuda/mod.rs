@@ -1,13 +1,14 @@
 //! The CUDA executor: the reference models (a ResNet-style CNN, a
-//! transformer encoder block, and SubNetAct's supernet with one variant per
-//! subnet) on one NVIDIA GPU, with cuBLAS GEMMs and NVRTC-compiled
+//! transformer encoder block, SubNetAct's supernet with one variant per
+//! subnet, and a dynamic model: the encoder over variable-length token
+//! sequences, `varlen.rs`) on one NVIDIA GPU, with cuBLAS GEMMs and NVRTC-compiled
 //! elementwise kernels (`kernels.rs`), weights uploaded from the very CPU
 //! reference objects the outputs are checked against (`check.rs`).
 //!
 //! At start-up everything is allocated from the configured limits: device
 //! buffers for each model's largest batch, pinned host buffers for inputs
 //! and outputs, and one CUDA graph captured per (model, variant, batch
-//! size). A batch is then one host-to-device copy, one graph launch and
+//! size) — for the dynamic model, per (length bucket, batch size). A batch is then one host-to-device copy, one graph launch and
 //! one device-to-host copy on the one stream, bracketed by two events whose
 //! difference is the batch's device time. `PIPELINE` staging slots (pinned
 //! buffers and events) let that many batches be in flight: the stream runs
@@ -25,6 +26,7 @@ pub mod partition;
 pub mod partition_profile;
 pub mod profile;
 pub mod supernet;
+pub mod varlen;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,8 +35,10 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaEvent, CudaGraph, PinnedHostSlice};
 
+use crate::executor::Work;
 use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo};
 use crate::reference::cnn::{Cnn, CnnShape};
+use crate::reference::tokens::{TokenEncoder, TokenShape};
 use crate::reference::transformer::{Encoder, EncoderShape};
 use crate::reference::{ReferenceModels, Shapes};
 use crate::supernet::{default_subnets, Supernet, SupernetConfig};
@@ -42,6 +46,7 @@ use cnn::GpuCnn;
 pub use device::{open_context, CudaError, DevPtr, DeviceInfo, Gpu};
 use encoder::GpuEncoder;
 use supernet::GpuSupernet;
+use varlen::{GpuVarlen, VarlenShape};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaunchMode {
@@ -61,14 +66,22 @@ pub struct CudaConfig {
     pub shapes: Shapes,
     /// Seed of the deterministic weights (the CPU reference uses the same).
     pub seed: u64,
+    /// The dynamic model (`varlen::NAME`), served after the others; None:
+    /// not built (the partition profiles measure the static models).
+    pub varlen: Option<VarlenShape>,
+    /// Timed runs per length bucket behind the dynamic model's solo table
+    /// (the median, after one untimed run).
+    pub solo_reps: usize,
 }
 
 impl CudaConfig {
     /// The models `baton serve --executor cuda` and `baton profile` run: a
     /// 128-channel residual stage on 56x56 images (ResNet's second stage),
     /// a BERT-base encoder layer (d 768, 12 heads, FFN 3072) on 64 tokens,
-    /// and the SubNetAct benchmark's supernet (8 blocks of 512, 15 subnets:
-    /// `supernet::default_subnets`, depths 4..=8 x widths 128, 256, 512).
+    /// the SubNetAct benchmark's supernet (8 blocks of 512, 15 subnets:
+    /// `supernet::default_subnets`, depths 4..=8 x widths 128, 256, 512),
+    /// and the BERT-base layer over 1..=1,024 tokens of an 8,192-token
+    /// vocabulary, batches padded to multiples of 64 tokens.
     pub fn serving() -> Self {
         Self {
             ordinal: 0,
@@ -81,17 +94,44 @@ impl CudaConfig {
                 supernet: SupernetConfig { input: 256, max_depth: 8, max_width: 512, classes: 100, seed: 11 },
             },
             seed: 1,
+            varlen: Some(VarlenShape {
+                tokens: TokenShape { enc: EncoderShape { seq: 1024, dim: 768, heads: 12, ffn: 3072 }, vocab: 8192 },
+                bucket: 64,
+            }),
+            solo_reps: 9,
         }
     }
 
     /// Shapes small enough for the CPU reference to check every batch size.
     pub fn small() -> Self {
-        Self { max_batch: 8, memory_limit_mib: 512, shapes: ReferenceModels::small_shapes(), ..Self::serving() }
+        let tokens = TokenShape { enc: EncoderShape { seq: 12, dim: 16, heads: 2, ffn: 32 }, vocab: 50 };
+        Self {
+            max_batch: 8,
+            memory_limit_mib: 512,
+            shapes: ReferenceModels::small_shapes(),
+            varlen: Some(VarlenShape { tokens, bucket: 4 }),
+            solo_reps: 1,
+            ..Self::serving()
+        }
     }
 
-    /// The models the executor serves (no device needed).
+    /// The models the executor serves (no device needed). The dynamic
+    /// model's solo table is measured when the executor is built: here its
+    /// lengths are known and its times are zero (what a frontend checks an
+    /// input's work against); the executor's own `models()` carry the
+    /// measured table, which its backend reports.
     pub fn model_infos(&self) -> Vec<ModelInfo> {
-        ReferenceModels::infos(self.shapes, self.max_batch)
+        let mut infos = ReferenceModels::infos(self.shapes, self.max_batch);
+        if let Some(v) = self.varlen {
+            let info = ModelInfo::fixed(varlen::NAME, v.tokens.input_len(), v.tokens.enc.dim, self.max_batch);
+            infos.push(ModelInfo { work: Some(Work::Levels { solo: vec![Duration::ZERO; v.tokens.enc.seq] }), ..info });
+        }
+        infos
+    }
+
+    /// The dynamic model's CPU reference, same shapes and weights.
+    pub fn varlen_reference(&self) -> Option<TokenEncoder> {
+        self.varlen.map(|v| TokenEncoder::new(v.tokens, ReferenceModels::encoder_seed(self.seed) ^ 0x5eed))
     }
 
     /// The CPU reference with the same shapes and weights.
@@ -104,6 +144,7 @@ enum GpuModel {
     Cnn(GpuCnn),
     Encoder(GpuEncoder),
     Supernet(GpuSupernet),
+    Varlen(GpuVarlen),
 }
 
 impl GpuModel {
@@ -112,6 +153,7 @@ impl GpuModel {
             Self::Cnn(m) => m.input,
             Self::Encoder(m) => m.input,
             Self::Supernet(m) => m.input,
+            Self::Varlen(m) => m.input,
         }
     }
 
@@ -120,14 +162,38 @@ impl GpuModel {
             Self::Cnn(m) => m.output,
             Self::Encoder(m) => m.output,
             Self::Supernet(m) => m.output,
+            Self::Varlen(m) => m.output,
         }
     }
 
-    fn enqueue(&self, gpu: &Gpu, variant: usize, b: usize) -> Result<(), CudaError> {
+    /// `graph`: the supernet's subnet, the dynamic model's length bucket.
+    fn enqueue(&self, gpu: &Gpu, graph: usize, b: usize) -> Result<(), CudaError> {
         match self {
             Self::Cnn(m) => m.enqueue(gpu, b),
             Self::Encoder(m) => m.enqueue(gpu, b),
-            Self::Supernet(m) => m.enqueue(gpu, variant, b),
+            Self::Supernet(m) => m.enqueue(gpu, graph, b),
+            Self::Varlen(m) => m.enqueue(gpu, graph, b),
+        }
+    }
+
+    /// Graphs per batch size: one per subnet, or per length bucket.
+    fn graphs(&self, info: &ModelInfo) -> usize {
+        match self {
+            Self::Varlen(m) => m.shape().buckets(),
+            _ => usize::from(info.variants),
+        }
+    }
+
+    /// The graph a batch runs: its subnet (the most accurate when it names
+    /// none), or the bucket of its longest member.
+    fn graph_of(&self, info: &ModelInfo, batch: &Batch<'_>) -> usize {
+        match self {
+            Self::Varlen(m) => {
+                let seq = m.shape().tokens.enc.seq;
+                let lmax = batch.inputs.iter().map(|x| TokenShape::length(x, seq)).max().unwrap_or(1);
+                m.shape().bucket_of(lmax)
+            }
+            _ => variant_of(info, batch.variant),
         }
     }
 }
@@ -182,7 +248,8 @@ fn variant_of(info: &ModelInfo, v: Option<u16>) -> usize {
 pub struct CudaExecutor {
     models: Vec<GpuModel>,
     infos: Vec<ModelInfo>,
-    /// `graphs[model][variant][b - 1]`; empty in eager mode.
+    /// `graphs[model][graph][b - 1]` (`GpuModel::graph_of`); empty in
+    /// eager mode.
     graphs: Vec<Vec<Vec<CudaGraph>>>,
     mode: LaunchMode,
     slots: Vec<Slot>,
@@ -216,11 +283,14 @@ impl CudaExecutor {
         let cpu_enc = Encoder::new(encoder, ReferenceModels::encoder_seed(cfg.seed));
         let subnets = default_subnets(&supernet);
         let cpu_net = Supernet::new(supernet, &subnets);
-        let models = vec![
+        let mut models = vec![
             GpuModel::Cnn(GpuCnn::new(&mut gpu, &cpu_cnn, max)?),
             GpuModel::Encoder(GpuEncoder::new(&mut gpu, &cpu_enc, max)?),
             GpuModel::Supernet(GpuSupernet::new(&mut gpu, &cpu_net, &subnets, max)?),
         ];
+        if let (Some(v), Some(cpu)) = (cfg.varlen, cfg.varlen_reference()) {
+            models.push(GpuModel::Varlen(GpuVarlen::new(&mut gpu, &cpu, v.bucket, max)?));
+        }
         let infos = cfg.model_infos();
         let most = |f: fn(&ModelInfo) -> usize| infos.iter().map(f).max().unwrap_or(0) * max;
         let slots = (0..PIPELINE)
@@ -229,13 +299,60 @@ impl CudaExecutor {
         let mut graphs = Vec::new();
         if cfg.launch == LaunchMode::Graph {
             for (m, info) in models.iter().zip(&infos) {
-                let per_variant = (0..usize::from(info.variants))
+                let per_graph = (0..m.graphs(info))
                     .map(|v| (1..=max).map(|b| capture(&gpu, m, v, b)).collect::<Result<Vec<_>, _>>())
                     .collect::<Result<Vec<_>, _>>()?;
-                graphs.push(per_variant);
+                graphs.push(per_graph);
             }
         }
-        Ok(Self { models, infos, graphs, mode: cfg.launch, slots, in_flight: VecDeque::new(), next_slot: 0, gpu })
+        let mut me =
+            Self { models, infos, graphs, mode: cfg.launch, slots, in_flight: VecDeque::new(), next_slot: 0, gpu };
+        me.measure_solo(cfg.solo_reps.max(1))?;
+        Ok(me)
+    }
+
+    /// The dynamic model's solo table: for each length bucket, the median
+    /// device time of `reps` batches of one input as long as the bucket
+    /// (after one untimed run), the time of every length in the bucket.
+    fn measure_solo(&mut self, reps: usize) -> Result<(), CudaError> {
+        let Some(m) = self.models.iter().position(|m| matches!(m, GpuModel::Varlen(_))) else { return Ok(()) };
+        let GpuModel::Varlen(v) = &self.models[m] else { unreachable!("found above") };
+        let shape = v.shape();
+        let mut solo = Vec::with_capacity(shape.tokens.enc.seq);
+        let mut out = Vec::new();
+        for k in 0..shape.buckets() {
+            let x = TokenEncoder::input(shape.tokens, shape.rows(k), k as u64);
+            let batch = Batch { model: m as u32, variant: None, heads: None, inputs: &[&x] };
+            let mut runs = Vec::with_capacity(reps);
+            for i in 0..=reps {
+                self.launch_now(&batch)?;
+                let t = self.wait(&mut out)?;
+                if i > 0 {
+                    runs.push(t);
+                }
+            }
+            runs.sort_unstable();
+            solo.resize(shape.rows(k), runs[runs.len() / 2]);
+        }
+        debug_assert_eq!(solo.len(), shape.tokens.enc.seq);
+        self.infos[m].work = Some(Work::Levels { solo });
+        Ok(())
+    }
+
+    /// Stages and enqueues `batch` (validated) in the next slot.
+    fn launch_now(&mut self, batch: &Batch<'_>) -> Result<(), CudaError> {
+        let slot = self.next_slot;
+        self.start_batch(slot, batch)?;
+        self.next_slot = (slot + 1) % PIPELINE;
+        self.in_flight.push_back(InFlight { model: batch.model as usize, batch: batch.inputs.len(), slot });
+        Ok(())
+    }
+
+    /// Waits for the oldest batch in flight and collects it.
+    fn wait(&mut self, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, CudaError> {
+        let f = self.in_flight.pop_front().expect("a batch in flight");
+        self.slots[f.slot].end.synchronize()?;
+        self.collect(f, outputs)
     }
 
     pub fn device(&self) -> &DeviceInfo {
@@ -247,10 +364,10 @@ impl CudaExecutor {
         self.gpu.used_bytes()
     }
 
-    fn enqueue_compute(&self, model: usize, variant: usize, b: usize) -> Result<(), CudaError> {
+    fn enqueue_compute(&self, model: usize, graph: usize, b: usize) -> Result<(), CudaError> {
         match self.mode {
-            LaunchMode::Graph => Ok(self.graphs[model][variant][b - 1].launch()?),
-            LaunchMode::Eager => self.models[model].enqueue(&self.gpu, variant, b),
+            LaunchMode::Graph => Ok(self.graphs[model][graph][b - 1].launch()?),
+            LaunchMode::Eager => self.models[model].enqueue(&self.gpu, graph, b),
         }
     }
 
@@ -296,7 +413,7 @@ impl CudaExecutor {
     /// Stages `batch` in slot `k` and enqueues its copies and graph.
     fn start_batch(&mut self, k: usize, batch: &Batch<'_>) -> Result<(), CudaError> {
         let (m, b) = (batch.model as usize, batch.inputs.len());
-        let variant = variant_of(&self.infos[m], batch.variant);
+        let graph = self.models[m].graph_of(&self.infos[m], batch);
         let len = self.infos[m].input_len;
         let out_len = self.infos[m].output_len * b;
         let cu = self.gpu.stream.cu_stream();
@@ -313,7 +430,7 @@ impl CudaExecutor {
         // `b` by, and the stream orders this copy after the previous
         // batch's graph has read them.
         unsafe { cudarc::driver::result::memcpy_htod_async(input.0, &slot.pinned_in.as_slice()?[..len * b], cu) }?;
-        self.enqueue_compute(m, variant, b)?;
+        self.enqueue_compute(m, graph, b)?;
         let slot = &mut self.slots[k];
         // SAFETY: as above.
         unsafe {
@@ -358,10 +475,8 @@ impl Executor for CudaExecutor {
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
         validate(&self.infos, batch)?;
         self.idle()?;
-        self.launch(batch, outputs)?;
-        let slot = self.in_flight.front().expect("just launched").slot;
-        self.slots[slot].end.synchronize().map_err(CudaError::from)?;
-        self.poll(outputs).expect("the batch's end event has completed")
+        self.launch_now(batch)?;
+        Ok(self.wait(outputs)?)
     }
 
     fn launch(&mut self, batch: &Batch<'_>, _outputs: &mut Vec<Vec<f32>>) -> Result<Launched, ExecError> {
@@ -369,10 +484,7 @@ impl Executor for CudaExecutor {
         if self.in_flight.len() == PIPELINE {
             return Err(ExecError::Device(format!("{PIPELINE} batches are already in flight on this device")));
         }
-        let slot = self.next_slot;
-        self.start_batch(slot, batch)?;
-        self.next_slot = (slot + 1) % PIPELINE;
-        self.in_flight.push_back(InFlight { model: batch.model as usize, batch: batch.inputs.len(), slot });
+        self.launch_now(batch)?;
         Ok(Launched::InFlight)
     }
 

@@ -142,6 +142,8 @@ pub fn measure(
     reps: usize,
 ) -> Result<PartitionProfile, ExecError> {
     let total = device_sms(cfg.ordinal)?;
+    // The static models (glet plans them), which come first.
+    let cfg = &CudaConfig { varlen: None, ..*cfg };
     let names: Vec<String> = cfg.model_infos().into_iter().map(|i| i.name).collect();
     let mut out = PartitionProfile { device_sms: total, ..Default::default() };
     for &p in shares {

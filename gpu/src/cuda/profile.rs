@@ -74,7 +74,7 @@ pub fn median_of(
     Ok(runs[runs.len() / 2])
 }
 
-/// Profiles every model of `exec` (any executor; the CUDA one for `baton
+/// Profiles every static model of `exec` (any executor; the CUDA one for `baton
 /// profile`) up to `max_batch`.
 pub fn profile(
     exec: &mut dyn Executor,
@@ -96,7 +96,8 @@ pub fn profile_with(
     latency: &Measure<'_>,
 ) -> Result<Vec<ModelProfile>, ExecError> {
     let mut out = Vec::new();
-    for (m, info) in exec.models().to_vec().into_iter().enumerate() {
+    // A dynamic model's time depends on its inputs: no l(b) of its own.
+    for (m, info) in exec.models().to_vec().into_iter().enumerate().filter(|(_, i)| i.work.is_none()) {
         let top = max_batch.min(info.max_batch) as usize;
         let latency = (1..=top).map(|b| latency(exec, m, b)).collect::<Result<Vec<_>, _>>()?;
         let ms: Vec<f64> = latency.iter().map(|d| d.as_secs_f64() * 1e3).collect();

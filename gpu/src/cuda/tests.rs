@@ -2,7 +2,7 @@
 //! machine they check the models against the CPU reference at every batch
 //! size, graphs against eager launches, and the executor's conformance.
 
-use super::check::{compare, inputs};
+use super::check::{compare, compare_varlen, inputs, token_inputs};
 use super::*;
 
 /// The executor on device 0, or None (after checking the refusal is the
@@ -48,8 +48,12 @@ fn graphs_and_eager_launches_compute_the_same_and_conform() {
     let cfg = CudaConfig::small();
     let Some(mut graph) = executor(&cfg) else { return };
     let mut eager = executor(&CudaConfig { launch: LaunchMode::Eager, ..cfg }).expect("the device opened once");
+    let tokens = cfg.varlen.unwrap().tokens;
     for (m, info) in graph.models().to_vec().iter().enumerate() {
-        let xs = inputs(5, info.input_len, 42 + m as u64);
+        let xs = match info.work {
+            Some(_) => token_inputs(tokens, 5, 42),
+            None => inputs(5, info.input_len, 42 + m as u64),
+        };
         let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
         let batch = Batch { model: m as u32, variant: None, heads: None, inputs: &refs };
         let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -85,6 +89,35 @@ fn graphs_and_eager_launches_compute_the_same_and_conform() {
 }
 
 #[test]
+fn the_dynamic_model_matches_its_cpu_reference_and_measures_its_solo_times() {
+    let cfg = CudaConfig::small();
+    let Some(mut gpu) = executor(&cfg) else { return };
+    let shape = cfg.varlen.unwrap();
+    let cpu = cfg.varlen_reference().unwrap();
+    let m = gpu.models().iter().position(|i| i.name == varlen::NAME).unwrap() as u32;
+    // Every batch size, lengths spread so that every bucket is some batch's.
+    for b in 1..=cfg.max_batch as usize {
+        for seed in [0, 5, 9] {
+            let xs = token_inputs(shape.tokens, b, seed);
+            let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+            let a = compare_varlen(&mut gpu, &cpu, m, &refs).unwrap();
+            assert!(a.within_tolerance(), "batch {b}, seed {seed}: {a:?}");
+        }
+    }
+    // One short member alone at each bucket: the padding changes nothing.
+    let short = TokenEncoder::input(shape.tokens, 1, 3);
+    for len in [1, shape.bucket + 1, shape.tokens.enc.seq] {
+        let long = TokenEncoder::input(shape.tokens, len, 4);
+        let a = compare_varlen(&mut gpu, &cpu, m, &[&short, &long]).unwrap();
+        assert!(a.within_tolerance(), "beside length {len}: {a:?}");
+    }
+    let Some(Work::Levels { solo }) = &gpu.models()[m as usize].work else { panic!("no solo table") };
+    assert_eq!(solo.len(), shape.tokens.enc.seq);
+    assert!(solo.iter().all(|t| *t > Duration::ZERO), "{solo:?}");
+    assert!(solo.chunks(shape.bucket).all(|k| k.iter().all(|t| t == &k[0])), "one time per bucket: {solo:?}");
+}
+
+#[test]
 fn a_memory_limit_too_small_is_a_typed_error() {
     let cfg = CudaConfig { memory_limit_mib: 1, ..CudaConfig::small() };
     if executor(&CudaConfig::small()).is_none() {
@@ -110,7 +143,7 @@ fn a_partition_runs_the_models_on_its_share_of_the_sms() {
         rest.sms
     );
     let mut part = CudaExecutor::on_partition(&cfg, &half).unwrap();
-    for (m, info) in whole.models().to_vec().iter().enumerate() {
+    for (m, info) in whole.models().to_vec().iter().enumerate().filter(|(_, i)| i.work.is_none()) {
         let xs = inputs(4, info.input_len, m as u64);
         let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
         let a = compare(&mut part, &mut whole, (m as u32, None), &refs).unwrap();

@@ -15,6 +15,7 @@ pub mod cnn;
 pub mod cpu;
 pub mod ops;
 pub mod shared;
+pub mod tokens;
 pub mod transformer;
 pub mod varlen;
 

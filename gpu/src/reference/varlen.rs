@@ -74,18 +74,8 @@ impl Varlen {
     pub fn forward_batch(&self, inputs: &[&[f32]], outputs: &mut Vec<Vec<f32>>) {
         let EncoderShape { seq, dim: d, .. } = self.enc.shape;
         let lens: Vec<usize> = inputs.iter().map(|x| x[0] as usize).collect();
-        let lmax = lens.iter().copied().max().unwrap_or(0);
-        let rows = inputs.len() * lmax;
-        let mut stacked = vec![0.0; rows * d];
-        for (i, (x, &l)) in inputs.iter().zip(&lens).enumerate() {
-            stacked[i * lmax * d..][..l * d].copy_from_slice(&x[1..][..l * d]);
-        }
-        let mut y = vec![0.0; rows * d];
-        self.enc.block(&stacked, rows, &mut y, |qkv, att| {
-            for (i, &l) in lens.iter().enumerate() {
-                self.enc.attend(&qkv[i * lmax * 3 * d..][..l * 3 * d], l, &mut att[i * lmax * d..][..l * d]);
-            }
-        });
+        let rows: Vec<&[f32]> = inputs.iter().map(|x| &x[1..]).collect();
+        let (lmax, y) = forward_padded(&self.enc, &lens, &rows);
         outputs.clear();
         outputs.extend(lens.iter().enumerate().map(|(i, &l)| {
             let mut out = vec![0.0; seq * d];
@@ -112,6 +102,27 @@ impl Varlen {
             })
             .collect()
     }
+}
+
+/// The block over sequences of `lens[i]` rows (`rows[i]`, at least
+/// `lens[i] * d` floats) padded to the longest, `Lmax`: the stacked output
+/// (`b * Lmax` rows of d; sequence i's first `lens[i]` rows are its own,
+/// the rest are padding) and `Lmax`.
+pub fn forward_padded(enc: &Encoder, lens: &[usize], rows: &[&[f32]]) -> (usize, Vec<f32>) {
+    let d = enc.shape.dim;
+    let lmax = lens.iter().copied().max().unwrap_or(0);
+    let n = lens.len() * lmax;
+    let mut stacked = vec![0.0; n * d];
+    for (i, (x, &l)) in rows.iter().zip(lens).enumerate() {
+        stacked[i * lmax * d..][..l * d].copy_from_slice(&x[..l * d]);
+    }
+    let mut y = vec![0.0; n * d];
+    enc.block(&stacked, n, &mut y, |qkv, att| {
+        for (i, &l) in lens.iter().enumerate() {
+            enc.attend(&qkv[i * lmax * 3 * d..][..l * 3 * d], l, &mut att[i * lmax * d..][..l * d]);
+        }
+    });
+    (lmax, y)
 }
 
 impl Executor for Varlen {

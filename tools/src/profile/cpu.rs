@@ -22,7 +22,8 @@ use baton_gpu::cuda::profile::median_of;
 use baton_gpu::reference::varlen::{self, Varlen};
 use baton_gpu::reference::CpuConfig;
 use baton_gpu::supernet::default_subnets;
-use baton_gpu::{Batch, ExecError, Executor, Threaded};
+use baton_gpu::supernet::SubnetConfig;
+use baton_gpu::{Batch, ExecError, Executor};
 use baton_sched::rng::Rng;
 
 use super::cpu_scenario::{AppProfile, CpuProfile, FixedTable, PrefixProfile, SubnetTable};
@@ -40,14 +41,14 @@ pub struct Options {
     pub command: String,
 }
 
-fn model(exec: &Threaded, name: &str) -> Result<u32, ExecError> {
+pub fn model(exec: &dyn Executor, name: &str) -> Result<u32, ExecError> {
     let m = exec.models().iter().position(|m| m.name == name);
-    m.map(|m| m as u32).ok_or_else(|| ExecError::Device(format!("the CPU executor serves no `{name}`")))
+    m.map(|m| m as u32).ok_or_else(|| ExecError::Device(format!("the executor serves no `{name}`")))
 }
 
 /// The median time of `reps` runs of `inputs` after `reps` warm-ups.
 fn median(
-    exec: &mut Threaded,
+    exec: &mut dyn Executor,
     model: u32,
     variant: Option<u16>,
     inputs: &[&[f32]],
@@ -57,7 +58,12 @@ fn median(
 }
 
 /// l(b) for b = 1..=max_batch of one model (variant).
-fn table(exec: &mut Threaded, model: u32, variant: Option<u16>, o: &Options) -> Result<Vec<Duration>, ExecError> {
+pub fn table(
+    exec: &mut dyn Executor,
+    model: u32,
+    variant: Option<u16>,
+    o: &Options,
+) -> Result<Vec<Duration>, ExecError> {
     let len = exec.models()[model as usize].input_len;
     let x: Vec<f32> = (0..len).map(|k| (k as f32 * 0.37).sin()).collect();
     (1..=o.max_batch as usize).map(|b| median(exec, model, variant, &vec![&x[..]; b], o.reps)).collect()
@@ -68,50 +74,94 @@ fn draw(rng: &mut Rng, a: &AppProfile) -> usize {
     a.lengths.start() + rng.below(a.lengths.clone().count() as u64) as usize
 }
 
-pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
-    let cfg = CpuConfig { max_batch: o.max_batch, core: o.core, ..CpuConfig::serving() };
-    let mut exec = cfg.executor()?;
+/// l(b) of the static models named.
+pub fn fixed(exec: &mut dyn Executor, names: &[&str], o: &Options) -> Result<Vec<FixedTable>, ExecError> {
     let mut fixed = Vec::new();
-    for name in ["resnet-block", "encoder-block"] {
-        let m = model(&exec, name)?;
-        fixed.push(FixedTable { name: name.into(), latency: table(&mut exec, m, None, o)? });
+    for &name in names {
+        let m = model(exec, name)?;
+        fixed.push(FixedTable { name: name.into(), latency: table(exec, m, None, o)? });
     }
-    let sn = model(&exec, "supernet")?;
-    let configs = default_subnets(&cfg.shapes.supernet);
+    Ok(fixed)
+}
+
+/// l(b) of each of the supernet's subnets (`configs`, in order of
+/// compute), with stand-in accuracies spread over 73%..=80%.
+pub fn subnets(exec: &mut dyn Executor, configs: &[SubnetConfig], o: &Options) -> Result<Vec<SubnetTable>, ExecError> {
+    let sn = model(exec, "supernet")?;
     let mut subnets = Vec::new();
     for (v, s) in configs.iter().enumerate() {
         let accuracy = 73.0 + 7.0 * v as f64 / (configs.len().max(2) - 1) as f64;
-        let latency = table(&mut exec, sn, Some(v as u16), o)?;
+        let latency = table(exec, sn, Some(v as u16), o)?;
         subnets.push(SubnetTable { name: format!("d{}-w{}", s.depth, s.width), accuracy, latency });
     }
-    let (vm, shape) = (model(&exec, varlen::NAME)?, cfg.varlen);
-    let quarter = (shape.seq / 4).max(1);
+    Ok(subnets)
+}
+
+pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
+    let cfg = CpuConfig { max_batch: o.max_batch, core: o.core, ..CpuConfig::serving() };
+    let mut exec = cfg.executor()?;
+    let fixed = fixed(&mut exec, &["resnet-block", "encoder-block"], o)?;
+    let subnets = subnets(&mut exec, &default_subnets(&cfg.shapes.supernet), o)?;
+    let vm = model(&exec, varlen::NAME)?;
+    let shape = cfg.varlen;
+    let (apps, kappa) = dynamic(&mut exec, vm, shape.seq, &|len, salt| Varlen::input(shape, len, salt), o)?;
+    let shared = cfg.build_shared();
+    let parts: Vec<_> = (1..=o.max_batch as usize).map(|b| shared.time_parts(b, o.reps)).collect();
+    let prefix = PrefixProfile {
+        trunk_name: baton_gpu::reference::cpu::SHARED_TRUNK.into(),
+        heads: cfg.shared.heads,
+        trunk: parts.iter().map(|p| p.0).collect(),
+        head: parts.iter().map(|p| p.1).collect(),
+    };
+    let device = format!("one CPU thread{}", o.core.map_or(String::new(), |c| format!(" (core {c})")));
+    Ok(CpuProfile {
+        name: "cpu-varlen".into(),
+        device,
+        ctrl_delay_us: 100,
+        command: o.command.clone(),
+        reps: o.reps,
+        max_batch: o.max_batch,
+        fixed,
+        subnets,
+        dynamic: varlen::NAME.into(),
+        kappa,
+        apps,
+        prefix: Some(prefix),
+    })
+}
+
+/// The dynamic model `vm` (inputs of lengths `1..=seq` made by `input(len,
+/// salt)`): two apps, "short" over the lowest quarter of the lengths and
+/// "long" over the highest, `samples` solo times each; and kappa.
+pub fn dynamic(
+    exec: &mut dyn Executor,
+    vm: u32,
+    seq: usize,
+    input: &dyn Fn(usize, u64) -> Vec<f32>,
+    o: &Options,
+) -> Result<(Vec<AppProfile>, super::fit::KappaFit), ExecError> {
+    let quarter = (seq / 4).max(1);
     let mut apps = vec![
         AppProfile { name: "short".into(), weight: 0.5, lengths: 1..=quarter, samples: Vec::new() },
-        AppProfile {
-            name: "long".into(),
-            weight: 0.5,
-            lengths: shape.seq + 1 - quarter..=shape.seq,
-            samples: Vec::new(),
-        },
+        AppProfile { name: "long".into(), weight: 0.5, lengths: seq + 1 - quarter..=seq, samples: Vec::new() },
     ];
     let mut rng = Rng::new(o.seed);
     let mut out = Vec::new();
-    let mut run = |exec: &mut Threaded, inputs: &[&[f32]]| {
+    let mut run = |exec: &mut dyn Executor, inputs: &[&[f32]]| {
         exec.run(&Batch { model: vm, variant: None, heads: None, inputs }, &mut out)
     };
     // Solo times, the apps interleaved so that drift hits both alike.
-    run(&mut exec, &[&Varlen::input(shape, shape.seq, 0)])?;
+    run(exec, &[&input(seq, 0)])?;
     for i in 0..o.samples {
         for a in apps.iter_mut() {
             let len = draw(&mut rng, a);
-            let t = run(&mut exec, &[&Varlen::input(shape, len, i as u64)])?;
+            let t = run(exec, &[&input(len, i as u64)])?;
             a.samples.push((len, ms(t)));
         }
     }
     // kappa: each length's median solo time, then mixed batches.
-    let solo: Vec<f64> = (1..=shape.seq)
-        .map(|len| median(&mut exec, vm, None, &[&Varlen::input(shape, len, 1)], o.reps.min(20)).map(ms))
+    let solo: Vec<f64> = (1..=seq)
+        .map(|len| median(exec, vm, None, &[&input(len, 1)], o.reps.min(20)).map(ms))
         .collect::<Result<_, _>>()?;
     let mut points = Vec::new();
     for b in 2..=o.max_batch as usize {
@@ -122,32 +172,14 @@ pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
                     draw(&mut rng, &apps[app])
                 })
                 .collect();
-            let xs: Vec<Vec<f32>> = lens.iter().map(|&l| Varlen::input(shape, l, k as u64)).collect();
+            let xs: Vec<Vec<f32>> = lens.iter().map(|&l| input(l, k as u64)).collect();
             let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-            let t = median(&mut exec, vm, None, &refs, 3)?;
+            let t = median(exec, vm, None, &refs, 3)?;
             let longest = lens.iter().copied().max().unwrap_or(1);
             points.push(BatchPoint { b, solo_ms: solo[longest - 1], batch_ms: ms(t) });
         }
     }
     let kappa =
         fit_kappa(&points).ok_or_else(|| ExecError::Device("no mixed batch to fit kappa to (max batch 1?)".into()))?;
-    let shared = cfg.build_shared();
-    let parts: Vec<_> = (1..=o.max_batch as usize).map(|b| shared.time_parts(b, o.reps)).collect();
-    let prefix = PrefixProfile {
-        trunk_name: baton_gpu::reference::cpu::SHARED_TRUNK.into(),
-        heads: cfg.shared.heads,
-        trunk: parts.iter().map(|p| p.0).collect(),
-        head: parts.iter().map(|p| p.1).collect(),
-    };
-    Ok(CpuProfile {
-        command: o.command.clone(),
-        reps: o.reps,
-        max_batch: o.max_batch,
-        fixed,
-        subnets,
-        dynamic: varlen::NAME.into(),
-        kappa,
-        apps,
-        prefix,
-    })
+    Ok((apps, kappa))
 }

@@ -1,13 +1,15 @@
-//! What `baton profile --executor cpu` measured, and the scenario it
-//! writes from it: the static models' l(b) tables, the supernet's subnet
-//! tables, and the variable-length encoder as an Orloj dynamic model (its
-//! apps' solo-time distributions, the lengths their clients send, kappa).
+//! What `baton profile --executor cpu` (or `--executor cuda --dynamic`)
+//! measured, and the scenarios it writes from it: the static models' l(b)
+//! tables, the supernet's subnet tables, and the variable-length encoder as
+//! an Orloj dynamic model (its apps' solo-time distributions, the lengths
+//! their clients send, kappa); and the supernet alone under SlackFit.
 
 use super::ms;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::fit::{mean_sd, quantile, KappaFit};
+use baton_sched::dist::{mixture_quantile, ExecDist};
 
 /// l(b) of an ordinary model, b = 1..=B.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +54,13 @@ pub struct PrefixProfile {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuProfile {
+    /// The scenario's name (`cpu-varlen`, `cuda-varlen`).
+    pub name: String,
+    /// What ran the models, for the header ("one CPU thread", a GPU's name).
+    pub device: String,
+    /// The scenario's dispatch delay: the CPU executor's thread is in the
+    /// same process, a GPU's batches cross the PCIe bus.
+    pub ctrl_delay_us: u64,
     /// The command line that measured it, for the header.
     pub command: String,
     pub reps: usize,
@@ -62,7 +71,8 @@ pub struct CpuProfile {
     pub dynamic: String,
     pub kappa: KappaFit,
     pub apps: Vec<AppProfile>,
-    pub prefix: PrefixProfile,
+    /// The shared trunk (the CPU executor's; the CUDA executor has none).
+    pub prefix: Option<PrefixProfile>,
 }
 
 /// Variants of the shared trunk the prefix scenario serves.
@@ -75,8 +85,7 @@ const PREFIX_VARIANTS: u16 = 4;
 /// profiles are linear); each variant's SLO `slo_factor` x its whole l(B);
 /// the rate 70% of what one core sustains batching B across the variants
 /// (the trunk once, each variant's head over its share).
-pub fn prefix_scenario_text(p: &CpuProfile, slo_factor: f64) -> String {
-    let pp = &p.prefix;
+pub fn prefix_scenario_text(p: &CpuProfile, pp: &PrefixProfile, slo_factor: f64) -> String {
     let linear = |t: &[Duration]| {
         let (a, b) = baton_gpu::cuda::profile::fit(&t.iter().map(|l| ms(*l)).collect::<Vec<_>>());
         (a.max(0.0), b.max(0.0))
@@ -109,7 +118,8 @@ pub fn prefix_scenario_text(p: &CpuProfile, slo_factor: f64) -> String {
     t + "\n[policy]\nname = \"nexus\"\n"
 }
 
-/// The scenario's dispatch delay (one backend thread in the same process).
+/// The prefix scenario's dispatch delay (one backend thread in the same
+/// process).
 const CTRL_DELAY_US: u64 = 100;
 
 /// `tables[v][b]` made what schedulers assume: non-decreasing in b, and
@@ -133,11 +143,13 @@ fn list(t: &[Duration]) -> String {
     t.iter().map(|l| format!("{:.4}", ms(*l))).collect::<Vec<_>>().join(", ")
 }
 
-/// The scenario: every model on one GPU (the CPU executor's thread), the
-/// static ones with weight 0 (their tables recorded, no requests), the
+/// The scenario: every model on one GPU (or the CPU executor's thread),
+/// the static ones with weight 0 (their tables recorded, no requests), the
 /// dynamic one with all the load at 70% of what it sustains, under Orloj.
 /// Static SLOs: `slo_factor` x l(B); the dynamic model's:
-/// `slo_p99_multiple` x the P99 of its apps' solo-time mixture.
+/// `slo_p99_multiple` x the P99 of its apps' solo-time mixture, plus the
+/// dispatch delay (which every batch pays, and which on a GPU is of the
+/// order of a solo time).
 pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> Result<String, String> {
     let fits: Vec<(f64, f64)> = p
         .apps
@@ -148,7 +160,7 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
     if p.apps.is_empty() || !(total_w > 0.0) {
         return Err("the dynamic model needs an app with a positive weight".into());
     }
-    // What one core sustains: alone, 1 / E[solo]; in batches of B, at
+    // What the executor sustains: alone, 1 / E[solo]; in batches of B, at
     // worst B / (slowest solo x (1 + kappa (B - 1))). The better of the two.
     let mean_solo: f64 = p.apps.iter().zip(&fits).map(|(a, f)| a.weight / total_w * f.0).sum();
     let slowest = p.apps.iter().flat_map(|a| a.solo_ms()).fold(0.0, f64::max);
@@ -156,13 +168,19 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
     let b = f64::from(p.max_batch);
     let capacity = (1e3 / mean_solo).max(b * 1e3 / (slowest * (1.0 + kappa * (b - 1.0))));
     let samples: usize = p.apps.iter().map(|a| a.samples.len()).sum();
+    // The SLO as the simulator reads `slo_p99_multiple` (the P99 of the
+    // apps' fitted normals), plus the dispatch delay.
+    let parts: Vec<(f64, ExecDist)> =
+        p.apps.iter().zip(&fits).map(|(a, f)| (a.weight, ExecDist::Normal { mean: f.0, sd: f.1.max(1e-4) })).collect();
+    let p99_ms = mixture_quantile(&parts, 0.99) as f64 / 1e6;
+    let slo_ms = slo_p99_multiple * p99_ms + p.ctrl_delay_us as f64 / 1e3;
     let clamped = if kappa != p.kappa.kappa {
         format!(" (measured {:.3}; the scenario takes 0..=1)", p.kappa.kappa)
     } else {
         String::new()
     };
     let mut t = format!(
-        "# Measured by `baton profile --executor cpu` on one CPU thread:\n\
+        "# Measured by `baton profile` on {}:\n\
          #   {}\n\
          # Static models: l(b) for b = 1..{}, the median of {} runs per size, written as\n\
          # running maxima (non-decreasing in b, and over the subnets in accuracy order);\n\
@@ -174,9 +192,10 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
          # exec_ms = normal(mean, sd) of an app's solo times; work = the length its client\n\
          # sends (rounded); kappa {:.4}{clamped}: least squares of T(b, Lmax) / solo(Lmax) - 1\n\
          # against b - 1 over {} batches of mixed lengths (rms {:.3}). Rate: 70% of what\n\
-         # one core sustains ({capacity:.0} r/s).\n\
-         name = \"cpu-varlen\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\nrate_rps = {:.0}\n\n\
-         [cluster]\ngpus = 1\nctrl_delay_us = {CTRL_DELAY_US}\ndata_delay_us = 0\n",
+         # the executor sustains ({capacity:.0} r/s).\n\
+         name = \"{}\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\nrate_rps = {:.0}\n\n\
+         [cluster]\ngpus = 1\nctrl_delay_us = {}\ndata_delay_us = 0\n",
+        p.device,
         p.command,
         p.max_batch,
         p.reps,
@@ -185,9 +204,11 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
         kappa,
         p.kappa.points,
         p.kappa.rms,
-        0.7 * capacity
+        p.name,
+        0.7 * capacity,
+        p.ctrl_delay_us
     );
-    let fastest = CTRL_DELAY_US as f64 / 1e3;
+    let fastest = p.ctrl_delay_us as f64 / 1e3;
     for f in &p.fixed {
         let table = &monotone(std::slice::from_ref(&f.latency))[0];
         let top = table.last().map_or(0.0, |l| ms(*l));
@@ -216,8 +237,8 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
         }
     }
     t += &format!(
-        "\n[[models]]\nname = \"{}\"\nslo_p99_multiple = {slo_p99_multiple}\nkappa = {kappa:.4}\nmax_batch = {}\n\
-         weight = 1.0\narrival = \"poisson\"\n",
+        "\n[[models]]\nname = \"{}\"\n# SLO: {slo_p99_multiple} x the P99 of the apps' solo times ({p99_ms:.4} ms) + the dispatch delay\n\
+         slo_ms = {slo_ms:.4}\nkappa = {kappa:.4}\nmax_batch = {}\nweight = 1.0\narrival = \"poisson\"\n",
         p.dynamic, p.max_batch
     );
     for (a, (mean, sd)) in p.apps.iter().zip(&fits) {
@@ -241,6 +262,55 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
         );
     }
     Ok(t + "\n[policy]\nname = \"orloj\"\n")
+}
+
+/// The supernet alone on one GPU under SlackFit, bursty arrivals (bursts
+/// of 3x the mean rate, 30% of the time: `bursty:0.3,3`), each subnet's
+/// table as in `scenario_text`. SLO: `slo_factor` x the most accurate
+/// subnet's l(B) plus the dispatch delay. Rate: 70% of what the least
+/// accurate subnet sustains at its largest batch, so that a burst needs
+/// the smaller subnets to be met.
+pub fn supernet_scenario_text(p: &CpuProfile, slo_factor: f64) -> Result<String, String> {
+    if p.subnets.is_empty() {
+        return Err("no supernet was measured".into());
+    }
+    let tables = monotone(&p.subnets.iter().map(|s| s.latency.clone()).collect::<Vec<_>>());
+    let delay = p.ctrl_delay_us as f64 / 1e3;
+    let slo = slo_factor * (tables[tables.len() - 1].last().map_or(0.0, |l| ms(*l)) + delay);
+    let fastest = tables[0].last().map_or(0.0, |l| ms(*l));
+    let rate = 0.7 * f64::from(p.max_batch) * 1e3 / fastest.max(1e-3);
+    let mut t = format!(
+        "# Measured by `baton profile` on {}:\n\
+         #   {}\n\
+         # The supernet's subnets (one copy of the weights, each subnet run in place):\n\
+         # l(b) for b = 1..{}, the median of {} runs per size, written as running maxima\n\
+         # (non-decreasing in b and over the subnets in accuracy order). Accuracies are\n\
+         # stand-ins (random weights): the built-in supernet's spread, 73% to 80%.\n\
+         # SLO: {slo_factor} x (the most accurate subnet's l({}) + the dispatch delay). Rate: 70% of\n\
+         # what the least accurate subnet sustains at batch {} ({:.0} r/s); bursts of 3x.\n\
+         name = \"{}-supernet\"\nseed = 1\nduration_s = 20\nwarmup_s = 2\nrate_rps = {rate:.0}\n\n\
+         [cluster]\ngpus = 1\nctrl_delay_us = {}\ndata_delay_us = 0\n\n\
+         [[models]]\nname = \"supernet\"\nmax_batch = {}\nslo_ms = {slo:.3}\narrival = \"bursty:0.3,3\"\n",
+        p.device,
+        p.command,
+        p.max_batch,
+        p.reps,
+        p.max_batch,
+        p.max_batch,
+        rate / 0.7,
+        p.name.trim_end_matches("-varlen"),
+        p.ctrl_delay_us,
+        p.max_batch,
+    );
+    for (s, table) in p.subnets.iter().zip(&tables) {
+        t += &format!(
+            "\n[[models.subnets]]\nname = \"{}\"\naccuracy = {:.2}\nlatency_ms = [{}]\n",
+            s.name,
+            s.accuracy,
+            list(table)
+        );
+    }
+    Ok(t + "\n[policy]\nname = \"slackfit\"\n")
 }
 
 /// Every solo time, one row each: `app,length,solo_ms`.
@@ -268,6 +338,9 @@ mod tests {
             lengths,
         };
         CpuProfile {
+            name: "cpu-varlen".into(),
+            device: "one CPU thread".into(),
+            ctrl_delay_us: 100,
             command: "baton profile --executor cpu".into(),
             reps: 5,
             max_batch: 4,
@@ -279,18 +352,19 @@ mod tests {
             dynamic: "encoder-varlen".into(),
             kappa: KappaFit { kappa: 1.08, points: 30, rms: 0.05 },
             apps: vec![app("short", 1..=16, 0.01), app("long", 49..=64, 0.3)],
-            prefix: PrefixProfile {
+            prefix: Some(PrefixProfile {
                 trunk_name: "mlp".into(),
                 heads: 10,
                 trunk: vec![us(200), us(300), us(400), us(500)],
                 head: vec![us(10), us(12), us(14), us(16)],
-            },
+            }),
         }
     }
 
     #[test]
     fn the_prefix_scenario_is_a_group_of_the_trunks_variants_with_the_fitted_parts() {
-        let text = prefix_scenario_text(&profile(), 2.0);
+        let p = profile();
+        let text = prefix_scenario_text(&p, p.prefix.as_ref().unwrap(), 2.0);
         let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let names: Vec<&str> = s.models.iter().map(|m| m.spec.name.as_str()).collect();
         assert_eq!(names, ["mlp-0", "mlp-1", "mlp-2", "mlp-3"]);
@@ -328,6 +402,22 @@ mod tests {
         let rows = csv(&p);
         assert_eq!(rows.lines().count(), 1 + 32);
         assert!(rows.contains("long,64,0.940000"), "{rows}");
+    }
+
+    #[test]
+    fn the_supernet_scenario_serves_the_subnets_under_slackfit() {
+        let mut p = profile();
+        let text = supernet_scenario_text(&p, 2.0).unwrap();
+        let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(s.policy, baton_sched::policy::PolicyKind::SlackFit);
+        let m = &s.models[0].spec;
+        assert_eq!((m.name.as_str(), m.subnets.len()), ("supernet", 2));
+        // 2 x (0.4 ms + 0.1 ms); 0.7 x 4 / 0.2 ms.
+        assert_eq!(m.slo, 1_000_000);
+        assert_eq!(s.rate_rps.map(f64::round), Some(14_000.0));
+        assert_eq!(s.name, "cpu-supernet");
+        p.subnets.clear();
+        assert!(supernet_scenario_text(&p, 2.0).is_err());
     }
 
     #[test]

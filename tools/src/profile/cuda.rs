@@ -1,0 +1,39 @@
+//! `baton profile --dynamic`: the CUDA executor measured as `cpu.rs`
+//! measures the CPU one — l(b) of its static models and of every subnet of
+//! its supernet (each run in place from the one copy of the weights), and
+//! its dynamic model (`encoder-tokens`: the BERT-base layer over
+//! 1..=1,024 tokens) as an Orloj model: solo times per app, kappa. Times are the
+//! executor's device time of a batch (input copy, graph, output copy).
+
+use baton_gpu::cuda::{varlen, CudaConfig, CudaExecutor};
+use baton_gpu::reference::tokens::TokenEncoder;
+use baton_gpu::supernet::default_subnets;
+use baton_gpu::ExecError;
+
+use super::cpu::{dynamic, fixed, model, subnets, Options};
+use super::cpu_scenario::CpuProfile;
+
+pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<CpuProfile, ExecError> {
+    let shape = cfg.varlen.ok_or_else(|| ExecError::Device("the configuration has no dynamic model".into()))?;
+    let mut exec = CudaExecutor::new(cfg)?;
+    let device = exec.device().name.clone();
+    let fixed = fixed(&mut exec, &["resnet-block", "encoder-block"], o)?;
+    let subnets = subnets(&mut exec, &default_subnets(&cfg.shapes.supernet), o)?;
+    let vm = model(&exec, varlen::NAME)?;
+    let input = |len, salt| TokenEncoder::input(shape.tokens, len, salt);
+    let (apps, kappa) = dynamic(&mut exec, vm, shape.tokens.enc.seq, &input, o)?;
+    Ok(CpuProfile {
+        name: "cuda-varlen".into(),
+        device,
+        ctrl_delay_us: 200,
+        command: o.command.clone(),
+        reps: o.reps,
+        max_batch: o.max_batch,
+        fixed,
+        subnets,
+        dynamic: varlen::NAME.into(),
+        kappa,
+        apps,
+        prefix: None,
+    })
+}
