@@ -296,7 +296,10 @@ impl ModelTable {
                 }
             }
             ExecutorChoice::Cuda(cfg) => {
-                let exec = CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?;
+                let exec = match &self.partitions {
+                    Some(p) => p.cuda_executor(cfg, backend)?,
+                    None => CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?,
+                };
                 Ok(Box::new(ByName::new(self, Box::new(exec))))
             }
             ExecutorChoice::Cpu(cfg) => {

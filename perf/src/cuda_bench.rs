@@ -156,7 +156,13 @@ fn dynamic(
         correctness.push(Correctness { model: info.name.clone(), variant: 0, batch: b, agreement });
         for longest in [seq, seq / 4, seq / 16].into_iter().filter(|&l| l > 0) {
             let xs: Vec<Vec<f32>> = (0..b)
-                .map(|i| baton_gpu::reference::tokens::TokenEncoder::input(cpu.shape, (longest - i).max(1), i as u64))
+                .map(|i| {
+                    baton_gpu::reference::tokens::TokenEncoder::input(
+                        cpu.shape,
+                        longest.saturating_sub(i).max(1),
+                        i as u64,
+                    )
+                })
                 .collect();
             let refs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
             let batch = baton_gpu::Batch { model: m as u32, variant: None, heads: None, inputs: &refs };

@@ -124,3 +124,20 @@ fn without_a_gpu_the_cuda_executor_is_refused_with_a_typed_error() {
     };
     refused_without_a_gpu(&s, &cfg);
 }
+
+#[test]
+fn re_partitioning_at_run_time_on_the_cuda_executor_is_refused() {
+    // glet on the CUDA executor's models, told to re-plan every 2 s.
+    let path = shipped_scenarios().into_iter().find(|p| p.ends_with("cuda-glet.toml")).expect("shipped");
+    let mut s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    s.policy_epoch = Some(2_000_000_000);
+    let cfg = EngineConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        executor: ExecutorChoice::Cuda(CudaConfig::serving()),
+        ..Default::default()
+    };
+    match start(&s, s.policy, &cfg) {
+        Err(e) => assert!(e.to_string().contains("re-partitioning at run time"), "{e}"),
+        Ok(_) => panic!("re-planning partitions started on the CUDA executor"),
+    }
+}

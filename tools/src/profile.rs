@@ -29,6 +29,7 @@ mod svg;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use baton_gpu::cuda::mem_util;
 use baton_gpu::cuda::partition_profile::measure;
 use baton_gpu::cuda::profile::{profile, ModelProfile};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
@@ -70,6 +71,15 @@ pub struct Args {
     /// Measure GPU partitions (green contexts) into this folder instead.
     #[arg(long)]
     partitions: Option<PathBuf>,
+    /// With --partitions: run each (share, model, batch) once after a
+    /// marker kernel, for Nsight Compute to read its counters (`ncu --csv
+    /// --print-units base --metrics M baton profile --partitions DIR
+    /// --util-run > ncu.csv`, M as `baton_gpu::cuda::mem_util::METRICS`).
+    #[arg(long)]
+    util_run: bool,
+    /// With --partitions: write DIR/mem_util.csv from that ncu output.
+    #[arg(long)]
+    util_from: Option<PathBuf>,
     /// CUDA: measure the dynamic model and the supernet's subnets too, into
     /// an Orloj scenario as `--executor cpu` writes it.
     #[arg(long)]
@@ -116,6 +126,9 @@ pub fn run(a: Args) -> Result<(), String> {
     if max_batch == 0 || reps == 0 || a.slo_factor.is_nan() || a.slo_factor < 1.0 || a.tokens == 0 {
         return Err("--max-batch, --reps and --tokens must be positive, --slo-factor at least 1".into());
     }
+    if (a.util_run || a.util_from.is_some()) && a.partitions.is_none() {
+        return Err("--util-run and --util-from go with --partitions DIR".into());
+    }
     if a.dynamic && (a.executor != ExecutorKind::Cuda || a.partitions.is_some()) {
         return Err(
             "--dynamic measures the CUDA executor (the CPU one always measures its dynamic model), not its partitions"
@@ -135,7 +148,7 @@ pub fn run(a: Args) -> Result<(), String> {
     }
     let cfg = CudaConfig { ordinal: a.device, max_batch, ..CudaConfig::serving() };
     if let Some(dir) = &a.partitions {
-        return partitions(&cfg, dir, reps);
+        return partitions(&a, &cfg, dir, reps);
     }
     if a.dynamic {
         return cuda_dynamic_profile(&a, &cfg, reps);
@@ -270,9 +283,28 @@ fn write_dynamic(a: &Args, p: &CpuProfile) -> Result<(), String> {
     Ok(())
 }
 
-/// L(b, p) alone and beside a co-runner, in the partition profiles' format.
-fn partitions(cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<(), String> {
-    let batches: Vec<usize> = [1, 2, 4, 8, 16, 32].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
+/// L(b, p) alone and beside a co-runner, in the partition profiles' format;
+/// or, with `--util-run` / `--util-from`, the runs Nsight Compute reads
+/// DRAM and L2 utilisation from, and `mem_util.csv` from its output.
+fn partitions(a: &Args, cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<(), String> {
+    let batches: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
+    // The whole device only: Nsight Compute cannot profile kernels in green
+    // contexts here (`mem_util.rs`).
+    let configs = mem_util::configs(cfg, &[100], &batches);
+    if a.util_run {
+        mem_util::run_marked(cfg, &configs).map_err(|e| format!("profile: {e}"))?;
+        eprintln!("{} configurations run, each after a marker kernel", configs.len());
+        return Ok(());
+    }
+    if let Some(path) = &a.util_from {
+        let csv = std::fs::read_to_string(path).map_err(|e| format!("--util-from {}: {e}", path.display()))?;
+        let utils = mem_util::from_ncu(&csv, &configs).map_err(|e| format!("--util-from {}: {e}", path.display()))?;
+        let rows = mem_util::csv(&utils, &PARTITIONS);
+        let out = dir.join("mem_util.csv");
+        std::fs::write(&out, rows).map_err(|e| format!("--partitions {}: {e}", out.display()))?;
+        eprintln!("{} rows in {}", configs.len(), out.display());
+        return Ok(());
+    }
     let co_batches: Vec<usize> = [4, 16].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
     let p = measure(cfg, &PARTITIONS, &batches, &co_batches, reps).map_err(|e| format!("profile: {e}"))?;
     std::fs::create_dir_all(dir).map_err(|e| format!("--partitions {}: {e}", dir.display()))?;

@@ -428,9 +428,19 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
     }
     let mut table = ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats)?;
     if policy.needs_partition_profiles() {
-        if !matches!(cfg.executor, ExecutorChoice::Emulated) {
-            let why = format!("{} runs GPU partitions, which only the emulated executor serves", policy.as_str());
-            return Err(unsupported(why));
+        match cfg.executor {
+            ExecutorChoice::Emulated => {}
+            ExecutorChoice::Cuda(_) if scenario.policy_epoch.is_none() => {}
+            ExecutorChoice::Cuda(_) => {
+                let why = "re-partitioning at run time (`[policy] epoch_s`) on the CUDA executor: its green \
+                           contexts are made once per process";
+                return Err(unsupported(why.into()));
+            }
+            ExecutorChoice::Cpu(_) => {
+                let why =
+                    format!("{} runs GPU partitions, which the emulated and CUDA executors serve", policy.as_str());
+                return Err(unsupported(why));
+            }
         }
         if !table.prefixes.is_empty() {
             // A partition's executor times plain batches (L(b, p)), as the simulator does.

@@ -153,6 +153,9 @@ extern "C" __global__ void softmax_masked(float* x, int n, const float* in, int 
     for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] = i < len ? r[i] * inv : 0.0f;
 }
 
+// Does nothing: a mark in a profiler's kernel list (`mem_util.rs`).
+extern "C" __global__ void marker(int tag) {}
+
 // dst[b][:] = src[b * stride + :d] for B rows of d: each sequence's first row.
 extern "C" __global__ void take_rows(const float* src, float* dst, int B, long long stride, int d) {
     long long n = (long long)B * d;
@@ -185,6 +188,7 @@ pub struct Kernels {
     embed: CudaFunction,
     softmax_masked: CudaFunction,
     take_rows: CudaFunction,
+    marker: CudaFunction,
 }
 
 /// Variable-length token inputs (`cuda/varlen.rs`): `b` inputs of `1 +
@@ -235,6 +239,7 @@ impl Kernels {
             embed: f("embed")?,
             softmax_masked: f("softmax_masked")?,
             take_rows: f("take_rows")?,
+            marker: f("marker")?,
         })
     }
 
@@ -383,6 +388,16 @@ impl Kernels {
         Ok(())
     }
 
+    /// An empty kernel tagged `tag`, for a profiler's list to split at.
+    pub fn marker(&self, st: &CudaStream, tag: usize) -> Result<(), CudaError> {
+        let t = int(tag);
+        let mut l = st.launch_builder(&self.marker);
+        l.arg(&t);
+        // SAFETY: signature (int) matches; the kernel touches no memory.
+        unsafe { l.launch(grid_stride(1)) }?;
+        Ok(())
+    }
+
     /// `dst[b x d]`: the first `d` floats of each of `b` blocks of `stride`
     /// floats at `src`.
     pub fn take_rows(
@@ -425,6 +440,7 @@ mod tests {
                     "embed",
                     "softmax_masked",
                     "take_rows",
+                    "marker",
                 ] {
                     assert!(text.contains(&format!(".entry {k}(")), "{k} missing from the PTX");
                 }

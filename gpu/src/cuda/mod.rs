@@ -22,6 +22,7 @@ pub mod cnn;
 pub mod device;
 pub mod encoder;
 pub mod kernels;
+pub mod mem_util;
 pub mod partition;
 pub mod partition_profile;
 pub mod profile;
@@ -85,7 +86,8 @@ impl CudaConfig {
     pub fn serving() -> Self {
         Self {
             ordinal: 0,
-            max_batch: 32,
+            // glet's partition profiles measure batches up to 64.
+            max_batch: 64,
             memory_limit_mib: 8 << 10,
             launch: LaunchMode::Graph,
             shapes: Shapes {
@@ -400,6 +402,11 @@ impl CudaExecutor {
             Ok((host, slot.elapsed()?))
         };
         Ok(step()?)
+    }
+
+    /// Enqueues a `marker` kernel tagged `tag` (`mem_util.rs`).
+    pub fn mark(&self, tag: usize) -> Result<(), ExecError> {
+        Ok(self.gpu.kernels.marker(&self.gpu.stream, tag)?)
     }
 
     /// Refuses while batches are in flight (for the synchronous entry points).

@@ -27,6 +27,12 @@ pub struct Partition {
     pub sms: u32,
 }
 
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition").field("sms", &self.sms).finish_non_exhaustive()
+    }
+}
+
 fn check(what: &str, r: sys::CUresult) -> Result<(), CudaError> {
     match r {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
