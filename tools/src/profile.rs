@@ -216,7 +216,7 @@ fn cuda_dynamic_profile(a: &Args, cfg: &CudaConfig, reps: usize) -> Result<(), S
 }
 
 fn dynamic_options(a: &Args, max_batch: u32, reps: usize) -> Result<cpu::Options, String> {
-    if a.samples == 0 || !(a.slo_p99_multiple >= 1.0) {
+    if a.samples == 0 || a.slo_p99_multiple.is_nan() || a.slo_p99_multiple < 1.0 {
         return Err("--samples must be positive and --slo-p99-multiple at least 1".into());
     }
     let command: Vec<String> = std::env::args().collect();

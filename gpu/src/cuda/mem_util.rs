@@ -163,7 +163,7 @@ pub fn from_ncu(csv: &str, configs: &[Config]) -> Result<Vec<Util>, String> {
     let mut out = Vec::new();
     for (c, run) in configs.iter().zip(&runs) {
         let ns: f64 = run.iter().map(|k| k.ns).sum();
-        if run.is_empty() || !(ns > 0.0) {
+        if run.is_empty() || ns.is_nan() || ns <= 0.0 {
             return Err(format!("{} at batch {} on {}%: no timed kernel", c.model, c.batch, c.partition));
         }
         let mean = |f: fn(&Kernel) -> f64| run.iter().map(|k| f(k) * k.ns).sum::<f64>() / ns;
