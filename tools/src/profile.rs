@@ -35,7 +35,7 @@ use baton_gpu::cuda::profile::{profile, ModelProfile};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_sched::glet::PARTITIONS;
 use baton_sched::Scenario;
-use cpu_scenario::CpuProfile;
+use cpu_scenario::DynamicProfile;
 
 /// Which executor `baton profile` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -233,7 +233,7 @@ fn dynamic_options(a: &Args, max_batch: u32, reps: usize) -> Result<cpu::Options
 
 /// Reports a profile with a dynamic model and writes its scenarios (each
 /// checked by the parser), the CSV and the SVG.
-fn write_dynamic(a: &Args, p: &CpuProfile) -> Result<(), String> {
+fn write_dynamic(a: &Args, p: &DynamicProfile) -> Result<(), String> {
     let row = |l: &[Duration]| l.iter().map(|l| format!("{:.3}", ms(*l))).collect::<Vec<_>>().join(" ");
     for f in &p.fixed {
         eprintln!("{}: l(b) ms = {}", f.name, row(&f.latency));

@@ -26,7 +26,7 @@ use baton_gpu::supernet::SubnetConfig;
 use baton_gpu::{Batch, ExecError, Executor};
 use baton_sched::rng::Rng;
 
-use super::cpu_scenario::{AppProfile, CpuProfile, FixedTable, PrefixProfile, SubnetTable};
+use super::cpu_scenario::{AppProfile, DynamicProfile, FixedTable, PrefixProfile, SubnetTable};
 use super::fit::{fit_kappa, BatchPoint};
 
 pub struct Options {
@@ -97,7 +97,7 @@ pub fn subnets(exec: &mut dyn Executor, configs: &[SubnetConfig], o: &Options) -
     Ok(subnets)
 }
 
-pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
+pub fn measure(o: &Options) -> Result<DynamicProfile, ExecError> {
     let cfg = CpuConfig { max_batch: o.max_batch, core: o.core, ..CpuConfig::serving() };
     let mut exec = cfg.executor()?;
     let fixed = fixed(&mut exec, &["resnet-block", "encoder-block"], o)?;
@@ -114,7 +114,7 @@ pub fn measure(o: &Options) -> Result<CpuProfile, ExecError> {
         head: parts.iter().map(|p| p.1).collect(),
     };
     let device = format!("one CPU thread{}", o.core.map_or(String::new(), |c| format!(" (core {c})")));
-    Ok(CpuProfile {
+    Ok(DynamicProfile {
         name: "cpu-varlen".into(),
         device,
         ctrl_delay_us: 100,

@@ -53,7 +53,7 @@ pub struct PrefixProfile {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct CpuProfile {
+pub struct DynamicProfile {
     /// The scenario's name (`cpu-varlen`, `cuda-varlen`).
     pub name: String,
     /// What ran the models, for the header ("one CPU thread", a GPU's name).
@@ -85,7 +85,7 @@ const PREFIX_VARIANTS: u16 = 4;
 /// profiles are linear); each variant's SLO `slo_factor` x its whole l(B);
 /// the rate 70% of what one core sustains batching B across the variants
 /// (the trunk once, each variant's head over its share).
-pub fn prefix_scenario_text(p: &CpuProfile, pp: &PrefixProfile, slo_factor: f64) -> String {
+pub fn prefix_scenario_text(p: &DynamicProfile, pp: &PrefixProfile, slo_factor: f64) -> String {
     let linear = |t: &[Duration]| {
         let (a, b) = baton_gpu::cuda::profile::fit(&t.iter().map(|l| ms(*l)).collect::<Vec<_>>());
         (a.max(0.0), b.max(0.0))
@@ -139,6 +139,20 @@ pub fn monotone(tables: &[Vec<Duration>]) -> Vec<Vec<Duration>> {
     out
 }
 
+/// `[[models.subnets]]` of `subnets`, each with its (monotone) table.
+fn subnets_toml(subnets: &[SubnetTable], tables: &[Vec<Duration>]) -> String {
+    let mut t = String::new();
+    for (s, table) in subnets.iter().zip(tables) {
+        t += &format!(
+            "\n[[models.subnets]]\nname = \"{}\"\naccuracy = {:.2}\nlatency_ms = [{}]\n",
+            s.name,
+            s.accuracy,
+            list(table)
+        );
+    }
+    t
+}
+
 fn list(t: &[Duration]) -> String {
     t.iter().map(|l| format!("{:.4}", ms(*l))).collect::<Vec<_>>().join(", ")
 }
@@ -150,7 +164,7 @@ fn list(t: &[Duration]) -> String {
 /// `slo_p99_multiple` x the P99 of its apps' solo-time mixture, plus the
 /// dispatch delay (which every batch pays, and which on a GPU is of the
 /// order of a solo time).
-pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> Result<String, String> {
+pub fn scenario_text(p: &DynamicProfile, slo_factor: f64, slo_p99_multiple: f64) -> Result<String, String> {
     let fits: Vec<(f64, f64)> = p
         .apps
         .iter()
@@ -227,14 +241,7 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
             "\n[[models]]\nname = \"supernet\"\nmax_batch = {}\nslo_ms = {slo:.3}\nweight = 0.0\n",
             p.max_batch
         );
-        for (s, table) in p.subnets.iter().zip(&tables) {
-            t += &format!(
-                "\n[[models.subnets]]\nname = \"{}\"\naccuracy = {:.2}\nlatency_ms = [{}]\n",
-                s.name,
-                s.accuracy,
-                list(table)
-            );
-        }
+        t += &subnets_toml(&p.subnets, &tables);
     }
     t += &format!(
         "\n[[models]]\nname = \"{}\"\n# SLO: {slo_p99_multiple} x the P99 of the apps' solo times ({p99_ms:.4} ms) + the dispatch delay\n\
@@ -270,7 +277,7 @@ pub fn scenario_text(p: &CpuProfile, slo_factor: f64, slo_p99_multiple: f64) -> 
 /// subnet's l(B) plus the dispatch delay. Rate: 70% of what the least
 /// accurate subnet sustains at its largest batch, so that a burst needs
 /// the smaller subnets to be met.
-pub fn supernet_scenario_text(p: &CpuProfile, slo_factor: f64) -> Result<String, String> {
+pub fn supernet_scenario_text(p: &DynamicProfile, slo_factor: f64) -> Result<String, String> {
     if p.subnets.is_empty() {
         return Err("no supernet was measured".into());
     }
@@ -302,19 +309,12 @@ pub fn supernet_scenario_text(p: &CpuProfile, slo_factor: f64) -> Result<String,
         p.ctrl_delay_us,
         p.max_batch,
     );
-    for (s, table) in p.subnets.iter().zip(&tables) {
-        t += &format!(
-            "\n[[models.subnets]]\nname = \"{}\"\naccuracy = {:.2}\nlatency_ms = [{}]\n",
-            s.name,
-            s.accuracy,
-            list(table)
-        );
-    }
+    t += &subnets_toml(&p.subnets, &tables);
     Ok(t + "\n[policy]\nname = \"slackfit\"\n")
 }
 
 /// Every solo time, one row each: `app,length,solo_ms`.
-pub fn csv(p: &CpuProfile) -> String {
+pub fn csv(p: &DynamicProfile) -> String {
     let mut t = String::from("app,length,solo_ms\n");
     for a in &p.apps {
         for (len, solo) in &a.samples {
@@ -329,7 +329,7 @@ mod tests {
     use super::*;
     use baton_sched::Scenario;
 
-    fn profile() -> CpuProfile {
+    fn profile() -> DynamicProfile {
         let us = |x: u64| Duration::from_micros(x);
         let app = |name: &str, lengths: RangeInclusive<usize>, base: f64| AppProfile {
             name: name.into(),
@@ -337,7 +337,7 @@ mod tests {
             samples: lengths.clone().map(|l| (l, base + l as f64 * 0.01)).collect(),
             lengths,
         };
-        CpuProfile {
+        DynamicProfile {
             name: "cpu-varlen".into(),
             device: "one CPU thread".into(),
             ctrl_delay_us: 100,

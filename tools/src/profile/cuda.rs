@@ -11,9 +11,9 @@ use baton_gpu::supernet::default_subnets;
 use baton_gpu::ExecError;
 
 use super::cpu::{dynamic, fixed, model, subnets, Options};
-use super::cpu_scenario::CpuProfile;
+use super::cpu_scenario::DynamicProfile;
 
-pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<CpuProfile, ExecError> {
+pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<DynamicProfile, ExecError> {
     let shape = cfg.varlen.ok_or_else(|| ExecError::Device("the configuration has no dynamic model".into()))?;
     let mut exec = CudaExecutor::new(cfg)?;
     let device = exec.device().name.clone();
@@ -22,7 +22,7 @@ pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<CpuProfile, ExecError> {
     let vm = model(&exec, varlen::NAME)?;
     let input = |len, salt| TokenEncoder::input(shape.tokens, len, salt);
     let (apps, kappa) = dynamic(&mut exec, vm, shape.tokens.enc.seq, &input, o)?;
-    Ok(CpuProfile {
+    Ok(DynamicProfile {
         name: "cuda-varlen".into(),
         device,
         ctrl_delay_us: 200,
