@@ -142,15 +142,17 @@ impl Partitioned {
     }
 
     /// Backend `backend`'s CUDA executor: on its GPU whole, or on its
-    /// partition's green context (the GPU split on first use).
+    /// partition's green context (the GPU split on first use; a partition
+    /// without a sibling leaves the rest of its GPU idle). A backend of 0%
+    /// holds no partition and is sent no batch: it gets the whole GPU.
     pub fn cuda_executor(&self, cfg: &CudaConfig, backend: u32) -> Result<CudaExecutor, ExecError> {
         let (backend, layout) = (backend as usize, self.board().layout.clone());
         let part = layout.partition(backend);
         let cfg = CudaConfig { ordinal: part.gpu as usize, ..*cfg };
-        let Some(sibling) = layout.sibling(backend).filter(|_| part.percent < 100) else {
+        if part.percent == 0 || part.percent >= 100 {
             return CudaExecutor::new(&cfg);
-        };
-        let first = backend.min(sibling);
+        }
+        let first = layout.sibling(backend).map_or(backend, |s| backend.min(s));
         let mut greens = self.greens.lock().unwrap_or_else(PoisonError::into_inner);
         let at = match greens.iter().position(|g| g.0 == part.gpu) {
             Some(at) => at,
