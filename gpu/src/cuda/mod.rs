@@ -1,15 +1,17 @@
 //! The CUDA executor: the reference models (a ResNet-style CNN, a
 //! transformer encoder block, SubNetAct's supernet with one variant per
 //! subnet, and a dynamic model: the encoder over variable-length token
-//! sequences, `varlen.rs`) on one NVIDIA GPU, with cuBLAS GEMMs and NVRTC-compiled
-//! elementwise kernels (`kernels.rs`), weights uploaded from the very CPU
-//! reference objects the outputs are checked against (`check.rs`).
+//! sequences, `varlen.rs`) on one NVIDIA GPU, with cuBLAS GEMMs and
+//! NVRTC-compiled elementwise kernels (`kernels.rs`), weights uploaded from
+//! the very CPU reference objects the outputs are checked against
+//! (`check.rs`).
 //!
 //! At start-up everything is allocated from the configured limits: device
 //! buffers for each model's largest batch, pinned host buffers for inputs
 //! and outputs, and one CUDA graph captured per (model, variant, batch
-//! size) — for the dynamic model, per (length bucket, batch size). A batch is then one host-to-device copy, one graph launch and
-//! one device-to-host copy on the one stream, bracketed by two events whose
+//! size) — for the dynamic model, per (length bucket, batch size). A batch
+//! is then one host-to-device copy, one graph launch and one
+//! device-to-host copy on the one stream, bracketed by two events whose
 //! difference is the batch's device time. `PIPELINE` staging slots (pinned
 //! buffers and events) let that many batches be in flight: the stream runs
 //! them in order, so a batch's copy-in waits for the previous batch's graph
@@ -36,8 +38,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaEvent, CudaGraph, PinnedHostSlice};
 
-use crate::executor::Work;
-use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo};
+use crate::executor::{validate, Batch, ExecError, Executor, Launched, ModelInfo, Work};
 use crate::reference::cnn::{Cnn, CnnShape};
 use crate::reference::tokens::{TokenEncoder, TokenShape};
 use crate::reference::transformer::{Encoder, EncoderShape};
