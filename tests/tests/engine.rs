@@ -696,6 +696,18 @@ fn in_process_clients_get_every_answer_once() {
         let requests: u64 = o.engine.backends.iter().map(|b| b.requests).sum();
         assert_eq!(requests, fe.ok, "{:?}", o.cores);
     }
+    // Three clients' loops share the arrivals: together they send every
+    // one the single loop sends, each answered once.
+    let load = Load { rate_rps: 400.0, warmup: Duration::ZERO, measure: Duration::from_millis(800), seed: s.seed };
+    let one = run(&s, PolicyKind::Symphony, &EngineConfig { input_floats: FLOATS, ..Default::default() }, load);
+    let cfg = EngineConfig { input_floats: FLOATS, frontend_shards: 3, model_shards: 1, ..Default::default() };
+    let three = run(&s, PolicyKind::Symphony, &cfg, load).expect("engine starts");
+    let t = three.tally;
+    assert_eq!(t.sent, one.expect("engine starts").tally.sent, "{t:?}");
+    assert_eq!((t.unanswered, t.duplicates), (0, 0), "{t:?}");
+    assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
+    let fe = three.engine.frontend;
+    assert_eq!((fe.answered(), fe.duplicates, fe.received), (fe.received, 0, t.sent), "{fe:?}");
     // Far past capacity (the scenario's GPUs pass a few thousand a second)
     // with the engine shedding while behind: those turned away are
     // answered `Overloaded` once, as errors, and counted.

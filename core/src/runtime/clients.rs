@@ -20,6 +20,13 @@
 //! and the shard waits for the last answers (at most the longest SLO and
 //! a second); what the frontend still holds then is answered dropped and
 //! counted so, and a request never answered at all counts as unanswered.
+//!
+//! With `frontend_shards` K > 1 there are K clients' loops, each a front
+//! shard of its own (its own frontend role and the scheduler-side shards
+//! pinned to its core): loop k sends the arrivals whose index is k modulo
+//! K. Each loop draws the whole arrival sequence (the apps and work of the
+//! others' arrivals too, so that every request is the simulator's), and
+//! sends only its own.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -76,6 +83,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// `o`'s requests added to these.
+    fn add(&mut self, o: &Tally) {
+        (self.sent, self.ok, self.late, self.dropped) =
+            (self.sent + o.sent, self.ok + o.ok, self.late + o.late, self.dropped + o.dropped);
+        for (a, b) in self.dropped_by.iter_mut().zip(o.dropped_by) {
+            *a += b;
+        }
+        (self.errors, self.unanswered, self.duplicates) =
+            (self.errors + o.errors, self.unanswered + o.unanswered, self.duplicates + o.duplicates);
+        self.behind_max = self.behind_max.max(o.behind_max);
+    }
+
     pub fn bad(&self) -> u64 {
         self.late + self.dropped + self.errors + self.unanswered
     }
@@ -102,7 +121,8 @@ pub struct Parts {
     /// The clients' loop's working time (its own parts and the hosted
     /// shards' rounds) summed over the measured window, ns: over the
     /// window's length, the share of its core the work takes at this rate
-    /// (below capacity, the rate over that share estimates capacity).
+    /// (below capacity, the rate over that share estimates capacity). Of
+    /// several loops, the busiest's.
     pub busy: Nanos,
 }
 
@@ -122,6 +142,17 @@ pub struct Longest {
 }
 
 impl Parts {
+    /// Another loop's parts added to these: its answers', its longest turns
+    /// where longer, its busy time where busier.
+    fn add(&mut self, o: Parts) {
+        self.start_lag_us.extend(o.start_lag_us);
+        self.completion_us.extend(o.completion_us);
+        let (l, m) = (&mut self.longest, o.longest);
+        (l.clients, l.shards) = (l.clients.max(m.clients), l.shards.max(m.shards));
+        (l.yielded, l.parked) = (l.yielded.max(m.yielded), l.parked.max(m.parked));
+        self.busy = self.busy.max(o.busy);
+    }
+
     /// The `q` quantile (0..=1) of `v`, in µs (0 when empty).
     pub fn quantile(v: &mut [u32], q: f64) -> u32 {
         if v.is_empty() {
@@ -136,7 +167,7 @@ pub struct Outcome {
     pub tally: Tally,
     pub parts: Parts,
     pub engine: EngineReport,
-    /// The core each shard ran on: the clients' shard first.
+    /// The core each shard ran on: the clients' shards first.
     pub cores: Vec<usize>,
 }
 
@@ -231,40 +262,58 @@ fn borrowed_request<'a>(id: u64, target: Target<'a>, slo_ns: Nanos, app: u32, da
 }
 
 /// Runs `load` on an engine serving `scenario` under `policy` whose clients
-/// are in process, and reports what they saw. The scheduler-side shards
-/// pinned to the clients' core run in the clients' event loop.
+/// are in process (`cfg.frontend_shards` loops of them), and reports what
+/// they saw. The scheduler-side shards pinned to a clients' core run in
+/// that clients' event loop.
 pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Load) -> Result<Outcome, EngineError> {
-    // The clients are the one front shard.
-    let cfg = &EngineConfig { frontend_shards: 1, ..cfg.clone() };
     let Back { sched, table, clock, stop, progress, fronts, cores, node, cfg } = start_back(scenario, policy, cfg)?;
-    let Front { ring, doorbell, hosted } = fronts.into_iter().next().expect("one front shard");
-    let scenario = scenario.clone();
-    let halt = Arc::clone(&stop);
-    let spawned = shard_executor(Placement::Fixed(cores[FRONTEND_SHARD]), "baton-clients").spawn(move || async move {
-        let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
-        let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
-        let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
-        let fe = Frontend::new(0, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor)
-            .with_max_waiting(cfg.max_waiting)
-            .shedding_when_behind(cfg.shed_when_behind);
-        let mut gen = Generator::new(&scenario, &table, load);
-        let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
-        Ok((seen, shards.reports()))
-    });
+    let loops = fronts.len();
+    let spawned: Result<Vec<_>, _> = fronts
+        .into_iter()
+        .enumerate()
+        .map(|(k, Front { ring, doorbell, hosted })| {
+            let (scenario, table, cfg, clock) = (scenario.clone(), table.clone(), cfg.clone(), clock.clone());
+            let (halt, progress) = (Arc::clone(&stop), Arc::clone(&progress));
+            let core = cores[FRONTEND_SHARD + k];
+            shard_executor(Placement::Fixed(core), &format!("baton-clients-{k}")).spawn(move || async move {
+                let rhythm = Rhythm::new(doorbell.on_shard(), cfg.poll);
+                let shards = build_hosted(hosted, &scenario, &table, &cfg, &clock, node)?;
+                let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
+                let fe = Frontend::new(k as u32, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor)
+                    .with_max_waiting(cfg.max_waiting)
+                    .shedding_when_behind(cfg.shed_when_behind);
+                let mut gen = Generator::new(&scenario, &table, load, (k, loops));
+                let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
+                Ok((seen, shards.reports()))
+            })
+        })
+        .collect();
     let mut engine = EngineReport::default();
-    let joined = spawned.map_err(|e| EngineError::Shard(e.to_string()));
-    let ((tally, parts, frontend), reports) =
-        match joined.and_then(|h| h.join().expect("the clients' shard does not panic")) {
-            Ok(done) => done,
-            Err(e) => {
-                Back::stop(sched, &stop, &mut engine);
-                return Err(e);
+    let handles = match spawned {
+        Ok(h) => h,
+        Err(e) => {
+            Back::stop(sched, &stop, &mut engine);
+            return Err(EngineError::Shard(e.to_string()));
+        }
+    };
+    let (mut tally, mut parts) = (Tally::default(), Parts::default());
+    let mut failed = None;
+    for h in handles {
+        match h.join().expect("a clients' shard does not panic") {
+            Ok(((t, p, frontend), reports)) => {
+                tally.add(&t);
+                parts.add(p);
+                engine.frontend.add(&frontend);
+                reports.into_iter().for_each(|r| engine.add_shard(r));
             }
-        };
-    engine.frontend = frontend;
-    reports.into_iter().for_each(|r| engine.add_shard(r));
+            Err(e) => failed = Some(e),
+        }
+    }
     Back::stop(sched, &stop, &mut engine);
-    Ok(Outcome { tally, parts, engine, cores })
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(Outcome { tally, parts, engine, cores }),
+    }
 }
 
 /// The longest the generator hands requests to the frontend in one turn of
@@ -289,6 +338,10 @@ struct Due {
 
 struct Generator {
     arrivals: Arrivals,
+    /// This loop's share of the arrivals: those whose index is `.0`
+    /// modulo `.1`; `drawn` counts every arrival drawn.
+    share: (u64, u64),
+    drawn: u64,
     /// Per model, then per query: name and SLO.
     targets: Vec<(String, Nanos)>,
     models: usize,
@@ -306,7 +359,8 @@ struct Generator {
 }
 
 impl Generator {
-    fn new(scenario: &Scenario, table: &ModelTable, load: Load) -> Self {
+    fn new(scenario: &Scenario, table: &ModelTable, load: Load, (k, loops): (usize, usize)) -> Self {
+        assert!(k < loops, "loop {k} of {loops}");
         let (warmup, measure) = (load.warmup.as_nanos() as Nanos, load.measure.as_nanos() as Nanos);
         let end = warmup + measure;
         let models = scenario.models.iter().map(|m| (m.spec.name.clone(), m.spec.slo));
@@ -326,6 +380,8 @@ impl Generator {
         };
         Self {
             arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
+            share: (k as u64, loops as u64),
+            drawn: 0,
             models: scenario.models.len(),
             floats: table.models.iter().map(|m| m.input_floats).collect(),
             targets,
@@ -359,6 +415,15 @@ impl Generator {
                 return true;
             }
             let (at, src) = self.arrivals.pop().expect("peeked");
+            let mine = self.drawn % self.share.1 == self.share.0;
+            self.drawn += 1;
+            if !mine {
+                // Another loop's: its app and work drawn all the same.
+                if let Source::Model(m) = src {
+                    self.arrivals.input(m);
+                }
+                continue;
+            }
             let id = self.base + self.due.len() as u64;
             let (target, slo, app, floats, first) = match src {
                 Source::Model(m) => {

@@ -6,8 +6,11 @@
 //! wheel and rings — no TCP (`core/src/runtime/clients.rs`).
 //!
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
-//! [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N]
-//! [--rates R,R..] [--shed-when-behind]`
+//! [--warmup W] [--model-shards K] [--frontends F] [--gpus G] [--from R]
+//! [--probes N] [--rates R,R..] [--shed-when-behind]`
+//!
+//! `--frontends F` runs F clients' loops, each a front shard with its own
+//! frontend role and a 1/F share of the arrivals (`clients.rs`).
 //!
 //! `--shed-when-behind` turns arrivals away while the engine runs behind
 //! its plans, as `baton serve --shed-when-behind` does.
@@ -46,7 +49,7 @@ use baton_perf::report::load_scenario;
 use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
-const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
+const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--frontends F] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
 
 /// Bad input: what is wrong and the usage, exit 2.
 fn fail(why: impl std::fmt::Display) -> ! {
@@ -117,6 +120,9 @@ fn main() {
         }
         scenario.cluster.backends = gpus as u32;
     }
+    if number("--frontends").is_some_and(|f| f < 1.0) {
+        fail("--frontends takes a count of at least 1");
+    }
     let load = |rate_rps| Load {
         rate_rps,
         warmup: Duration::from_secs_f64(number("--warmup").unwrap_or(scenario.warmup as f64 / 1e9)),
@@ -125,6 +131,7 @@ fn main() {
     };
     let cfg = EngineConfig {
         model_shards: number("--model-shards").map_or(0, |k| k as usize),
+        frontend_shards: number("--frontends").map_or(1, |f| f as usize),
         shed_when_behind: std::env::args().any(|a| a == "--shed-when-behind"),
         // No network path to keep time back for.
         reserve_floor: 0,
@@ -140,11 +147,12 @@ fn main() {
         o
     };
     println!(
-        "{} / {} (seed {}), model shards {}, warm-up {:?}, measured {:?}; {} GPUs, their bound {:.0} r/s",
+        "{} / {} (seed {}), model shards {}, clients' loops {}, warm-up {:?}, measured {:?}; {} GPUs, their bound {:.0} r/s",
         scenario.name,
         scenario.policy.as_str(),
         scenario.seed,
         cfg.model_shards,
+        cfg.frontend_shards.max(1),
         load(0.0).warmup,
         load(0.0).measure,
         scenario.cluster.backends,
