@@ -670,14 +670,17 @@ fn a_client_that_leaves_mid_query_leaks_nothing() {
 /// In-process clients (the stress harness's engine) account for every
 /// request they send: each answered exactly once, none left over, and
 /// the frontend role answered as many as it received. Symphony split over
-/// a model shard too, so its messages cross the rings; and every shard on
-/// one core, where the clients' event loop drives the scheduler's shards.
+/// a model shard too, so its messages cross the rings; backends on shards
+/// of their own; and every shard on one core, where the clients' event
+/// loop drives the scheduler's shards.
 #[test]
 fn in_process_clients_get_every_answer_once() {
     use baton_core::runtime::clients::{run, Load};
     let s = scenario();
-    for (model_shards, cores) in [(0, None), (1, None), (0, Some(vec![0])), (1, Some(vec![0]))] {
-        let cfg = EngineConfig { input_floats: FLOATS, model_shards, cores, ..Default::default() };
+    let runs =
+        [(0, 0, None), (1, 0, None), (0, 0, Some(vec![0])), (1, 0, Some(vec![0])), (1, 2, None), (0, 1, Some(vec![0]))];
+    for (model_shards, backend_shards, cores) in runs {
+        let cfg = EngineConfig { input_floats: FLOATS, model_shards, backend_shards, cores, ..Default::default() };
         let load = Load {
             rate_rps: 400.0,
             warmup: Duration::from_millis(200),

@@ -63,6 +63,11 @@ pub(crate) struct EngineArgs {
     /// many; 0 runs the policy whole on the scheduler shard.
     #[arg(long, default_value_t = 0)]
     model_shards: usize,
+    /// Run the backends on shards (cores) of their own, this many, each a
+    /// contiguous range of them; 0 keeps every backend on the scheduler
+    /// shard. Their batches' host work then leaves the scheduler's core.
+    #[arg(long, default_value_t = 0)]
+    backend_shards: usize,
     /// Frontend shards (cores) listening on the one address, connections
     /// spread over them by the kernel; each holds its own requests, up to
     /// the capacities below. A role process runs one.
@@ -534,6 +539,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
         model_shards: a.model_shards,
+        backend_shards: a.backend_shards,
         frontend_shards: a.frontend_shards.into(),
         near: match (a.numa_node, a.near_gpu, &a.near_nic) {
             (Some(n), _, _) => Some(Near::Node(n)),

@@ -101,12 +101,16 @@ impl Outbound {
 
 /// Which shard of a `baton serve` process runs what: shards `0..frontends`
 /// the frontends (frontend `f` on shard `f`), then the scheduler (or
-/// Symphony's rank shard) with every backend, then `model_shards` Symphony
-/// model shards (none: the policy runs whole on the scheduler shard).
+/// Symphony's rank shard), then `model_shards` Symphony model shards
+/// (none: the policy runs whole on the scheduler shard), then
+/// `backend_shards` shards of backends only, each a contiguous range of the
+/// `backends` (none: every backend on the scheduler shard).
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
     pub frontends: usize,
     pub model_shards: usize,
+    pub backend_shards: usize,
+    pub backends: u32,
 }
 
 /// The first frontend's shard (the only one of in-process clients).
@@ -114,7 +118,26 @@ pub const FRONTEND_SHARD: usize = 0;
 
 impl Layout {
     pub fn shards(&self) -> usize {
-        self.frontends + 1 + self.model_shards
+        self.frontends + 1 + self.model_shards + self.backend_shards
+    }
+
+    /// The backends shard `j` of the backend shards holds (all of them on
+    /// the scheduler shard when there are none).
+    pub fn backends_of(&self, j: usize) -> std::ops::Range<u32> {
+        let n = u64::from(self.backends);
+        let at = |j: usize| (n * j as u64 / self.backend_shards.max(1) as u64) as u32;
+        at(j)..at(j + 1)
+    }
+
+    /// The shard that holds backend `b`.
+    fn backend_shard(&self, b: u32) -> usize {
+        if self.backend_shards == 0 || b >= self.backends {
+            return self.sched();
+        }
+        // The last shard whose range starts at or below `b`.
+        let j = (0..self.backend_shards).rev().find(|&j| self.backends_of(j).start <= b).unwrap_or(0);
+        debug_assert!(self.backends_of(j).contains(&b));
+        self.sched() + 1 + self.model_shards + j
     }
 
     /// The shard of the scheduler (or Symphony's rank shard).
@@ -141,7 +164,8 @@ impl Layout {
             },
             ShardMsg::Env(e) => match e.to {
                 Addr::Frontend(f) => f as usize,
-                _ => self.sched(),
+                Addr::Backend(b) => self.backend_shard(b),
+                Addr::Scheduler(_) => self.sched(),
             },
             ShardMsg::Rank(_) | ShardMsg::Peer { .. } => self.sched(),
             ShardMsg::Model(m) => self.model_shard(model_of(m).0),
@@ -272,6 +296,30 @@ mod tests {
         }
     }
 
+    /// Backend shards split the backends into contiguous ranges that cover
+    /// them once; a message for a backend goes to the shard holding it.
+    #[test]
+    fn backend_shards_cover_the_backends_once() {
+        for (backends, shards) in [(10, 3), (4000, 7), (5, 5), (1, 1), (7, 0)] {
+            let layout = Layout { frontends: 2, model_shards: 1, backend_shards: shards, backends };
+            let mut next = 0;
+            for j in 0..shards {
+                let r = layout.backends_of(j);
+                assert_eq!(r.start, next, "{backends} over {shards}: contiguous");
+                assert!(!r.is_empty(), "{backends} over {shards}: shard {j} holds none");
+                for b in r.clone() {
+                    assert_eq!(layout.backend_shard(b), layout.sched() + 2 + j);
+                }
+                next = r.end;
+            }
+            if shards == 0 {
+                assert_eq!(layout.backend_shard(3), layout.sched(), "no backend shards: the scheduler's");
+            } else {
+                assert_eq!(next, backends, "{backends} over {shards}: every backend");
+            }
+        }
+    }
+
     /// Work under way leaves before queued arrivals, each queue in order;
     /// what a full ring leaves stays queued, arrivals behind work under
     /// way, and the oldest arrival waiting is the first left.
@@ -279,7 +327,7 @@ mod tests {
     fn work_under_way_leaves_before_queued_arrivals() {
         let mut ends = mesh::<ShardMsg>(2, 4).into_iter();
         let (front, mut sched) = (ends.next().unwrap(), ends.next().unwrap());
-        let layout = Layout { frontends: 1, model_shards: 0 };
+        let layout = Layout { frontends: 1, model_shards: 0, backend_shards: 0, backends: 1 };
         let mut link = Link::Ring(Ring { links: front, layout, bells: Vec::new() });
         let mut q = Outbound::default();
         q.arrivals.extend([arrival(1), arrival(2), arrival(3)]);

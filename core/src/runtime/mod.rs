@@ -159,6 +159,11 @@ pub struct EngineConfig {
     /// Symphony's model shards on shards of their own (0: the policy runs
     /// whole on the scheduler shard). Other policies run whole regardless.
     pub model_shards: usize,
+    /// Shards of their own for the backends, each a contiguous range of
+    /// them (0: every backend on the scheduler shard, beside the policy).
+    /// A backend's host work (its batches' inputs and outputs, a CUDA
+    /// executor's staging) then leaves the scheduler's core.
+    pub backend_shards: usize,
     /// Frontend shards of `baton serve`, each listening on `listen` (the
     /// kernel spreads connections over them) and each a frontend role of
     /// its own with the capacities above (0 counts as 1). In-process
@@ -227,6 +232,7 @@ impl Default for EngineConfig {
             ring_capacity: 1 << 12,
             plan_rate_rps: 0.0,
             model_shards: 0,
+            backend_shards: 0,
             frontend_shards: 1,
             near: None,
             cores: None,
@@ -611,7 +617,10 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     // Symphony's model shards get shards of their own when asked for.
     let rule = CandidateRule::of(policy).filter(|_| cfg.model_shards > 0);
     let frontends = cfg.frontends();
-    let layout = Layout { frontends, model_shards: if rule.is_some() { cfg.model_shards } else { 0 } };
+    let model_shards = if rule.is_some() { cfg.model_shards } else { 0 };
+    // More backend shards than backends would leave some empty.
+    let backend_shards = cfg.backend_shards.min(backends as usize);
+    let layout = Layout { frontends, model_shards, backend_shards, backends };
     let gauges = crate::metrics::Gauges::new(backends as usize, layout.sched_shards().len());
     let progress = Arc::new(Progress::new(frontends, gauges));
     let topology::Placement { cores, node } =
@@ -630,16 +639,19 @@ fn start_back(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Re
     let front_ends: Vec<_> = links.by_ref().zip(doorbells.by_ref()).take(frontends).collect();
     let mut hosted: Vec<Vec<Hosted>> = (0..frontends).map(|_| Vec::new()).collect();
     // The scheduler side: its first shard holds the policy (or Symphony's
-    // rank shard) and every backend; the next hold Symphony's model
+    // rank shard) and every backend, or none where backends have shards of
+    // their own; the next hold Symphony's model shards, then the backend
     // shards. Each part's state is built on the shard that owns it.
     let mut sched = Vec::with_capacity(layout.sched_shards().len());
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (i, (shard_links, doorbell)) in links.zip(doorbells).enumerate() {
         let shard = layout.sched() + i;
+        let on_sched = if backend_shards == 0 { 0..backends } else { 0..0 };
         let (part, backends) = match (i, rule) {
-            (0, None) => (SchedulerPart::Whole(policy), 0..backends),
-            (0, Some(_)) => (SchedulerPart::Rank, 0..backends),
-            (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: layout.model_shards, rule }, 0..0),
+            (0, None) => (SchedulerPart::Whole(policy), on_sched),
+            (0, Some(_)) => (SchedulerPart::Rank, on_sched),
+            (i, _) if i > model_shards => (SchedulerPart::None, layout.backends_of(i - 1 - model_shards)),
+            (_, Some(rule)) => (SchedulerPart::Models { index: i - 1, of: model_shards, rule }, 0..0),
             (_, None) => unreachable!("model shards only with a candidate rule"),
         };
         let ring = Ring { links: shard_links, layout, bells: bells.clone() };

@@ -6,11 +6,13 @@
 //! wheel and rings — no TCP (`core/src/runtime/clients.rs`).
 //!
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
-//! [--warmup W] [--model-shards K] [--frontends F] [--gpus G] [--from R]
-//! [--probes N] [--rates R,R..] [--shed-when-behind]`
+//! [--warmup W] [--model-shards K] [--frontends F] [--backend-shards B]
+//! [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]`
 //!
 //! `--frontends F` runs F clients' loops, each a front shard with its own
 //! frontend role and a 1/F share of the arrivals (`clients.rs`).
+//! `--backend-shards B` moves the GPUs off the scheduler shard onto B
+//! shards of their own.
 //!
 //! `--shed-when-behind` turns arrivals away while the engine runs behind
 //! its plans, as `baton serve --shed-when-behind` does.
@@ -49,7 +51,7 @@ use baton_perf::report::load_scenario;
 use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
-const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--frontends F] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
+const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--frontends F] [--backend-shards B] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
 
 /// Bad input: what is wrong and the usage, exit 2.
 fn fail(why: impl std::fmt::Display) -> ! {
@@ -132,6 +134,7 @@ fn main() {
     let cfg = EngineConfig {
         model_shards: number("--model-shards").map_or(0, |k| k as usize),
         frontend_shards: number("--frontends").map_or(1, |f| f as usize),
+        backend_shards: number("--backend-shards").map_or(0, |b| b as usize),
         shed_when_behind: std::env::args().any(|a| a == "--shed-when-behind"),
         // No network path to keep time back for.
         reserve_floor: 0,
@@ -147,12 +150,13 @@ fn main() {
         o
     };
     println!(
-        "{} / {} (seed {}), model shards {}, clients' loops {}, warm-up {:?}, measured {:?}; {} GPUs, their bound {:.0} r/s",
+        "{} / {} (seed {}), model shards {}, clients' loops {}, backend shards {}, warm-up {:?}, measured {:?}; {} GPUs, their bound {:.0} r/s",
         scenario.name,
         scenario.policy.as_str(),
         scenario.seed,
         cfg.model_shards,
         cfg.frontend_shards.max(1),
+        cfg.backend_shards,
         load(0.0).warmup,
         load(0.0).measure,
         scenario.cluster.backends,
