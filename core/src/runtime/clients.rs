@@ -339,9 +339,9 @@ struct Due {
 struct Generator {
     arrivals: Arrivals,
     /// This loop's share of the arrivals: those whose index is `.0`
-    /// modulo `.1`; `drawn` counts every arrival drawn.
-    share: (u64, u64),
-    drawn: u64,
+    /// modulo `.1`; `turn` is the next arrival's index modulo `.1`.
+    share: (u32, u32),
+    turn: u32,
     /// Per model, then per query: name and SLO.
     targets: Vec<(String, Nanos)>,
     models: usize,
@@ -380,8 +380,8 @@ impl Generator {
         };
         Self {
             arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
-            share: (k as u64, loops as u64),
-            drawn: 0,
+            share: (k as u32, loops as u32),
+            turn: 0,
             models: scenario.models.len(),
             floats: table.models.iter().map(|m| m.input_floats).collect(),
             targets,
@@ -415,8 +415,8 @@ impl Generator {
                 return true;
             }
             let (at, src) = self.arrivals.pop().expect("peeked");
-            let mine = self.drawn % self.share.1 == self.share.0;
-            self.drawn += 1;
+            let mine = self.turn == self.share.0;
+            self.turn = if self.turn + 1 == self.share.1 { 0 } else { self.turn + 1 };
             if !mine {
                 // Another loop's: its app and work drawn all the same.
                 if let Source::Model(m) = src {
