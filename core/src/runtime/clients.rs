@@ -397,6 +397,14 @@ impl Generator {
         }
     }
 
+    /// Whether the arrival just drawn is this loop's (of several), and on
+    /// to the next.
+    fn take_turn(&mut self) -> bool {
+        let mine = self.turn == self.share.0;
+        self.turn = if self.turn + 1 == self.share.1 { 0 } else { self.turn + 1 };
+        mine
+    }
+
     /// Hands the frontend the requests due by `t` (ns from the start), for
     /// at most `SEND_BUDGET` after `now` by `clock`; true when more are due.
     fn send(
@@ -415,9 +423,7 @@ impl Generator {
                 return true;
             }
             let (at, src) = self.arrivals.pop().expect("peeked");
-            let mine = self.turn == self.share.0;
-            self.turn = if self.turn + 1 == self.share.1 { 0 } else { self.turn + 1 };
-            if !mine {
+            if self.share.1 > 1 && !self.take_turn() {
                 // Another loop's: its app and work drawn all the same.
                 if let Source::Model(m) = src {
                     self.arrivals.input(m);
