@@ -29,6 +29,13 @@
 //! (`ToRank`, `ToModel`) cross the rings like any other. Other policies
 //! run whole on the scheduler shard.
 //!
+//! With `backend_shards = B > 0` the backends leave the scheduler shard for
+//! B shards of their own after the model shards, each a contiguous range of
+//! them (`Layout::backends_of`); a message for backend b goes to the shard
+//! holding it. Their batches' host work (inputs gathered, outputs
+//! answered, a CUDA executor's staging) then runs beside, not inside, the
+//! policy's rounds.
+//!
 //! Shards are pinned round-robin over the cores `topology.rs` lists (one
 //! NUMA node's, when the operator names one).
 //!
