@@ -11,7 +11,7 @@
 //! With `--executor cpu` it measures the CPU executor instead (`cpu.rs`):
 //! l(b) of its static models and subnets, and the variable-length
 //! encoder's solo times per app and kappa, into an Orloj scenario
-//! (`cpu_scenario.rs`), with `--csv` every solo time and `--svg` their
+//! (`dynamic_scenario.rs`), with `--csv` every solo time and `--svg` their
 //! histogram (`svg.rs`). With `--nets` it measures the whole networks on
 //! the CPU instead (`nets.rs`: ResNet-50, BERT-base) into a scenario of
 //! their l(b). With `--dynamic` the CUDA executor is measured the same
@@ -20,9 +20,10 @@
 //! SlackFit with bursty arrivals.
 
 mod cpu;
-mod cpu_scenario;
 mod cuda;
+mod dynamic_scenario;
 mod fit;
+mod measure;
 mod nets;
 mod svg;
 
@@ -35,7 +36,7 @@ use baton_gpu::cuda::profile::{profile, ModelProfile};
 use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_sched::glet::PARTITIONS;
 use baton_sched::Scenario;
-use cpu_scenario::DynamicProfile;
+use dynamic_scenario::DynamicProfile;
 
 /// Which executor `baton profile` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -215,12 +216,12 @@ fn cuda_dynamic_profile(a: &Args, cfg: &CudaConfig, reps: usize) -> Result<(), S
     write_dynamic(a, &p)
 }
 
-fn dynamic_options(a: &Args, max_batch: u32, reps: usize) -> Result<cpu::Options, String> {
+fn dynamic_options(a: &Args, max_batch: u32, reps: usize) -> Result<measure::Options, String> {
     if a.samples == 0 || a.slo_p99_multiple.is_nan() || a.slo_p99_multiple < 1.0 {
         return Err("--samples must be positive and --slo-p99-multiple at least 1".into());
     }
     let command: Vec<String> = std::env::args().collect();
-    Ok(cpu::Options {
+    Ok(measure::Options {
         max_batch,
         reps,
         core: a.core,
@@ -258,7 +259,7 @@ fn write_dynamic(a: &Args, p: &DynamicProfile) -> Result<(), String> {
         eprintln!("{} trunk: l(b) ms = {}", pp.trunk_name, row(&pp.trunk));
         eprintln!("{} head: l(b) ms = {}", pp.trunk_name, row(&pp.head));
     }
-    write_scenario(a, &cpu_scenario::scenario_text(p, a.slo_factor, a.slo_p99_multiple)?)?;
+    write_scenario(a, &dynamic_scenario::scenario_text(p, a.slo_factor, a.slo_p99_multiple)?)?;
     let write = |flag: &str, path: &PathBuf, body: &str| {
         std::fs::write(path, body).map_err(|e| format!("{flag} {}: {e}", path.display()))
     };
@@ -268,13 +269,17 @@ fn write_dynamic(a: &Args, p: &DynamicProfile) -> Result<(), String> {
     };
     if let Some(path) = &a.prefix_out {
         let pp = p.prefix.as_ref().ok_or("--prefix-out: this executor has no shared trunk")?;
-        write("--prefix-out", path, &checked("prefix", cpu_scenario::prefix_scenario_text(p, pp, a.slo_factor))?)?;
+        write("--prefix-out", path, &checked("prefix", dynamic_scenario::prefix_scenario_text(p, pp, a.slo_factor))?)?;
     }
     if let Some(path) = &a.supernet_out {
-        write("--supernet-out", path, &checked("supernet", cpu_scenario::supernet_scenario_text(p, a.slo_factor)?)?)?;
+        write(
+            "--supernet-out",
+            path,
+            &checked("supernet", dynamic_scenario::supernet_scenario_text(p, a.slo_factor)?)?,
+        )?;
     }
     if let Some(path) = &a.csv {
-        write("--csv", path, &cpu_scenario::csv(p))?;
+        write("--csv", path, &dynamic_scenario::csv(p))?;
     }
     if let Some(path) = &a.svg {
         let title = format!("{}: solo latency per input, by app", p.dynamic);
@@ -364,7 +369,7 @@ pub fn scenario_text(
         // scenario gets its running maximum — never below what was measured
         // at b — and the raw table as a comment.
         let raw: Vec<String> = p.latency.iter().map(|l| format!("{:.4}", ms(*l))).collect();
-        let table: Vec<String> = cpu_scenario::monotone(std::slice::from_ref(&p.latency))[0]
+        let table: Vec<String> = dynamic_scenario::monotone(std::slice::from_ref(&p.latency))[0]
             .iter()
             .map(|l| format!("{:.4}", ms(*l)))
             .collect();

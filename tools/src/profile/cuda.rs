@@ -1,5 +1,5 @@
-//! `baton profile --dynamic`: the CUDA executor measured as `cpu.rs`
-//! measures the CPU one — l(b) of its static models and of every subnet of
+//! `baton profile --dynamic`: the CUDA executor measured as `measure.rs`
+//! measures any executor — l(b) of its static models and of every subnet of
 //! its supernet (each run in place from the one copy of the weights), and
 //! its dynamic model (`encoder-tokens`: the BERT-base layer over
 //! 1..=1,024 tokens) as an Orloj model: solo times per app, kappa. Times are the
@@ -10,8 +10,8 @@ use baton_gpu::reference::tokens::TokenEncoder;
 use baton_gpu::supernet::default_subnets;
 use baton_gpu::ExecError;
 
-use super::cpu::{dynamic, fixed, model, subnets, Options};
-use super::cpu_scenario::DynamicProfile;
+use super::dynamic_scenario::DynamicProfile;
+use super::measure::{dynamic, fixed, model, subnets, Options};
 
 pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<DynamicProfile, ExecError> {
     let shape = cfg.varlen.ok_or_else(|| ExecError::Device("the configuration has no dynamic model".into()))?;

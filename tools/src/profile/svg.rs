@@ -2,7 +2,7 @@
 //! one series of bars per app over shared bins of `[0, max]`, each bar's
 //! height its share of the app's inputs.
 
-use super::cpu_scenario::AppProfile;
+use super::dynamic_scenario::AppProfile;
 
 const W: f64 = 640.0;
 const H: f64 = 360.0;
