@@ -134,9 +134,11 @@ impl Layout {
         if self.backend_shards == 0 || b >= self.backends {
             return self.sched();
         }
-        // The last shard whose range starts at or below `b`.
-        let j = (0..self.backend_shards).rev().find(|&j| self.backends_of(j).start <= b).unwrap_or(0);
-        debug_assert!(self.backends_of(j).contains(&b));
+        // Shard j starts at floor(n j / B): the last one starting at or
+        // below b is ceil((b + 1) B / n) - 1.
+        let (n, shards) = (u64::from(self.backends), self.backend_shards as u64);
+        let j = ((u64::from(b) + 1) * shards).div_ceil(n) as usize - 1;
+        debug_assert!(self.backends_of(j).contains(&b), "backend {b} is not shard {j}'s");
         self.sched() + 1 + self.model_shards + j
     }
 

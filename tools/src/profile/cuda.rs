@@ -7,33 +7,16 @@
 
 use baton_gpu::cuda::{varlen, CudaConfig, CudaExecutor};
 use baton_gpu::reference::tokens::TokenEncoder;
-use baton_gpu::supernet::default_subnets;
 use baton_gpu::ExecError;
 
 use super::dynamic_scenario::DynamicProfile;
-use super::measure::{dynamic, fixed, model, subnets, Options};
+use super::measure::{profile, DynamicModel, Options, Site};
 
 pub fn measure(cfg: &CudaConfig, o: &Options) -> Result<DynamicProfile, ExecError> {
     let shape = cfg.varlen.ok_or_else(|| ExecError::Device("the configuration has no dynamic model".into()))?;
     let mut exec = CudaExecutor::new(cfg)?;
-    let device = exec.device().name.clone();
-    let fixed = fixed(&mut exec, &["resnet-block", "encoder-block"], o)?;
-    let subnets = subnets(&mut exec, &default_subnets(&cfg.shapes.supernet), o)?;
-    let vm = model(&exec, varlen::NAME)?;
+    let site = Site { name: "cuda-varlen", device: exec.device().name.clone(), ctrl_delay_us: 200 };
     let input = |len, salt| TokenEncoder::input(shape.tokens, len, salt);
-    let (apps, kappa) = dynamic(&mut exec, vm, shape.tokens.enc.seq, &input, o)?;
-    Ok(DynamicProfile {
-        name: "cuda-varlen".into(),
-        device,
-        ctrl_delay_us: 200,
-        command: o.command.clone(),
-        reps: o.reps,
-        max_batch: o.max_batch,
-        fixed,
-        subnets,
-        dynamic: varlen::NAME.into(),
-        kappa,
-        apps,
-        prefix: None,
-    })
+    let dynamic = DynamicModel { name: varlen::NAME, seq: shape.tokens.enc.seq, input: &input };
+    profile(&mut exec, site, &cfg.shapes.supernet, dynamic, o)
 }

@@ -171,7 +171,7 @@ pub fn scenario_text(p: &DynamicProfile, slo_factor: f64, slo_p99_multiple: f64)
         .map(|a| mean_sd(&a.solo_ms()).ok_or_else(|| format!("app `{}` has no solo times", a.name)))
         .collect::<Result<_, _>>()?;
     let total_w: f64 = p.apps.iter().map(|a| a.weight).sum();
-    if p.apps.is_empty() || !(total_w > 0.0) {
+    if p.apps.is_empty() || total_w.is_nan() || total_w <= 0.0 {
         return Err("the dynamic model needs an app with a positive weight".into());
     }
     // What the executor sustains: alone, 1 / E[solo]; in batches of B, at

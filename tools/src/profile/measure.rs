@@ -14,12 +14,58 @@ use std::time::Duration;
 
 use super::ms;
 use baton_gpu::cuda::profile::median_of;
-use baton_gpu::supernet::SubnetConfig;
+use baton_gpu::supernet::{default_subnets, SubnetConfig, SupernetConfig};
 use baton_gpu::{Batch, ExecError, Executor};
 use baton_sched::rng::Rng;
 
-use super::dynamic_scenario::{AppProfile, FixedTable, SubnetTable};
+use super::dynamic_scenario::{AppProfile, DynamicProfile, FixedTable, SubnetTable};
 use super::fit::{fit_kappa, BatchPoint, KappaFit};
+
+/// Where a profile was measured: the scenario's name, what ran the models,
+/// and the scenario's dispatch delay (`DynamicProfile`'s fields).
+pub struct Site {
+    pub name: &'static str,
+    pub device: String,
+    pub ctrl_delay_us: u64,
+}
+
+/// A dynamic model to measure: its name, its lengths `1..=seq`, and its
+/// inputs, `input(len, salt)`.
+pub struct DynamicModel<'a> {
+    pub name: &'static str,
+    pub seq: usize,
+    pub input: &'a dyn Fn(usize, u64) -> Vec<f32>,
+}
+
+/// An executor's profile: its static models resnet-block and encoder-block,
+/// its supernet's subnets (`supernet`'s `default_subnets`), and `dynamic`;
+/// no prefix group (the caller adds one it measured).
+pub fn profile(
+    exec: &mut dyn Executor,
+    site: Site,
+    supernet: &SupernetConfig,
+    dynamic_model: DynamicModel<'_>,
+    o: &Options,
+) -> Result<DynamicProfile, ExecError> {
+    let fixed = fixed(exec, &["resnet-block", "encoder-block"], o)?;
+    let subnets = subnets(exec, &default_subnets(supernet), o)?;
+    let vm = model(exec, dynamic_model.name)?;
+    let (apps, kappa) = dynamic(exec, vm, dynamic_model.seq, dynamic_model.input, o)?;
+    Ok(DynamicProfile {
+        name: site.name.into(),
+        device: site.device,
+        ctrl_delay_us: site.ctrl_delay_us,
+        command: o.command.clone(),
+        reps: o.reps,
+        max_batch: o.max_batch,
+        fixed,
+        subnets,
+        dynamic: dynamic_model.name.into(),
+        kappa,
+        apps,
+        prefix: None,
+    })
+}
 
 pub struct Options {
     pub max_batch: u32,
@@ -33,7 +79,7 @@ pub struct Options {
     pub command: String,
 }
 
-pub fn model(exec: &dyn Executor, name: &str) -> Result<u32, ExecError> {
+fn model(exec: &dyn Executor, name: &str) -> Result<u32, ExecError> {
     let m = exec.models().iter().position(|m| m.name == name);
     m.map(|m| m as u32).ok_or_else(|| ExecError::Device(format!("the executor serves no `{name}`")))
 }
@@ -50,12 +96,7 @@ fn median(
 }
 
 /// l(b) for b = 1..=max_batch of one model (variant).
-pub fn table(
-    exec: &mut dyn Executor,
-    model: u32,
-    variant: Option<u16>,
-    o: &Options,
-) -> Result<Vec<Duration>, ExecError> {
+fn table(exec: &mut dyn Executor, model: u32, variant: Option<u16>, o: &Options) -> Result<Vec<Duration>, ExecError> {
     let len = exec.models()[model as usize].input_len;
     let x: Vec<f32> = (0..len).map(|k| (k as f32 * 0.37).sin()).collect();
     (1..=o.max_batch as usize).map(|b| median(exec, model, variant, &vec![&x[..]; b], o.reps)).collect()
@@ -67,7 +108,7 @@ fn draw(rng: &mut Rng, a: &AppProfile) -> usize {
 }
 
 /// l(b) of the static models named.
-pub fn fixed(exec: &mut dyn Executor, names: &[&str], o: &Options) -> Result<Vec<FixedTable>, ExecError> {
+fn fixed(exec: &mut dyn Executor, names: &[&str], o: &Options) -> Result<Vec<FixedTable>, ExecError> {
     let mut fixed = Vec::new();
     for &name in names {
         let m = model(exec, name)?;
@@ -78,7 +119,7 @@ pub fn fixed(exec: &mut dyn Executor, names: &[&str], o: &Options) -> Result<Vec
 
 /// l(b) of each of the supernet's subnets (`configs`, in order of
 /// compute), with stand-in accuracies spread over 73%..=80%.
-pub fn subnets(exec: &mut dyn Executor, configs: &[SubnetConfig], o: &Options) -> Result<Vec<SubnetTable>, ExecError> {
+fn subnets(exec: &mut dyn Executor, configs: &[SubnetConfig], o: &Options) -> Result<Vec<SubnetTable>, ExecError> {
     let sn = model(exec, "supernet")?;
     let mut subnets = Vec::new();
     for (v, s) in configs.iter().enumerate() {
@@ -92,7 +133,7 @@ pub fn subnets(exec: &mut dyn Executor, configs: &[SubnetConfig], o: &Options) -
 /// The dynamic model `vm` (inputs of lengths `1..=seq` made by `input(len,
 /// salt)`): two apps, "short" over the lowest quarter of the lengths and
 /// "long" over the highest, `samples` solo times each; and kappa.
-pub fn dynamic(
+fn dynamic(
     exec: &mut dyn Executor,
     vm: u32,
     seq: usize,
