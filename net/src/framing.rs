@@ -139,7 +139,7 @@ impl Outbox {
 
     /// `push` of an answer held by reference.
     pub fn push_answer(&mut self, a: &fb::InferResponse) -> Result<(), FrameError> {
-        encode_answer_into(a, &mut self.builder, &mut self.buf)?;
+        encode_answer_into(a, &mut self.buf)?;
         self.frames += 1;
         Ok(())
     }

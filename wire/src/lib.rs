@@ -15,6 +15,7 @@ pub mod generated {
 
 pub use generated::baton::wire as fb;
 
+mod answer;
 pub mod frame;
 pub mod fuzzing;
 pub mod message;

@@ -1,0 +1,289 @@
+//! The answer's writer: an `InferResponse` laid out front to back at fixed
+//! places, without a flatbuffers builder. A frontend writes one answer per
+//! request, and through planus's builder (back to front, then copied into
+//! the outbox) that took about 90 ns of a request's ~1 µs on a loaded
+//! frontend (perf/results/wire_bench.txt); here it is written where it is
+//! sent, in one pass.
+//!
+//! The payload (offsets from its start; every scalar aligned to its size
+//! from there, as flatbuffers wants):
+//!
+//! ```text
+//!   0  u32  root: the table's offset (TABLE)
+//!   4  vtable: u16 its length (28), u16 the table's (128), u16 x 12 where
+//!      each field lies in the table (0: absent)
+//!  32  the table: i32 back to the vtable (28), then at fixed places
+//!        +4 app u32     +8 id u64      +16 timing (80-byte struct)
+//!       +96 solo_ns u64 +104 message   +108 outputs   +112 stage (u32
+//!      offsets)  +116 accuracy f32  +120 subnet u16  +122 status u8
+//!      +123 drop_reason u8  +124 error_code u8
+//! 160  children, each after every field that points at it (flatbuffers'
+//!      offsets are unsigned): message, the outputs' vector, each tensor
+//!      (its vtable, table, name, shape, data), stage
+//! ```
+//!
+//! Every scalar is written, defaults included (a reader takes a present
+//! default as it takes an absent one); the optional ones — `subnet`,
+//! `timing`, the strings and `outputs` — are absent where `None`, their
+//! room in the table left zero. An answer reads back as itself through
+//! planus's reader (tested against the generated writer below, and every
+//! decode path reads what this writes).
+
+use crate::fb;
+
+/// Fields of `InferResponse`, in the schema's order (their vtable slots).
+const FIELDS: usize = 12;
+const VTABLE: usize = 4;
+const VTABLE_LEN: usize = 4 + 2 * FIELDS;
+/// The table, 8-aligned for its u64s and the timing struct.
+const TABLE: usize = 32;
+const TABLE_LEN: usize = 128;
+/// Where the children begin.
+const FIXED: usize = TABLE + TABLE_LEN;
+
+// Places in the table.
+const APP: usize = 4;
+const ID: usize = 8;
+const TIMING: usize = 16;
+const SOLO_NS: usize = 96;
+const MESSAGE: usize = 104;
+const OUTPUTS: usize = 108;
+const STAGE: usize = 112;
+const ACCURACY: usize = 116;
+const SUBNET: usize = 120;
+const STATUS: usize = 122;
+const DROP_REASON: usize = 123;
+const ERROR_CODE: usize = 124;
+
+// A tensor: a vtable of 4 fields, then its table (4-aligned).
+const TENSOR_VTABLE_LEN: usize = 4 + 2 * 4;
+const TENSOR_LEN: usize = 20;
+const T_NAME: usize = 4;
+const T_SHAPE: usize = 8;
+const T_DATA: usize = 12;
+const T_DTYPE: usize = 16;
+
+const _: () = assert!(VTABLE + VTABLE_LEN <= TABLE && TABLE.is_multiple_of(8) && ERROR_CODE < TABLE_LEN);
+const _: () = assert!(TIMING.is_multiple_of(8) && TIMING + std::mem::size_of::<[u64; 10]>() <= SOLO_NS);
+
+/// Appends `a`'s payload to `out`; returns its length.
+pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
+    let base = out.len();
+    out.resize(base + FIXED, 0);
+    let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
+    let slots: [u16; FIELDS] = [
+        ID as u16,
+        STATUS as u16,
+        DROP_REASON as u16,
+        ERROR_CODE as u16,
+        at(a.message.is_some(), MESSAGE),
+        at(a.timing.is_some(), TIMING),
+        at(a.outputs.is_some(), OUTPUTS),
+        APP as u16,
+        at(a.subnet.is_some(), SUBNET),
+        ACCURACY as u16,
+        SOLO_NS as u16,
+        at(a.stage.is_some(), STAGE),
+    ];
+    {
+        let p = &mut out[base..];
+        put(p, 0, (TABLE as u32).to_le_bytes());
+        put(p, VTABLE, (VTABLE_LEN as u16).to_le_bytes());
+        put(p, VTABLE + 2, (TABLE_LEN as u16).to_le_bytes());
+        for (i, s) in slots.iter().enumerate() {
+            put(p, VTABLE + 4 + 2 * i, s.to_le_bytes());
+        }
+        let t = &mut p[TABLE..];
+        put(t, 0, ((TABLE - VTABLE) as i32).to_le_bytes());
+        put(t, APP, a.app.to_le_bytes());
+        put(t, ID, a.id.to_le_bytes());
+        if let Some(m) = &a.timing {
+            let words = [
+                m.queue_ns,
+                m.exec_ns,
+                u64::from(m.batch_size),
+                m.received_ns,
+                m.seen_ns,
+                m.exec_at_ns,
+                m.started_ns,
+                m.finished_ns,
+                m.written_ns,
+                m.origin_unix_ns,
+            ];
+            for (i, w) in words.iter().enumerate() {
+                put(t, TIMING + 8 * i, w.to_le_bytes());
+            }
+        }
+        put(t, SOLO_NS, a.solo_ns.to_le_bytes());
+        put(t, ACCURACY, a.accuracy.to_le_bytes());
+        put(t, SUBNET, a.subnet.unwrap_or(0).to_le_bytes());
+        t[STATUS] = a.status as u8;
+        t[DROP_REASON] = a.drop_reason as u8;
+        t[ERROR_CODE] = a.error_code as u8;
+    }
+    let mut w = Writer { out, base };
+    if let Some(m) = &a.message {
+        let s = w.string(m);
+        w.point(TABLE + MESSAGE, s);
+    }
+    if let Some(ts) = &a.outputs {
+        let v = w.tensors(ts);
+        w.point(TABLE + OUTPUTS, v);
+    }
+    if let Some(s) = &a.stage {
+        let s = w.string(s);
+        w.point(TABLE + STAGE, s);
+    }
+    w.out.len() - base
+}
+
+fn put<const N: usize>(p: &mut [u8], at: usize, bytes: [u8; N]) {
+    p[at..at + N].copy_from_slice(&bytes);
+}
+
+/// The children's writer: positions are from the payload's start (`base`).
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+    base: usize,
+}
+
+impl Writer<'_> {
+    fn pos(&self) -> usize {
+        self.out.len() - self.base
+    }
+
+    /// Pads with zeros until the position plus `skew` is a multiple of `to`.
+    fn align(&mut self, to: usize, skew: usize) {
+        let pad = (to - (self.pos() + skew) % to) % to;
+        self.out.resize(self.out.len() + pad, 0);
+    }
+
+    fn put<const N: usize>(&mut self, at: usize, bytes: [u8; N]) {
+        put(&mut self.out[self.base..], at, bytes);
+    }
+
+    /// Points the offset at `field` to `target` (which lies after it).
+    fn point(&mut self, field: usize, target: usize) {
+        debug_assert!(target > field, "flatbuffers' offsets point forward");
+        self.put(field, ((target - field) as u32).to_le_bytes());
+    }
+
+    fn len(&mut self, n: usize) {
+        self.out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+
+    fn string(&mut self, s: &str) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(s.len());
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.push(0);
+        at
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(b.len());
+        self.out.extend_from_slice(b);
+        at
+    }
+
+    /// A vector of i64: its elements 8-aligned, after its 4-byte length.
+    fn longs(&mut self, v: &[i64]) -> usize {
+        self.align(8, 4);
+        let at = self.pos();
+        self.len(v.len());
+        for x in v {
+            self.out.extend_from_slice(&x.to_le_bytes());
+        }
+        at
+    }
+
+    fn tensors(&mut self, ts: &[fb::Tensor]) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(ts.len());
+        let slots = self.pos();
+        self.out.resize(self.out.len() + 4 * ts.len(), 0);
+        for (i, t) in ts.iter().enumerate() {
+            let table = self.tensor(t);
+            self.point(slots + 4 * i, table);
+        }
+        at
+    }
+
+    /// A tensor's vtable, table and children; where its table lies.
+    fn tensor(&mut self, t: &fb::Tensor) -> usize {
+        self.align(4, 0);
+        let vtable = self.pos();
+        let table = vtable + TENSOR_VTABLE_LEN;
+        let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
+        let head: [u16; 6] = [
+            TENSOR_VTABLE_LEN as u16,
+            TENSOR_LEN as u16,
+            at(t.name.is_some(), T_NAME),
+            T_DTYPE as u16,
+            at(t.shape.is_some(), T_SHAPE),
+            at(t.data.is_some(), T_DATA),
+        ];
+        for h in head {
+            self.out.extend_from_slice(&h.to_le_bytes());
+        }
+        self.out.resize(self.out.len() + TENSOR_LEN, 0);
+        self.put(table, (TENSOR_VTABLE_LEN as i32).to_le_bytes());
+        self.put(table + T_DTYPE, [t.dtype as u8]);
+        if let Some(n) = &t.name {
+            let s = self.string(n);
+            self.point(table + T_NAME, s);
+        }
+        if let Some(s) = &t.shape {
+            let v = self.longs(s);
+            self.point(table + T_SHAPE, v);
+        }
+        if let Some(d) = &t.data {
+            let v = self.bytes(d);
+            self.point(table + T_DATA, v);
+        }
+        table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u32_at(p: &[u8], at: usize) -> usize {
+        u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    /// Scalars lie aligned to their size from the payload's start, as
+    /// readers that check alignment (flatbuffers' C++ verifier) want,
+    /// behind a prefix that is not a multiple of 8.
+    #[test]
+    fn the_table_and_a_shape_lie_aligned_wherever_the_payload_starts() {
+        for prefix in 0..8 {
+            for name in ["", "o", "out", "outs"] {
+                let t = fb::Tensor {
+                    name: Some(name.into()),
+                    dtype: fb::DType::F32,
+                    shape: Some(vec![3, -1]),
+                    data: Some(vec![7; 12]),
+                };
+                let a = fb::InferResponse { message: Some("m".into()), outputs: Some(vec![t]), ..Default::default() };
+                let mut out = vec![0xaa; prefix];
+                let len = write(&a, &mut out);
+                let p = &out[prefix..];
+                assert_eq!(p.len(), len);
+                assert_eq!(u32_at(p, 0), TABLE);
+                let vector = TABLE + OUTPUTS + u32_at(p, TABLE + OUTPUTS);
+                assert_eq!((vector % 4, u32_at(p, vector)), (0, 1));
+                let tensor = vector + 4 + u32_at(p, vector + 4);
+                assert_eq!(tensor % 4, 0);
+                let shape = tensor + T_SHAPE + u32_at(p, tensor + T_SHAPE);
+                assert_eq!((shape + 4) % 8, 0, "the dimensions after the length are 8-aligned");
+                assert_eq!(i64::from_le_bytes(p[shape + 12..shape + 20].try_into().unwrap()), -1);
+            }
+        }
+    }
+}
