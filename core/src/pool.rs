@@ -25,6 +25,7 @@
 
 use std::cell::{Cell, RefCell};
 
+use baton_sched::types::AppId;
 use baton_wire::fb;
 
 /// Buffers kept per list at most: more than a shard has in flight between
@@ -35,7 +36,7 @@ const MAX_BYTES: usize = 16 << 20;
 /// The largest buffer kept, in bytes of capacity.
 const MAX_BUFFER: usize = 64 << 10;
 
-struct Free<T> {
+pub struct Free<T> {
     list: RefCell<Vec<Vec<T>>>,
     /// Bytes of capacity in `list`.
     kept: Cell<usize>,
@@ -69,25 +70,75 @@ impl<T> Free<T> {
     }
 }
 
-thread_local! {
-    static BYTES: Free<u8> = const { Free::new() };
-    static DIMS: Free<i64> = const { Free::new() };
-    static TENSORS: Free<fb::Tensor> = const { Free::new() };
+/// An element type with a free list of its own on each thread.
+pub trait Pooled: Sized + 'static {
+    fn free() -> &'static std::thread::LocalKey<Free<Self>>;
+}
+
+macro_rules! pooled {
+    ($($t:ty => $list:ident),* $(,)?) => {
+        thread_local! {
+            $(static $list: Free<$t> = const { Free::new() };)*
+        }
+        $(impl Pooled for $t {
+            fn free() -> &'static std::thread::LocalKey<Free<Self>> {
+                &$list
+            }
+        })*
+    };
+}
+
+// Bytes (inputs, outputs), dims (shapes), tensor lists; request ids and
+// times (`u64`: a batch's lists in its plan, fetches, inputs, results),
+// frontends (`u32`), a batch's floats and apps, a backend's inputs by id.
+pooled!(
+    u8 => BYTES,
+    i64 => DIMS,
+    fb::Tensor => TENSORS,
+    u64 => WORDS,
+    u32 => HALVES,
+    f32 => FLOATS,
+    AppId => APPS,
+    (u64, Vec<u8>) => INPUTS,
+);
+
+/// An empty buffer, reused where one was given back on this thread.
+pub fn take<T: Pooled>() -> Vec<T> {
+    T::free().with(Free::take)
+}
+
+/// `take` with room for `n`.
+pub fn with_room<T: Pooled>(n: usize) -> Vec<T> {
+    let mut v = take();
+    v.reserve(n);
+    v
+}
+
+/// Gives back a buffer (its contents are dropped).
+pub fn give<T: Pooled>(v: Vec<T>) {
+    T::free().with(|f| f.give(v))
+}
+
+/// Gives back what an `Option`al list holds.
+pub fn give_some<T: Pooled>(v: Option<Vec<T>>) {
+    if let Some(v) = v {
+        give(v);
+    }
 }
 
 /// An empty byte buffer, reused where one was given back.
 pub fn bytes() -> Vec<u8> {
-    BYTES.with(Free::take)
+    take()
 }
 
 /// Gives back a byte buffer (its contents are dropped).
 pub fn give_bytes(v: Vec<u8>) {
-    BYTES.with(|f| f.give(v))
+    give(v)
 }
 
 /// An empty tensor list, reused where one was given back.
 pub fn tensors() -> Vec<fb::Tensor> {
-    TENSORS.with(Free::take)
+    take()
 }
 
 /// A one-dimensional F32 tensor of `xs`, little-endian, in reused buffers.
@@ -95,7 +146,7 @@ pub fn f32_tensor(xs: &[f32]) -> fb::Tensor {
     let mut data = bytes();
     data.reserve(xs.len() * 4);
     data.extend(xs.iter().flat_map(|x| x.to_le_bytes()));
-    let mut shape = DIMS.with(Free::take);
+    let mut shape = take();
     shape.push(xs.len() as i64);
     fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(shape), data: Some(data) }
 }
@@ -109,10 +160,10 @@ pub fn give_answer(a: &mut fb::InferResponse) {
             give_bytes(data);
         }
         if let Some(shape) = t.shape {
-            DIMS.with(|f| f.give(shape));
+            give(shape);
         }
     }
-    TENSORS.with(|f| f.give(outputs));
+    give(outputs);
 }
 
 #[cfg(test)]

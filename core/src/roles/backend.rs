@@ -156,6 +156,9 @@ pub struct BackendRole {
     /// executor that writes into the buffers it is given (the emulated
     /// one) allocates nothing per request once they have grown.
     spare: Vec<Vec<Vec<f32>>>,
+    /// A finished batch's results by frontend (kept: its lists are the
+    /// results', taken from the pool).
+    parts: Vec<FrontendPart>,
     /// Whether the executor calls a waker when a batch is done.
     wakes: bool,
     /// When the backend fails for good, if it does; and whether it has.
@@ -196,10 +199,10 @@ impl FrontendPart {
         let room = |on: bool| if on { n } else { 0 };
         Self {
             fe,
-            ids: Vec::with_capacity(n),
-            seen: Vec::with_capacity(n),
-            solo: Vec::with_capacity(room(solo)),
-            outputs: Vec::with_capacity(room(outputs)),
+            ids: pool::with_room(n),
+            seen: pool::with_room(n),
+            solo: pool::with_room(room(solo)),
+            outputs: pool::with_room(room(outputs)),
         }
     }
 }
@@ -248,6 +251,7 @@ impl BackendRole {
             jobs: VecDeque::new(),
             running: VecDeque::new(),
             spare: Vec::new(),
+            parts: Vec::new(),
             wakes: false,
             fails_at: None,
             failed: false,
@@ -410,7 +414,7 @@ impl BackendRole {
             Message::BatchPlan(p) if p.backend == self.id && !p.requests.as_deref().unwrap_or(&[]).is_empty() => {
                 let (awaiting, reading) = self.fetch.start(self.id, &p, out);
                 let fetch_by = now.max(p.exec_at_ns).saturating_add(self.patience);
-                self.jobs.push_back(Job { plan: p, inputs: Vec::new(), awaiting, reading, fetch_by });
+                self.jobs.push_back(Job { plan: p, inputs: pool::take(), awaiting, reading, fetch_by });
             }
             Message::Inputs(i) => {
                 let fe = i.frontend;
@@ -418,8 +422,10 @@ impl BackendRole {
                     Some(job) => {
                         let first = job.awaiting.iter().position(|&f| f == fe).expect("found by it");
                         job.awaiting.swap_remove(first);
-                        let tensors = i.tensors.unwrap_or_default().into_iter().map(|t| t.data.unwrap_or_default());
-                        job.inputs.extend(i.requests.unwrap_or_default().into_iter().zip(tensors));
+                        let (requests, mut tensors) = (i.requests.unwrap_or_default(), i.tensors.unwrap_or_default());
+                        let bytes = tensors.drain(..).map(|t| t.data.unwrap_or_default());
+                        job.inputs.extend(requests.iter().copied().zip(bytes));
+                        (pool::give(requests), pool::give(tensors));
                     }
                     None => self.stats.rejected += 1,
                 }
@@ -547,9 +553,11 @@ impl BackendRole {
         // Inputs in plan order; a request its frontend no longer held (it
         // has already been answered) is left out of the run.
         let n = job.inputs.len();
-        let (mut requests, mut seen, mut spans) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        // The run's lists go to its frontends' results (`finish`), which
+        // give them back (`pool`).
+        let (mut requests, mut seen, mut spans) = (pool::with_room(n), pool::with_room(n), Vec::with_capacity(n));
         // Every input's floats in one buffer, each a span of it.
-        let mut floats: Vec<f32> = Vec::with_capacity(job.inputs.iter().map(|(_, b)| b.len() / 4).sum());
+        let mut floats: Vec<f32> = pool::with_room(job.inputs.iter().map(|(_, b)| b.len() / 4).sum());
         let mut heads: Vec<u16> = Vec::new();
         let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
         // Inputs come in plan order but for a refetch or a READ: look where
@@ -596,7 +604,10 @@ impl BackendRole {
         };
         // The inputs' bytes, read into `floats`, go back to the frontend's
         // next request (`pool`).
-        job.inputs.into_iter().for_each(|(_, b)| pool::give_bytes(b));
+        let mut inputs = job.inputs;
+        inputs.drain(..).for_each(|(_, b)| pool::give_bytes(b));
+        pool::give(inputs);
+        (pool::give(job.awaiting), pool::give(floats));
         self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, error });
     }
 
@@ -613,7 +624,7 @@ impl BackendRole {
         let batch_size = r.requests.len() as u32;
         self.stats.busy_ns += exec_ns;
         self.stats.sizes[BATCH_BOUNDS.partition_point(|&b| b < batch_size)] += 1;
-        let mut per_fe: Vec<FrontendPart> = Vec::with_capacity(1);
+        let mut per_fe = std::mem::take(&mut self.parts);
         for (i, &id) in r.requests.iter().enumerate() {
             let fe = frontend_of(id);
             let k = match per_fe.iter().position(|x| x.fe == fe) {
@@ -632,7 +643,7 @@ impl BackendRole {
             }
         }
         let solo = |s: Vec<Nanos>| (!s.is_empty()).then_some(s);
-        for FrontendPart { fe, ids, seen, solo: fe_solo, outputs } in per_fe {
+        for FrontendPart { fe, ids, seen, solo: fe_solo, outputs } in per_fe.drain(..) {
             let msg = if let Some((reason, why)) = &dropped {
                 Message::Dropped(fb::Dropped { requests: Some(ids), reason: *reason, message: Some(why.clone()) })
             } else {
@@ -665,6 +676,11 @@ impl BackendRole {
             solo_ns: solo(r.solo),
         };
         out.push(Envelope { to: self.scheduler, msg: Message::BatchDone(done) });
+        self.parts = per_fe;
+        // The plan's lists (`Decisions::push`) and the run's.
+        let plan = r.plan;
+        (pool::give_some(plan.requests), pool::give_some(plan.frontends), pool::give_some(plan.seen_ns));
+        (pool::give(r.requests), pool::give(r.seen));
         // One spare per batch that may run at once is all `start` takes.
         if self.spare.len() < self.exec.pipeline_depth() {
             self.spare.push(r.outputs);

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::{frontend_of, Addr, Envelope};
 use crate::models::ModelTable;
+use crate::pool;
 
 pub fn wire_reason(r: DropReason) -> fb::DropReason {
     match r {
@@ -146,20 +147,31 @@ impl Decisions {
                 let batch_id = self.next_batch;
                 self.next_batch += 1;
                 self.batches += 1;
-                let requests: Vec<u64> = plan.requests.iter().map(|r| r.0).collect();
-                let frontends = requests.iter().map(|&r| frontend_of(r)).collect();
+                // The plan's lists, in buffers the backend gives back when
+                // it is done with the plan (`pool`).
+                let n = plan.requests.len();
+                let (mut requests, mut frontends, mut seen) =
+                    (pool::with_room(n), pool::with_room(n), pool::with_room(n));
+                let (mut apps, mut deadlines, mut inputs) = (pool::with_room(n), Vec::new(), Vec::new());
                 let unseen = Seen { at: 0, deadline: Nanos::MAX, app: AppId(0), model: plan.model.0, input: None };
-                let seen: Vec<Seen> = requests.iter().map(|r| self.seen.remove(r).unwrap_or(unseen)).collect();
-                let apps = seen.iter().map(|s| s.app).collect();
-                let inputs = seen.iter().any(|s| s.input.is_some()).then(|| {
-                    let none = fb::InputAt { addr: 0, rkey: 0, len: 0 };
-                    seen.iter().map(|s| s.input.unwrap_or(none)).collect()
-                });
-                let deadlines = match self.keep_deadlines {
-                    true => seen.iter().map(|s| s.deadline).collect(),
-                    false => Vec::new(),
-                };
-                let seen = seen.iter().map(|s| s.at).collect();
+                let none = fb::InputAt { addr: 0, rkey: 0, len: 0 };
+                for (i, r) in plan.requests.iter().enumerate() {
+                    let s = self.seen.remove(&r.0).unwrap_or(unseen);
+                    requests.push(r.0);
+                    frontends.push(frontend_of(r.0));
+                    seen.push(s.at);
+                    apps.push(s.app);
+                    if self.keep_deadlines {
+                        deadlines.push(s.deadline);
+                    }
+                    // Listed for every request once one has an input (those
+                    // before it had none).
+                    if s.input.is_some() || !inputs.is_empty() {
+                        inputs.resize(i, none);
+                        inputs.push(s.input.unwrap_or(none));
+                    }
+                }
+                let inputs = (!inputs.is_empty()).then_some(inputs);
                 // A prefix batch runs its group's trunk (the plan's expected
                 // finish counts the trunk alone); another, its model.
                 let (model, latency) = match plan.prefix {

@@ -23,6 +23,7 @@ use baton_net::rdma::{InputReader, InputStore, QpEnd, RdmaError, Region, Remote}
 use baton_wire::{fb, Message};
 
 use super::{frontend_of, Addr, Envelope};
+use crate::pool;
 
 pub fn input_at(r: Remote) -> fb::InputAt {
     fb::InputAt { addr: r.addr, rkey: r.rkey, len: r.len }
@@ -87,6 +88,9 @@ pub struct Fetcher {
     /// Frontends offered a queue pair (connected or not) since they were
     /// last lost.
     offered: Vec<u32>,
+    /// A plan's requests by frontend, for its fetches (kept: its lists
+    /// are the fetches', taken from the pool).
+    by_frontend: Vec<(u32, Vec<u64>)>,
     pub stats: FetchStats,
 }
 
@@ -102,7 +106,7 @@ impl Fetcher {
     pub fn start(&mut self, backend: u32, plan: &fb::BatchPlan, out: &mut Vec<Envelope>) -> (Vec<u32>, Vec<u64>) {
         let requests = plan.requests.as_deref().unwrap_or(&[]);
         let at = plan.inputs.as_deref().unwrap_or(&[]);
-        let mut tcp: Vec<(u32, Vec<u64>)> = Vec::with_capacity(1);
+        let mut tcp = std::mem::take(&mut self.by_frontend);
         let mut reading = Vec::new();
         for (i, &id) in requests.iter().enumerate() {
             let fe = frontend_of(id);
@@ -116,17 +120,20 @@ impl Fetcher {
                 Some(k) => k,
                 None => {
                     // Room for the rest of the batch: most are one frontend's.
-                    tcp.push((fe, Vec::with_capacity(requests.len() - i)));
+                    // Given back by the frontend once it has read it (`pool`).
+                    tcp.push((fe, pool::with_room(requests.len() - i)));
                     tcp.len() - 1
                 }
             };
             tcp[k].1.push(id);
         }
-        let awaiting = tcp.iter().map(|(fe, _)| *fe).collect();
-        for (fe, ids) in tcp {
+        let mut awaiting = pool::take();
+        awaiting.extend(tcp.iter().map(|(fe, _)| *fe));
+        for (fe, ids) in tcp.drain(..) {
             let fetch = fb::FetchInputs { batch_id: plan.batch_id, requests: Some(ids), backend };
             out.push(Envelope { to: Addr::Frontend(fe), msg: Message::FetchInputs(fetch) });
         }
+        self.by_frontend = tcp;
         (awaiting, reading)
     }
 

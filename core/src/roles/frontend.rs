@@ -541,7 +541,8 @@ impl Frontend {
     /// has taken already (a plan or fetch delivered twice), is left out.
     pub fn inputs(&mut self, fetch: &fb::FetchInputs) -> Envelope {
         let ids = fetch.requests.as_deref().unwrap_or(&[]);
-        let (mut requests, mut tensors) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+        // Given back by the backend once it has the inputs (`pool`).
+        let (mut requests, mut tensors) = (pool::with_room(ids.len()), pool::with_room(ids.len()));
         for &id in ids {
             if let Some(h) = self.held.get_mut(id).filter(|h| h.fetched_by.is_none()) {
                 // A registered input is copied out of its slot (it stays
@@ -593,17 +594,20 @@ impl Frontend {
 
     /// A batch's results: one ok answer per request still held.
     pub fn on_results(&mut self, now: Nanos, r: fb::Results, table: &ModelTable, out: &mut Vec<Answer>) {
+        // The lists go back to the pool once read; the outputs move into
+        // the answers.
         let ids = r.requests.unwrap_or_default();
-        let mut outputs = r.outputs.unwrap_or_default().into_iter();
-        let mut seen = r.seen_ns.unwrap_or_default().into_iter();
-        let mut solo = r.solo_ns.unwrap_or_default().into_iter();
+        let mut outputs = r.outputs.unwrap_or_default();
+        let (seen, solo) = (r.seen_ns.unwrap_or_default(), r.solo_ns.unwrap_or_default());
+        let (mut each_output, mut each_seen, mut each_solo) = (outputs.drain(..), seen.iter(), solo.iter());
         let around = r.started_ns.saturating_sub(r.exec_at_ns).saturating_add(now.saturating_sub(r.finished_ns));
         if let Some(o) = &mut self.overload {
             o.observe(now, around);
         }
         self.prefetch(&ids);
-        for id in ids {
-            let (output, seen_ns, solo_ns) = (outputs.next(), seen.next().unwrap_or(0), solo.next().unwrap_or(0));
+        for &id in &ids {
+            let (output, seen_ns, solo_ns) =
+                (each_output.next(), each_seen.next().copied().unwrap_or(0), each_solo.next().copied().unwrap_or(0));
             let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
             if let Some(stage) = h.stage {
                 let output = output.and_then(|t| t.data).unwrap_or_default();
@@ -648,6 +652,9 @@ impl Frontend {
             self.outcomes.count(h.model as usize, &answer, now > h.deadline);
             out.push((h.conn, answer));
         }
+        drop(each_output);
+        pool::give(outputs);
+        (pool::give(ids), pool::give(seen), pool::give(solo));
     }
 
     /// A query's stage request ended at `now`: with its output, or dropped
@@ -758,7 +765,10 @@ impl Frontend {
         match msg {
             Message::Results(r) => self.on_results(now, r, table, answers),
             Message::Dropped(d) => self.on_dropped(now, d, table, answers),
-            Message::FetchInputs(f) => send(self.inputs(&f)),
+            Message::FetchInputs(f) => {
+                send(self.inputs(&f));
+                pool::give_some(f.requests);
+            }
             Message::RdmaConnect(c) if !c.answer => send(answer(self.store.as_deref_mut(), self.index, &c)),
             _ => return false,
         }

@@ -179,6 +179,7 @@ impl SchedulerRole {
                     if let Some(a) = &mut self.autoscaling {
                         a.batch_done(now, d.started_ns, d.failed, &deadlines);
                     }
+                    crate::pool::give(apps);
                 }
                 None => self.stats.rejected += 1,
             },

@@ -158,13 +158,16 @@ pub struct Rhythm {
     /// Whether the shard has sockets for a turn through the reactor to
     /// poll; one whose links are rings only yields between rounds.
     sockets: bool,
+    /// The turns' timer, made at the first and re-armed for each (a new
+    /// one per turn is an allocation per turn).
+    turn: Option<glommio::timer::Timer>,
 }
 
 impl Rhythm {
     /// The rhythm of a shard whose links are rings: nothing for a turn to
     /// poll (its rings are polled by its pump, its bell read when parked).
     pub fn new(parking: Parking, poll: Duration) -> Self {
-        Self { parking, poll: poll.as_nanos() as Nanos, last_work: 0, sockets: false }
+        Self { parking, poll: poll.as_nanos() as Nanos, last_work: 0, sockets: false, turn: None }
     }
 
     /// The rhythm of a shard with sockets (clients, peer roles): it turns
@@ -197,7 +200,11 @@ impl Rhythm {
         }
         if busy || now.saturating_sub(self.last_work) < self.poll {
             if turn && self.sockets {
-                glommio::timer::sleep(REACTOR_TURN).await;
+                match &mut self.turn {
+                    Some(t) => t.reset(REACTOR_TURN),
+                    None => self.turn = Some(glommio::timer::Timer::new(REACTOR_TURN)),
+                }
+                self.turn.as_mut().expect("armed above").await;
             } else {
                 glommio::executor().yield_task_queue_now().await;
             }
