@@ -9,6 +9,10 @@
 //! frontend admits    take bytes   (the input)          backend starts  give the input
 //! backend finishes   take bytes, dims (the output)     shard encodes   give the answer's
 //! frontend answers   take tensors (the answer's list)                  outputs and list
+//! scheduler plans    take ids, times, frontends, apps   backend finishes give the plan's
+//! backend fetches    take ids (per frontend)            frontend reads   give them
+//! frontend sends     take ids, tensors (the inputs)     backend takes    give both lists
+//! backend finishes   take ids, times (per frontend)     frontend answers give them
 //! ```
 //!
 //! The free lists are the calling thread's own (no lock, no atomic): a
