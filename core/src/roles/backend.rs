@@ -425,7 +425,8 @@ impl BackendRole {
                         let (requests, mut tensors) = (i.requests.unwrap_or_default(), i.tensors.unwrap_or_default());
                         let bytes = tensors.drain(..).map(|t| t.data.unwrap_or_default());
                         job.inputs.extend(requests.iter().copied().zip(bytes));
-                        (pool::give(requests), pool::give(tensors));
+                        pool::give(requests);
+                        pool::give(tensors);
                     }
                     None => self.stats.rejected += 1,
                 }
@@ -607,7 +608,8 @@ impl BackendRole {
         let mut inputs = job.inputs;
         inputs.drain(..).for_each(|(_, b)| pool::give_bytes(b));
         pool::give(inputs);
-        (pool::give(job.awaiting), pool::give(floats));
+        pool::give(job.awaiting);
+        pool::give(floats);
         self.running.push_back(Running { plan, start: now, finish, in_flight, requests, seen, solo, outputs, error });
     }
 
@@ -679,8 +681,11 @@ impl BackendRole {
         self.parts = per_fe;
         // The plan's lists (`Decisions::push`) and the run's.
         let plan = r.plan;
-        (pool::give_some(plan.requests), pool::give_some(plan.frontends), pool::give_some(plan.seen_ns));
-        (pool::give(r.requests), pool::give(r.seen));
+        pool::give_some(plan.requests);
+        pool::give_some(plan.frontends);
+        pool::give_some(plan.seen_ns);
+        pool::give(r.requests);
+        pool::give(r.seen);
         // One spare per batch that may run at once is all `start` takes.
         if self.spare.len() < self.exec.pipeline_depth() {
             self.spare.push(r.outputs);

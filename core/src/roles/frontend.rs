@@ -654,7 +654,9 @@ impl Frontend {
         }
         drop(each_output);
         pool::give(outputs);
-        (pool::give(ids), pool::give(seen), pool::give(solo));
+        pool::give(ids);
+        pool::give(seen);
+        pool::give(solo);
     }
 
     /// A query's stage request ended at `now`: with its output, or dropped
