@@ -122,18 +122,9 @@ pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
         t[ERROR_CODE] = a.error_code as u8;
     }
     let mut w = Writer { out, base };
-    if let Some(m) = &a.message {
-        let s = w.string(m);
-        w.point(TABLE + MESSAGE, s);
-    }
-    if let Some(ts) = &a.outputs {
-        let v = w.tensors(ts);
-        w.point(TABLE + OUTPUTS, v);
-    }
-    if let Some(s) = &a.stage {
-        let s = w.string(s);
-        w.point(TABLE + STAGE, s);
-    }
+    w.child(TABLE + MESSAGE, a.message.as_deref(), Writer::string);
+    w.child(TABLE + OUTPUTS, a.outputs.as_deref(), Writer::tensors);
+    w.child(TABLE + STAGE, a.stage.as_deref(), Writer::string);
     w.out.len() - base
 }
 
@@ -160,6 +151,15 @@ impl Writer<'_> {
 
     fn put<const N: usize>(&mut self, at: usize, bytes: [u8; N]) {
         put(&mut self.out[self.base..], at, bytes);
+    }
+
+    /// Writes `v`, if present, with `write` (which says where it lies),
+    /// and points the offset at `field` to it.
+    fn child<T: ?Sized>(&mut self, field: usize, v: Option<&T>, write: impl FnOnce(&mut Self, &T) -> usize) {
+        if let Some(v) = v {
+            let target = write(self, v);
+            self.point(field, target);
+        }
     }
 
     /// Points the offset at `field` to `target` (which lies after it).
@@ -233,18 +233,9 @@ impl Writer<'_> {
         self.out.resize(self.out.len() + TENSOR_LEN, 0);
         self.put(table, (TENSOR_VTABLE_LEN as i32).to_le_bytes());
         self.put(table + T_DTYPE, [t.dtype as u8]);
-        if let Some(n) = &t.name {
-            let s = self.string(n);
-            self.point(table + T_NAME, s);
-        }
-        if let Some(s) = &t.shape {
-            let v = self.longs(s);
-            self.point(table + T_SHAPE, v);
-        }
-        if let Some(d) = &t.data {
-            let v = self.bytes(d);
-            self.point(table + T_DATA, v);
-        }
+        self.child(table + T_NAME, t.name.as_deref(), Self::string);
+        self.child(table + T_SHAPE, t.shape.as_deref(), Self::longs);
+        self.child(table + T_DATA, t.data.as_deref(), Self::bytes);
         table
     }
 }
