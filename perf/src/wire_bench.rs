@@ -1,7 +1,8 @@
 //! The wire codec's cost per message, side by side in one run: encoding an
-//! answer with a fresh builder and buffers per message (`encode`) versus
-//! into a reused builder and buffer (`Outbox::push`, what connections do),
-//! and decoding it back (verification and owned copy).
+//! answer into a fresh buffer per message (`encode`) versus into a reused
+//! one (`Outbox::push`, what connections do; answers are written in place,
+//! `baton_wire::answer`), and decoding it back (verification and owned
+//! copy).
 
 use std::time::Instant;
 

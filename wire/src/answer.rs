@@ -155,6 +155,7 @@ impl Writer<'_> {
 
     /// Writes `v`, if present, with `write` (which says where it lies),
     /// and points the offset at `field` to it.
+    #[inline(always)]
     fn child<T: ?Sized>(&mut self, field: usize, v: Option<&T>, write: impl FnOnce(&mut Self, &T) -> usize) {
         if let Some(v) = v {
             let target = write(self, v);
