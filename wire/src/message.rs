@@ -655,6 +655,18 @@ mod tests {
         assert_eq!(viewed(payload), viewed(&generated));
     }
 
+    /// An answer too large for a frame is the typed error, and the buffer
+    /// is left as it was.
+    #[test]
+    fn an_answer_too_large_for_a_frame_appends_nothing() {
+        let big = fb::Tensor { data: Some(vec![0; crate::MAX_FRAME]), ..Default::default() };
+        let a = fb::InferResponse { outputs: Some(vec![big]), ..Default::default() };
+        let mut out = vec![9u8; 3];
+        assert!(matches!(encode_answer_into(&a, &mut out), Err(FrameError::TooLarge { .. })));
+        assert_eq!(out, vec![9u8; 3]);
+        assert!(matches!(encode(&Message::InferResponse(a)), Err(FrameError::TooLarge { .. })));
+    }
+
     /// Answers of every kind of content, numbered at random, read back.
     #[test]
     fn answers_written_in_place_read_back_whatever_they_hold() {
