@@ -222,7 +222,7 @@ mod tests {
                 buf.filled(n);
                 while let Some(frame) = buf.next_view().unwrap() {
                     match frame.unwrap() {
-                        View::InferRequest(r) => ids.push(r.raw.id().unwrap()),
+                        View::InferRequest(r) => ids.push(r.id),
                         other => panic!("not a request: {other:?}"),
                     }
                 }

@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use baton_net::framing::Outbox;
-use baton_wire::{decode, encode, fb, Limits, Message};
+use baton_wire::message::{view, View};
+use baton_wire::{decode, encode, fb, Kind, Limits, Message, HEADER_LEN};
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
@@ -16,6 +17,22 @@ pub struct WireCosts {
     pub encode_fresh_ns: f64,
     pub encode_reused_ns: f64,
     pub decode_ns: f64,
+    /// A client's request verified and read in place (`message::view`),
+    /// as a frontend reads each.
+    pub view_request_ns: f64,
+}
+
+/// A client's request as the load generator sends them: a model name and
+/// 16 floats.
+pub fn request(id: u64) -> Message {
+    let data: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    Message::InferRequest(fb::InferRequest {
+        id,
+        model: Some("tiny".into()),
+        slo_ns: 5_000_000,
+        inputs: Some(vec![fb::Tensor { name: None, dtype: fb::DType::F32, shape: Some(vec![16]), data: Some(data) }]),
+        ..Default::default()
+    })
 }
 
 /// An ok answer with one 4-float output, as the engine sends them.
@@ -71,5 +88,18 @@ pub fn run(messages: usize) -> WireCosts {
         assert_eq!(&decode(f, &Limits::default()).expect("valid"), m);
     }
     let decode_ns = per(t);
-    WireCosts { messages, encode_fresh_ns, encode_reused_ns, decode_ns }
+
+    let requests: Vec<Vec<u8>> = (0..messages as u64).map(|i| encode(&request(i)).expect("fits")).collect();
+    let limits = Limits::default();
+    let t = Instant::now();
+    let mut ids = 0u64;
+    for f in &requests {
+        match view(Kind::InferRequest, &f[HEADER_LEN..], &limits) {
+            Ok(View::InferRequest(r)) => ids = ids.wrapping_add(r.id),
+            other => panic!("a request views as one: {other:?}"),
+        }
+    }
+    let view_request_ns = per(t);
+    assert_eq!(ids, (0..messages as u64).sum::<u64>());
+    WireCosts { messages, encode_fresh_ns, encode_reused_ns, decode_ns, view_request_ns }
 }

@@ -27,13 +27,23 @@ pub fn decode_stream(mut bytes: &[u8]) -> usize {
                 assert_eq!((h.id, h.model, h.query), (r.id, r.model.as_deref(), r.query.as_deref()));
             }
             let owned = match seen.expect("a message that decodes has a view") {
-                View::InferRequest(r) => fb::InferRequest::try_from(r.raw).map(Message::InferRequest),
+                View::InferRequest(v) => match &m {
+                    Message::InferRequest(r) => {
+                        assert!(crate::request::same(&v, r), "the view is the decoded request: {v:?} {r:?}");
+                        Ok(m.clone())
+                    }
+                    other => panic!("a request decoded as {other:?}"),
+                },
                 View::InferResponse(r) => fb::InferResponse::try_from(r).map(Message::InferResponse),
                 View::Owned(m) => Ok(m),
             };
             let owned = owned.expect("a view of a message that decodes reads");
             assert_eq!(encode(&owned).ok(), encode(&m).ok(), "the view is the decoded message");
             ok += 1;
+        } else if h.kind == crate::Kind::InferRequest {
+            // A request is read in place by its own reader: what it takes,
+            // the decode takes too.
+            assert!(seen.is_err(), "a request that does not decode has no view");
         }
         bytes = &bytes[used..];
     }

@@ -19,6 +19,7 @@ mod answer;
 pub mod frame;
 pub mod fuzzing;
 pub mod message;
+mod request;
 
 pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
 pub use message::{decode, encode, encode_answer_into, encode_into, DecodeError, Limits, Message};

@@ -61,26 +61,23 @@ impl From<fb::InferRequest> for ClientRequest<'static> {
     }
 }
 
-impl<'a> TryFrom<RequestView<'a>> for ClientRequest<'a> {
-    type Error = baton_wire::ReadError;
-
-    /// A request read in place. The frame was verified when it was split
-    /// off the stream (`baton_wire::message::view`), which kept its
-    /// strings and first tensor; only its scalars are read here.
-    fn try_from(v: RequestView<'a>) -> Result<Self, baton_wire::ReadError> {
-        let r = v.raw;
+impl<'a> From<RequestView<'a>> for ClientRequest<'a> {
+    /// A request read in place. The frame was verified and read when it
+    /// was split off the stream (`baton_wire::message::view`): nothing is
+    /// left to fail here.
+    fn from(v: RequestView<'a>) -> Self {
         let input = v.first.map(|t| Input { dtype: t.dtype, elements: t.elements, data: Cow::Borrowed(t.data) });
-        Ok(ClientRequest {
-            id: r.id()?,
+        ClientRequest {
+            id: v.id,
             model: v.model.map(Cow::Borrowed),
             query: v.query.map(Cow::Borrowed),
-            app: r.app()?,
+            app: v.app,
             app_name: v.app_name.map(Cow::Borrowed),
-            slo_ns: r.slo_ns()?,
-            path_ns: r.path_ns()?,
+            slo_ns: v.slo_ns,
+            path_ns: v.path_ns,
             tensors: v.tensors,
             input,
-        })
+        }
     }
 }
 
@@ -124,7 +121,7 @@ mod tests {
         };
         let owned = ClientRequest::from(owned);
         let borrowed = match view(Kind::InferRequest, payload, &Limits::default()) {
-            Ok(baton_wire::message::View::InferRequest(r)) => ClientRequest::try_from(r).expect("verified"),
+            Ok(baton_wire::message::View::InferRequest(r)) => ClientRequest::from(r),
             other => panic!("a request's view: {other:?}"),
         };
         assert_eq!(format!("{owned:?}"), format!("{borrowed:?}"));
@@ -141,7 +138,7 @@ mod tests {
         (t.shape, t.data) = (Some(vec![i64::MAX, 2, 0]), Some(Vec::new()));
         let frame = encode(&Message::InferRequest(r.clone())).expect("fits a frame");
         let borrowed = match view(Kind::InferRequest, &frame[HEADER_LEN..], &Limits::default()) {
-            Ok(baton_wire::message::View::InferRequest(v)) => ClientRequest::try_from(v).expect("verified"),
+            Ok(baton_wire::message::View::InferRequest(v)) => ClientRequest::from(v),
             other => panic!("a request's view: {other:?}"),
         };
         assert_eq!(borrowed.input.and_then(|i| i.elements), None);

@@ -188,13 +188,7 @@ impl Shard {
     fn on_frame(&mut self, now: Nanos, conn: &Conn, id: ConnId, msg: View<'_>, table: &ModelTable) {
         match msg {
             View::InferRequest(req) => {
-                let mut req = match ClientRequest::try_from(req) {
-                    Ok(req) => req,
-                    Err(e) => {
-                        self.bad_frames += 1;
-                        return send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
-                    }
-                };
+                let mut req = ClientRequest::from(req);
                 let admitted = self.fe.admit_to_scheduler(now, id, &mut req, table);
                 match admitted {
                     Ok(meta) => self.outbound.arrivals.push_back(ShardMsg::env(meta)),
