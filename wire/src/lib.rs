@@ -28,6 +28,18 @@ pub use planus::Builder;
 /// What reading a field of a `View` in place can fail with.
 pub use planus::Error as ReadError;
 
+/// A deterministic xorshift sequence from `seed` (non-zero), for the
+/// tests' random messages.
+#[cfg(test)]
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 /// A client's string as quoted back in an error: at most 64 characters,
 /// so an answer stays small whatever the request carried.
 pub fn clip(s: &str) -> &str {

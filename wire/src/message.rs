@@ -663,13 +663,7 @@ mod tests {
     /// Answers of every kind of content, numbered at random, read back.
     #[test]
     fn answers_written_in_place_read_back_whatever_they_hold() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..2_000 {
             let mut r = next();
             let mut bit = || {

@@ -242,7 +242,8 @@ mod tests {
         let text = |m: u64| "aé.".repeat((m % 4) as usize);
         let tensor = |m: u64| {
             let dtype = fb::DType::ENUM_VALUES[(m % 6) as usize];
-            let dims: Vec<i64> = (0..m % 5).map(|d| ((m >> (8 + d)) % 3) as i64 - i64::from(m.is_multiple_of(97))).collect();
+            let dims: Vec<i64> =
+                (0..m % 5).map(|d| ((m >> (8 + d)) % 3) as i64 - i64::from(m.is_multiple_of(97))).collect();
             let elems: i64 = dims.iter().product();
             // Mostly consistent with the shape; now and then not.
             let len = (elems.max(0) as usize) * dtype_bytes(dtype) as usize + usize::from(m.is_multiple_of(13));
@@ -269,13 +270,7 @@ mod tests {
     /// at every length: the reader and planus's decode agree on all.
     #[test]
     fn the_reader_agrees_with_planus_on_requests_and_their_corruptions() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut read, mut corrupted_read, mut with_tensors) = (0, 0, 0);
         for _ in 0..400 {
             let r = random_request(&mut next);
@@ -307,17 +302,10 @@ mod tests {
     /// reader, and it refuses what planus refuses.
     #[test]
     fn garbage_never_panics_and_is_refused_as_planus_refuses_it() {
-        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = crate::xorshift(0x1234_5678_9abc_def1);
         for len in 0..200 {
-            let p: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    // Small values: offsets that land inside the payload.
-                    (x % 24) as u8
-                })
-                .collect();
+            // Small values: offsets that land inside the payload.
+            let p: Vec<u8> = (0..len).map(|_| (next() % 24) as u8).collect();
             agrees(&p);
         }
     }
