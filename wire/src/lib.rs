@@ -3,6 +3,10 @@
 //! **Owns:** the flatbuffers schema (`schema/baton.fbs`), its generated
 //! bindings (planus, in `build.rs`), framing (length + kind, `frame`), and
 //! decoding with verification and limits into typed messages (`message`).
+//! The two messages a frontend handles once per request are done by hand,
+//! without planus: a client's request read in place (`request`, accepting
+//! what planus's verifying decode accepts) and its answer written in place
+//! (`answer`, reading back as planus's writer's does).
 //!
 //! **Is not:** a transport (that is `baton-net`): it turns bytes into
 //! verified messages and back, nothing more. Bytes from the network never
