@@ -103,17 +103,22 @@ extern "C" __global__ void layernorm(const float* x, float* y, int d) {
     for (int i = threadIdx.x; i < d; i += blockDim.x) o[i] = (r[i] - mean) * inv;
 }
 
+// One block's row r of n, in place: softmax over its first len (1 <= len
+// <= n), zeros past them.
+__device__ void softmax_row(float* r, int len, int n, float* sh) {
+    float m = NEG_INF;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) m = fmaxf(m, r[i]);
+    m = block_reduce(m, sh, true);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) { float e = expf(r[i] - m); r[i] = e; s += e; }
+    float inv = 1.0f / block_reduce(s, sh, false);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] = i < len ? r[i] * inv : 0.0f;
+}
+
 // One block per row of n, in place: x = exp(x - max) / sum.
 extern "C" __global__ void softmax(float* x, int n) {
     __shared__ float sh[32];
-    float* r = x + (long long)blockIdx.x * n;
-    float m = NEG_INF;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, r[i]);
-    m = block_reduce(m, sh, true);
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) { float e = expf(r[i] - m); r[i] = e; s += e; }
-    float inv = 1.0f / block_reduce(s, sh, false);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] *= inv;
+    softmax_row(x + (long long)blockIdx.x * n, n, n, sh);
 }
 
 // A token's length or id read from an input float: a whole number in
@@ -142,15 +147,8 @@ extern "C" __global__ void embed(const float* in, const float* emb, const float*
 // of its input (inputs of 1 + seq floats, clamped to [1, n]).
 extern "C" __global__ void softmax_masked(float* x, int n, const float* in, int seq, int per_seq) {
     __shared__ float sh[32];
-    float* r = x + (long long)blockIdx.x * n;
     int len = clamp_index(in[(long long)(blockIdx.x / per_seq) * (1 + seq)], 1, n);
-    float m = NEG_INF;
-    for (int i = threadIdx.x; i < len; i += blockDim.x) m = fmaxf(m, r[i]);
-    m = block_reduce(m, sh, true);
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < len; i += blockDim.x) { float e = expf(r[i] - m); r[i] = e; s += e; }
-    float inv = 1.0f / block_reduce(s, sh, false);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) r[i] = i < len ? r[i] * inv : 0.0f;
+    softmax_row(x + (long long)blockIdx.x * n, len, n, sh);
 }
 
 // Does nothing: a mark in a profiler's kernel list (`mem_util.rs`).
