@@ -189,7 +189,7 @@ pub struct Throughput {
 }
 
 fn sustained(r: &LoadReport) -> bool {
-    r.unanswered == 0 && r.duplicates == 0 && r.bad_rate <= 0.01 && r.max_send_lag_ms < 50.0
+    r.meets_slos() && r.max_send_lag_ms < 50.0
 }
 
 pub fn throughput(start_rps: f64, secs: f64, bisect_steps: usize) -> Throughput {

@@ -1,10 +1,9 @@
 //! Goodput as the papers define it: the highest rate at which at most 1%
 //! of requests are bad (late, dropped or failed) as the client sees them,
-//! found by search — one fresh engine and one load run per probe
+//! for every model and query alike (Symphony's definition, the one `baton
+//! sim --find-goodput` applies), found by search — one fresh engine and one load run per probe
 //! (`baton demo --find-goodput`, perf's `engine_bench` and the harnesses
 //! built on it).
-
-use baton_sched::sim::BAD_RATE_LIMIT;
 
 use crate::load::LoadReport;
 
@@ -12,10 +11,10 @@ use crate::load::LoadReport;
 /// bracket within 1% of its upper end.
 pub const GOODPUT_TOLERANCE: f64 = 0.01;
 
-/// A probe that counts toward goodput: at most 1% bad, every request
-/// answered exactly once.
+/// A probe that counts toward goodput: at most 1% bad for every model
+/// and query, every request answered exactly once (`LoadReport::meets_slos`).
 pub fn passes(r: &LoadReport) -> bool {
-    r.bad_rate <= BAD_RATE_LIMIT && r.duplicates == 0 && r.unanswered == 0
+    r.meets_slos()
 }
 
 /// The engine's goodput: the highest rate at which `run(rate)` passes, by

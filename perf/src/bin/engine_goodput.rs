@@ -3,8 +3,8 @@
 //!
 //! For each file: the simulator's goodput (search, the file's policy and
 //! seed), then the engine's, found the same way from the client's side
-//! (`engine_bench::engine_goodput`: the highest rate at <= 1% bad — for a
-//! query scenario, bad queries), each probe served for S seconds (default:
+//! (`engine_bench::engine_goodput`: the highest rate at which every model's
+//! and every query's requests are at most 1% bad), each probe served for S seconds (default:
 //! the file's duration), at most N probes (default 8). Prints one line per
 //! file with the ratio and the run at the simulator's rate (exactly-once
 //! counts, the engine's time beyond its plan in four parts, drops). Check `uptime` first: the engine needs both cores.
@@ -43,7 +43,7 @@ fn main() {
             engine / sim
         );
         println!(
-            "  engine at the sim's rate: sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}, bad rate {:.4}; held at stop {}",
+            "  engine at the sim's rate: sent {} ok {} late {} dropped {} errors {} unanswered {} duplicates {}, bad rate {:.4} (worst model or query {:.4}); held at stop {}",
             at_sim.sent,
             at_sim.ok,
             at_sim.late,
@@ -52,6 +52,7 @@ fn main() {
             at_sim.unanswered,
             at_sim.duplicates,
             at_sim.bad_rate,
+            at_sim.worst_bad_rate(),
             report.held_at_stop
         );
         println!("  {}", one_line(&at_sim.overhead));
