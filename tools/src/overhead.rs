@@ -152,6 +152,10 @@ impl Overhead {
 
 /// `p50 / p99 / p99.9` of each part on one line, microseconds.
 pub fn one_line(r: &OverheadReport) -> String {
+    if r.count == 0 {
+        // A query's answer spans many batches and carries none's timing.
+        return "engine overhead: not measured (no answer carried a batch's timing)".into();
+    }
     let part = |name: &str, p: &PartStats| format!("{name} {:.0}/{:.0}/{:.0}", p.p50_us, p.p99_us, p.p999_us);
     format!(
         "engine overhead p50/p99/p99.9 µs: {}  {}  {}  {}  (ingress until read {:.0}/{:.0}/{:.0}, after {:.0}/{:.0}/{:.0})",
