@@ -73,11 +73,25 @@ def query(r, name):
     return s + '[policy]\nname = "nexus"\n'
 
 
+def solo_ms(profiles):
+    """Each profiled model's latency alone at batch 1 on a whole GPU, ms."""
+    out = {}
+    for line in open(os.path.join(profiles, "inference.csv")):
+        w = line.strip().split(",")
+        if len(w) >= 7 and w[1] == "1" and w[2] == "100":
+            out[w[0]] = 1000 * float(w[6])
+    return out
+
+
 def partitions(r, name, profiles):
+    solo = solo_ms(profiles)
     s = head(r, name, r.randint(2, 6), f'partition_profiles = "{profiles}"\n')
     for m in range(r.randint(2, 5)):
-        s += (f'[[models]]\nname = "g{m}"\nprofile = "{r.choice(PROFILED)}"\nslo_ms = {r.uniform(20, 80):.1f}\n'
-              f'weight = {r.uniform(0.3, 2):.2f}\n\n')
+        # Nexus's duty cycle needs a batch within half the SLO: 3-8 times
+        # the model alone leaves room for batches.
+        profile = r.choice(PROFILED)
+        s += (f'[[models]]\nname = "g{m}"\nprofile = "{profile}"\n'
+              f'slo_ms = {solo[profile] * r.uniform(3, 8):.1f}\nweight = {r.uniform(0.3, 2):.2f}\n\n')
     return s + f'[policy]\nname = "{r.choice(PARTITIONS)}"\n'
 
 

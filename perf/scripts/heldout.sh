@@ -22,3 +22,4 @@ echo "$out"
 echo "## summary: engine goodput / simulator goodput"
 grep -oE '^[^ ]+ / [^:]+: sim goodput [0-9.]+ r/s, engine goodput [0-9.]+ r/s \(ratio [0-9.]+' <<< "$out" |
   sed -E 's/ r\/s, engine goodput / -> /; s/ r\/s \(ratio / ratio /; s/sim goodput //'
+grep -E 'the engine not run' <<< "$out" || true

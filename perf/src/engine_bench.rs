@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use baton_core::runtime::auth::ClusterKey;
-use baton_core::runtime::{start, start_role, EngineConfig, EngineReport, RoleSpec};
+use baton_core::runtime::{start, start_role, EngineConfig, EngineError, EngineReport, RoleSpec};
 use baton_sched::sim::{find_goodput, run as simulate};
 use baton_sched::Scenario;
 pub use baton_tools::goodput::{engine_goodput, passes, search_rate, GOODPUT_TOLERANCE};
@@ -81,9 +81,31 @@ fn local(rate: f64) -> EngineConfig {
 /// One engine configured as `cfg` (its `plan_rate_rps` the offered rate),
 /// one load run.
 fn serve_config_and_load(s: &Scenario, cfg: &EngineConfig, secs: f64, spin: bool) -> (LoadReport, EngineReport) {
-    let engine = start(s, s.policy, cfg).unwrap_or_else(|e| panic!("{e}"));
+    try_serve_config_and_load(s, cfg, secs, spin).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn try_serve_config_and_load(
+    s: &Scenario,
+    cfg: &EngineConfig,
+    secs: f64,
+    spin: bool,
+) -> Result<(LoadReport, EngineReport), EngineError> {
+    let engine = start(s, s.policy, cfg)?;
     let r = drive(s, engine.addr, cfg.plan_rate_rps, secs, cfg.input_floats, spin);
-    (r, engine.shutdown())
+    Ok((r, engine.shutdown()))
+}
+
+/// A goodput search's probe at `rate`: what the generator saw, or — where
+/// the engine refuses to serve the file at that rate (a partition plan
+/// that fits nothing there) — a probe that fails, the reason on stderr.
+pub fn probe(s: &Scenario, rate: f64, secs: f64) -> LoadReport {
+    match try_serve_config_and_load(s, &local(rate), secs, false) {
+        Ok((r, _)) => r,
+        Err(e) => {
+            eprintln!("  probe at {rate:.1} r/s: {e}");
+            LoadReport { bad_rate: 1.0, ..Default::default() }
+        }
+    }
 }
 
 /// The busy-poll budget of the run at half the sustained rate that trades
@@ -155,7 +177,7 @@ pub fn table4(secs: f64, probes: usize) -> EndToEnd {
     s.duration = (secs * 1e9) as u64;
     let rate = sim_goodput(&s);
     let sim = simulate(&s, s.policy, rate);
-    let (engine_goodput_rps, goodput_probes) = engine_goodput(rate, probes, &|r| serve_and_load(&s, r, secs).0);
+    let (engine_goodput_rps, goodput_probes) = engine_goodput(rate, probes, &|r| probe(&s, r, secs));
     let (engine, report) = serve_and_load(&s, rate, secs);
     eprintln!("the roles as separate executors over TCP:");
     let (roles_goodput_rps, roles_goodput_probes) = engine_goodput(rate, probes, &|r| roles_and_load(&s, r, secs));

@@ -1,9 +1,9 @@
 //! Goodput as the papers define it: the highest rate at which at most 1%
 //! of requests are bad (late, dropped or failed) as the client sees them,
 //! for every model and query alike (Symphony's definition, the one `baton
-//! sim --find-goodput` applies), found by search — one fresh engine and one load run per probe
-//! (`baton demo --find-goodput`, perf's `engine_bench` and the harnesses
-//! built on it).
+//! sim --find-goodput` applies), found by search — one fresh engine and
+//! one load run per probe (`baton demo --find-goodput`, perf's
+//! `engine_bench` and the harnesses built on it).
 
 use crate::load::LoadReport;
 

@@ -232,6 +232,14 @@ pub struct Planned {
     pub work: Option<f32>,
 }
 
+impl Planned {
+    /// Its target's index among `models` models, then the queries: the
+    /// order of a run's SLOs and of `LoadReport::targets`.
+    fn target(&self, models: usize) -> usize {
+        self.query.map_or(self.model as usize, |q| models + q as usize)
+    }
+}
+
 /// The requests of one run of `length` (warm-up included), in time order:
 /// the simulator's arrivals, and each request's app and work drawn as the
 /// simulator draws them.
@@ -376,8 +384,8 @@ impl Tally {
         let (status, timing, subnet, accuracy) =
             (r.status()?, r.timing()?.map(fb::Timing::from), r.subnet()?, r.accuracy()?);
         let (drop_reason, error_code, stage) = (r.drop_reason()?, r.error_code()?, r.stage()?);
-        let Some(&Planned { at, model, query, .. }) = shared.schedule.get(id) else { return Ok(()) };
-        let target = query.map_or(model as usize, |q| shared.models + q as usize);
+        let Some(planned) = shared.schedule.get(id) else { return Ok(()) };
+        let (at, target) = (planned.at, planned.target(shared.models));
         let slo = shared.slo[target];
         if shared.answered[id].fetch_add(1, Ordering::Relaxed) > 0 {
             self.duplicates += 1;
@@ -596,7 +604,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     }
     let mut sent_by_target = vec![0u64; shared.slo.len()];
     for p in &shared.schedule[warmup_sent as usize..] {
-        sent_by_target[p.query.map_or(p.model as usize, |q| shared.models + q as usize)] += 1;
+        sent_by_target[p.target(shared.models)] += 1;
     }
     let targets = names
         .iter()
@@ -661,7 +669,7 @@ pub fn print(r: &LoadReport) {
     println!("in SLO {:.1} r/s  bad rate {:.4}", r.goodput_rps, r.bad_rate);
     if r.targets.iter().filter(|t| t.sent > 0).count() > 1 {
         let each: Vec<String> = r.targets.iter().map(|t| format!("{} {:.4}", t.name, t.bad_rate)).collect();
-        println!("bad rate by model: {}  (worst {:.4})", each.join("  "), r.worst_bad_rate());
+        println!("bad rate by model or query: {}  (worst {:.4})", each.join("  "), r.worst_bad_rate());
     }
     println!("latency p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms", r.p50_ms, r.p99_ms, r.p999_ms);
     if r.dropped + r.errors > 0 {

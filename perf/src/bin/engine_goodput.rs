@@ -4,12 +4,15 @@
 //! For each file: the simulator's goodput (search, the file's policy and
 //! seed), then the engine's, found the same way from the client's side
 //! (`engine_bench::engine_goodput`: the highest rate at which every model's
-//! and every query's requests are at most 1% bad), each probe served for S seconds (default:
-//! the file's duration), at most N probes (default 8). Prints one line per
-//! file with the ratio and the run at the simulator's rate (exactly-once
-//! counts, the engine's time beyond its plan in four parts, drops). Check `uptime` first: the engine needs both cores.
+//! and every query's requests are at most 1% bad), each probe served for S
+//! seconds (default: the file's duration), at most N probes (default 8); a
+//! probe at a rate the engine refuses to serve (a partition plan that fits
+//! nothing there) fails. Prints one line per file with the ratio and the
+//! run at the simulator's rate (exactly-once counts, the worst model's bad
+//! rate, the engine's time beyond its plan in four parts, drops). Check
+//! `uptime` first: the engine needs both cores.
 
-use baton_perf::engine_bench::{engine_goodput, serve_and_load, sim_goodput};
+use baton_perf::engine_bench::{engine_goodput, probe, serve_and_load, sim_goodput};
 use baton_perf::overhead::one_line;
 use baton_perf::report::load_scenario;
 
@@ -34,7 +37,16 @@ fn main() {
         let secs = flag("--secs").unwrap_or(s.duration as f64 / 1e9);
         s.duration = (secs * 1e9) as u64;
         let sim = sim_goodput(&s);
-        let (engine, tried) = engine_goodput(sim, probes, &|r| serve_and_load(&s, r, secs).0);
+        if sim < 1.0 {
+            // Below a request a second nothing is sent: no rate passes.
+            println!(
+                "{} / {}: sim goodput {sim:.1} r/s: no rate the simulator serves; the engine not run",
+                s.name,
+                s.policy.as_str()
+            );
+            continue;
+        }
+        let (engine, tried) = engine_goodput(sim, probes, &|r| probe(&s, r, secs));
         let (at_sim, report) = serve_and_load(&s, sim, secs);
         println!(
             "{} / {}: sim goodput {sim:.1} r/s, engine goodput {engine:.1} r/s (ratio {:.3}; probes {tried:?})",

@@ -7,7 +7,7 @@
 //! `cargo run --release -p baton-perf --bin engine_prefix -- [--secs S] [--probes N] [K..]`.
 //! Check `uptime` first: the engine needs both cores.
 
-use baton_perf::engine_bench::{engine_goodput, serve_and_load, sim_goodput};
+use baton_perf::engine_bench::{engine_goodput, probe, sim_goodput};
 use baton_perf::nexus_bench::game_text;
 use baton_sched::{PolicyKind, Scenario};
 
@@ -37,7 +37,7 @@ fn main() {
         let goodputs = |s: &Scenario| {
             let sim = sim_goodput(s);
             let engine = match sim > 0.0 {
-                true => engine_goodput(sim, probes, &|r| serve_and_load(s, r, secs).0).0,
+                true => engine_goodput(sim, probes, &|r| probe(s, r, secs)).0,
                 false => 0.0,
             };
             (sim, engine)
