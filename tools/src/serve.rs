@@ -411,10 +411,10 @@ pub struct DemoArgs {
     /// Aggregate offered rate (default: the file's rate_rps).
     #[arg(long, conflicts_with = "find_goodput")]
     rate: Option<f64>,
-    /// Find the engine's goodput by search (the highest rate at <= 1% bad
-    /// as the client sees it; a fresh engine and a run of `--duration` per
-    /// probe) beside the simulator's on the same file and seed, then run
-    /// at the simulator's.
+    /// Find the engine's goodput by search (the highest rate at which each
+    /// model's and query's requests are at most 1% bad as the client sees
+    /// them; a fresh engine and a run of `--duration` per probe) beside the
+    /// simulator's on the same file and seed, then run at the simulator's.
     #[arg(long)]
     find_goodput: bool,
     /// Probes the engine's goodput search runs at most.
