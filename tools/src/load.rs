@@ -30,6 +30,8 @@ mod drive;
 
 /// How early a request may go out with an earlier one (one OS sleep's slop).
 const EARLY: Nanos = 50_000;
+/// How long after the threads are started the run's clock starts.
+const START_AFTER: Duration = Duration::from_millis(20);
 
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -508,10 +510,16 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
             t
         })
         .collect();
-    let start_unix_ns =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    // The clock starts once every generator thread is up (`drive` waits
+    // for it): a thread that came up after the first requests were due
+    // would send them at once, a clump the simulator never sees (measured:
+    // the first five requests of a 15,500 r/s uniform run reached the
+    // scheduler together, and a policy on its cliff never recovered).
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| (d + START_AFTER).as_nanos() as u64);
     let shared = Shared {
-        start: Instant::now(),
+        start: Instant::now() + START_AFTER,
         start_unix_ns,
         sent,
         schedule,

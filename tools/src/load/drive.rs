@@ -78,6 +78,9 @@ pub fn drive(plan: &Plan<'_>, shared: &Shared, mut conns: Vec<Conn>, mut t: Tall
     // One request, refilled for each: nothing allocated per request.
     let mut msg = Message::InferRequest(fb::InferRequest::default());
     let clock = || shared.start.elapsed().as_nanos() as Nanos;
+    if let Some(until_start) = shared.start.checked_duration_since(std::time::Instant::now()) {
+        std::thread::sleep(until_start);
+    }
     // Requests due within `early` go out together (latency still counts
     // from their scheduled time): a sleeping generator wakes that late
     // anyway; a spinning one sends what is due when it comes round.
