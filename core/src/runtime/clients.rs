@@ -574,6 +574,10 @@ impl Generator {
                 self.parts.busy += done - now;
                 done
             });
+            if lead.again(link.pending()) {
+                parked = None;
+                continue;
+            }
             let pending = || link.pending() || shards.pending();
             parked = lead.end_round(&mut rhythm, clock, round, pending).await;
         }

@@ -518,6 +518,9 @@ pub async fn run(
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
         hosted.round(&mut round);
         shard.borrow_mut().publish_tally(!round.busy);
+        if lead.again(link.pending()) {
+            continue;
+        }
         let has_work =
             || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
         lead.end_round(&mut rhythm, &clock, round, has_work).await;

@@ -16,6 +16,14 @@
 //! wake run) once `TURN_EVERY` has passed since its last turn or park —
 //! but not within the lead of a due timer, which a turn could overshoot,
 //! unless `MAX_STALE` has passed: sockets wait at most that long.
+//!
+//! A front shard that hosts scheduler-side shards (`Hosting`) takes what
+//! they just sent it at once, in another round before its round's end
+//! (`again`): a backend's fetch of its batch's inputs and the frontend's
+//! reply then cross in rounds of one loop, not in turns of the reactor
+//! between them (measured on glet-game at 16,300 r/s, three runs each:
+//! start lag p50 18–20 -> 12–14 µs, completion p50 13–14 -> 7–9 µs). At
+//! most `QUICK_ROUNDS` go in a row, so sockets still get their turns.
 
 use std::time::Duration;
 
@@ -39,17 +47,22 @@ const DECAY: u32 = 64;
 const TURN_EVERY: Nanos = 20_000;
 /// The longest a shard goes on without a turn.
 const MAX_STALE: Nanos = 50_000;
+/// Rounds a front shard goes on in a row, without its round's end,
+/// while its hosted shards keep sending it messages.
+const QUICK_ROUNDS: u32 = 4;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Lead {
     lead: Duration,
     /// When the shard last turned through its reactor or parked.
     turned: Nanos,
+    /// Rounds gone on in a row without a round's end (`again`).
+    quick: u32,
 }
 
 impl Default for Lead {
     fn default() -> Self {
-        Self { lead: MIN_LEAD, turned: 0 }
+        Self { lead: MIN_LEAD, turned: 0, quick: 0 }
     }
 }
 
@@ -57,6 +70,15 @@ impl Lead {
     /// Whether a timer `until` away is too close to sleep for.
     pub fn imminent(&self, until: Option<Duration>) -> bool {
         until.is_some_and(|d| d <= self.lead)
+    }
+
+    /// Whether a front shard whose hosted shards left it messages
+    /// (`pending`) runs another round at once instead of ending this one
+    /// (see the top of the file).
+    pub fn again(&mut self, pending: bool) -> bool {
+        let again = pending && self.quick < QUICK_ROUNDS;
+        self.quick = if again { self.quick + 1 } else { 0 };
+        again
     }
 
     /// Ends a pump's `round`: yields while busy or within the lead of the
@@ -119,12 +141,23 @@ mod tests {
 
     #[test]
     fn a_shard_turns_every_so_often_but_not_within_the_lead_until_it_is_stale() {
-        let l = Lead { lead: Duration::from_micros(100), turned: 1_000_000 };
+        let l = Lead { lead: Duration::from_micros(100), turned: 1_000_000, quick: 0 };
         let far = Some(Duration::from_millis(1));
         let close = Some(Duration::from_micros(100));
         assert!(!l.turns(1_000_000 + TURN_EVERY - 1, far), "not yet");
         assert!(l.turns(1_000_000 + TURN_EVERY, far) && l.turns(1_000_000 + TURN_EVERY, None));
         assert!(!l.turns(1_000_000 + TURN_EVERY, close), "a timer within the lead is spun for");
         assert!(l.turns(1_000_000 + MAX_STALE, close), "but not for longer than MAX_STALE");
+    }
+
+    #[test]
+    fn a_front_shard_goes_on_while_messages_wait_but_not_forever() {
+        let mut l = Lead::default();
+        assert!(!l.again(false), "nothing waits: the round ends");
+        for _ in 0..QUICK_ROUNDS {
+            assert!(l.again(true));
+        }
+        assert!(!l.again(true), "QUICK_ROUNDS in a row, then the round ends");
+        assert!(l.again(true), "and the count starts over");
     }
 }
