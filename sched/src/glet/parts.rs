@@ -26,7 +26,7 @@
 //! A node planned next to a known sibling can break when a session is
 //! later merged into that sibling; merges check both sides (`spatial.rs`).
 
-use super::oracle::{PartitionData, MAX_PARTITION_BATCH};
+use super::oracle::{bucket, PartitionData, MAX_PARTITION_BATCH};
 use super::planner::Demand;
 use super::profiles::{BATCHES, PARTITIONS};
 use crate::nexus::{BackendPlan, PlannedSession};
@@ -168,7 +168,7 @@ impl<'a> Planning<'a> {
                     // up; every one for a single session (module doc).
                     let top = match n.sessions.len() {
                         1 => BATCHES.len() - 1,
-                        _ => BATCHES.iter().position(|&x| x >= s.batch).unwrap_or(BATCHES.len() - 1),
+                        _ => bucket(s.batch),
                     };
                     for &ob in &BATCHES[..=top] {
                         f = f.max(self.data.factor(model, b, percent, other, ob));
@@ -178,8 +178,7 @@ impl<'a> Planning<'a> {
             }
             None => {
                 let pi = PARTITIONS.iter().position(|&p| p == percent).expect("planned sizes are measured sizes");
-                let bi = BATCHES.iter().position(|&x| x >= b).unwrap_or(BATCHES.len() - 1);
-                self.worst[d][pi][bi]
+                self.worst[d][pi][bucket(b)]
             }
         }
     }
@@ -196,10 +195,13 @@ impl<'a> Planning<'a> {
     /// the runtime see it: `L(b, p) * f`, made non-decreasing in b.
     pub fn profile(&self, parts: &[PlannedPart], i: usize, d: usize) -> Option<Profile> {
         let model = self.demands[d].model;
-        let mut t = Vec::with_capacity(MAX_PARTITION_BATCH as usize);
-        for b in 1..=MAX_PARTITION_BATCH {
-            let solo = self.data.solo(model, b, parts[i].percent)?;
-            let l = (solo as f64 * self.factor(parts, i, d, b)).round() as Nanos;
+        // A factor depends on the batch only through the measured size it
+        // rounds up to: one for each.
+        let solo = self.data.solo_table(model, parts[i].percent)?;
+        let factors = BATCHES.map(|b| self.factor(parts, i, d, b));
+        let mut t = Vec::with_capacity(solo.len());
+        for (b, &l) in (1..).zip(solo) {
+            let l = (l as f64 * factors[bucket(b)]).round() as Nanos;
             t.push(l.max(t.last().copied().unwrap_or(0)));
         }
         Profile::table(t).ok()
