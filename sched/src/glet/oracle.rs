@@ -21,10 +21,11 @@
 //! Factors are looked up, not worked out: every (model, batch rounded up,
 //! partition below 100%, co-model, co-batch rounded up) the profiles name
 //! is computed once, when the data is built, into a dense table (for five
-//! models, 6,125 factors). The planners ask for millions (one glet plan of
-//! three models on four GPUs asked ~130,000, 90% of its 40 ms in the
-//! five map lookups each took), and the engine plans on its scheduler's
-//! shard, so a re-plan stalls every request for as long as it takes.
+//! models, 6,125 factors). The planners ask for a great many (one glet
+//! plan of three models on four GPUs took 29–45 ms, 90% of it in the map
+//! lookups of working factors out), and the engine plans on its
+//! scheduler's shard, so a re-plan stalls every request for as long as it
+//! takes (`perf/src/bin/glet_replan.rs`).
 
 use std::collections::BTreeMap;
 
