@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 use baton_perf::load_scenario;
 use baton_sched::build::serving;
 use baton_sched::glet::{plan_for_gpus, Demand, Planner};
-use baton_sched::PolicyKind;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [file, rate] = &args[..] else { return Err("usage: glet_replan FILE RATE".into()) };
     let rate: f64 = rate.parse().map_err(|e| format!("RATE: {e}"))?;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("RATE: a positive rate in requests/s, got {rate}"));
+    }
     let scenario = load_scenario(std::path::Path::new(file))?;
-    let planner = Planner::of(scenario.policy).or(Planner::of(PolicyKind::Glet)).expect("glet plans");
+    let planner = Planner::of(scenario.policy).unwrap_or(Planner::Glet);
     let serving = serving(planner, &scenario, rate)?;
     let gpus = scenario.cluster.backends as usize;
     for scale in [0.5, 0.8, 1.0, 1.2, 1.5] {

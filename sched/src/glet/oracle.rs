@@ -52,10 +52,17 @@ pub struct PartitionData {
 }
 
 /// Slowdown factors in one dense table.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 struct Factors {
     models: usize,
     table: Vec<f64>,
+}
+
+impl std::fmt::Debug for Factors {
+    /// Its size, not its thousands of numbers (they follow from the data).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Factors {{ models: {}, {} factors }}", self.models, self.table.len())
+    }
 }
 
 /// Partition sizes that have a sibling: every measured one below 100%.
