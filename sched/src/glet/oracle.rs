@@ -22,7 +22,7 @@
 //! partition below 100%, co-model, co-batch rounded up) the profiles name
 //! is computed once, when the data is built, into a dense table (for five
 //! models, 6,125 factors). The planners ask for a great many (one glet
-//! plan of three models on four GPUs took 29–45 ms, 90% of it in the map
+//! plan of three models on four GPUs took 28–45 ms, 90% of it in the map
 //! lookups of working factors out), and the engine plans on its
 //! scheduler's shard, so a re-plan stalls every request for as long as it
 //! takes (`perf/src/bin/glet_replan.rs`).
