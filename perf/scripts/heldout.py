@@ -8,8 +8,11 @@ engine's goodput beside the simulator's on each.
 Families (PER_FAMILY files each, default 2): static models under one of
 the static policies (Symphony and its baselines), Orloj's dynamic model
 with 2-3 applications, a Nexus query tree (chain or fork, DP split), glet's
-partition policies on the measured profiles, and a supernet under
-SuperServe's policies. Profiles, SLOs, GPU counts, arrival processes and
+partition policies on the measured profiles, a supernet under
+SuperServe's policies, a Nexus prefix group (variants sharing a prefix,
+beside models of their own), and a mix that shifts over the run (drawn
+per-minute traces written beside the files) under a policy that re-plans
+every epoch (Nexus, or glet on the measured profiles). Profiles, SLOs, GPU counts, arrival processes and
 seeds are drawn; every SLO leaves room for at least a few batches of the
 slowest model it serves. The same seed writes the same files.
 """
@@ -102,6 +105,58 @@ def supernet(r, name):
     return s + f'[policy]\nname = "{r.choice(SUPERNET)}"\n'
 
 
+def prefix(r, name):
+    s = head(r, name, r.randint(1, 4))
+    pa, pb = r.uniform(0.5, 2), r.uniform(2, 8)
+    sa, sb = r.uniform(0.05, 0.5), r.uniform(0.2, 2)
+    slo = ((pa + sa) * r.randint(8, 24) + pb + sb) * r.uniform(2, 3)
+    s += f'[[prefixes]]\nname = "trunk"\nalpha_ms = {pa:.3f}\nbeta_ms = {pb:.3f}\n\n'
+    for v in range(r.randint(2, 8)):
+        s += (f'[[models]]\nname = "v{v}"\nprefix_of = "trunk"\nalpha_ms = {sa * r.uniform(0.7, 1.3):.3f}\n'
+              f'beta_ms = {sb * r.uniform(0.7, 1.3):.3f}\nslo_ms = {slo:.1f}\nweight = {r.uniform(0.2, 2):.2f}\n'
+              f'arrival = "{arrival(r)}"\n\n')
+    for m in range(r.randint(0, 2)):
+        a, b = r.uniform(0.2, 2), r.uniform(1, 6)
+        s += (f'[[models]]\nname = "own{m}"\nalpha_ms = {a:.3f}\nbeta_ms = {b:.3f}\n'
+              f'slo_ms = {(a * r.randint(8, 24) + b) * r.uniform(2, 3):.1f}\nweight = {r.uniform(0.2, 2):.2f}\n\n')
+    return s + '[policy]\nname = "nexus"\n'
+
+
+def shape(r, path):
+    """A day of per-minute invocations (the Azure schema the traces use):
+    straight lines between 3-6 drawn levels, a 10x swing at most."""
+    knots = sorted(r.sample(range(1, 1439), r.randint(1, 4))) + [1439]
+    levels = [r.uniform(10, 100) for _ in range(len(knots) + 1)]
+    at, row = 0, []
+    for k, (lo, hi) in zip(knots, zip(levels, levels[1:])):
+        n = k - at + (1 if not row else 0)
+        row += [round(lo + (hi - lo) * i / max(n - 1, 1)) for i in range(n)]
+        at = k
+    assert len(row) == 1440, len(row)
+    with open(path, "w") as f:
+        f.write("HashOwner,HashApp,HashFunction,Trigger," + ",".join(str(i + 1) for i in range(1440)) + "\n")
+        f.write("o,a,f,http," + ",".join(str(v) for v in row) + "\n")
+
+
+def epochs(r, name, profiles, out):
+    glet = r.random() < 0.5
+    extra = f'partition_profiles = "{profiles}"\n' if glet else ""
+    s = head(r, name, r.randint(2, 8), extra).replace("duration_s = 6", "duration_s = 8")
+    solo = solo_ms(profiles)
+    for m in range(r.randint(2, 4)):
+        trace = f"{name}-m{m}.csv"
+        shape(r, os.path.join(out, trace))
+        if glet:
+            profile = r.choice(PROFILED)
+            law = f'profile = "{profile}"\nslo_ms = {solo[profile] * r.uniform(3, 8):.1f}\n'
+        else:
+            a, b = r.uniform(0.5, 5), r.uniform(2, 15)
+            law = f'alpha_ms = {a:.3f}\nbeta_ms = {b:.3f}\nslo_ms = {(a * r.randint(4, 16) + b) * r.uniform(1.5, 3):.1f}\n'
+        s += f'[[models]]\nname = "e{m}"\n{law}weight = {r.uniform(0.3, 2):.2f}\narrival = "trace:{trace}"\n\n'
+    policy = r.choice(PARTITIONS[:1] + PARTITIONS[2:]) if glet else "nexus"
+    return s + f'[policy]\nname = "{policy}"\nepoch_s = {r.uniform(0.5, 2.5):.1f}\n'
+
+
 def main():
     seed, out = int(sys.argv[1]), sys.argv[2]
     per = int(sys.argv[3]) if len(sys.argv) > 3 else 2
@@ -109,7 +164,8 @@ def main():
     r = random.Random(seed)
     os.makedirs(out, exist_ok=True)
     makers = [("static", static), ("dynamic", dynamic), ("query", query),
-              ("partitions", lambda r, n: partitions(r, n, os.path.normpath(profiles))), ("supernet", supernet)]
+              ("partitions", lambda r, n: partitions(r, n, os.path.normpath(profiles))), ("supernet", supernet),
+              ("prefix", prefix), ("epochs", lambda r, n: epochs(r, n, os.path.normpath(profiles), out))]
     for family, make in makers:
         for k in range(per):
             name = f"heldout-{seed}-{family}-{k}"

@@ -3,7 +3,8 @@
 #   perf/scripts/heldout.sh SEED [PER_FAMILY] [SECS] [PROBES]
 # writes PER_FAMILY (default 2) random variants of each family the engine
 # serves (heldout.py: static policies, Orloj, Nexus queries, glet
-# partitions, SuperServe supernets) from SEED, then for each file runs
+# partitions, SuperServe supernets, Nexus prefix groups, mixes that shift
+# under a policy that re-plans every epoch) from SEED, then for each file runs
 # `engine_goodput` (the simulator's goodput by search, then the engine's
 # by search from the client's side, SECS s a probe, default 4, at most
 # PROBES probes, default 6, and one run at the simulator's rate). Prints
