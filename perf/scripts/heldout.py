@@ -153,7 +153,7 @@ def epochs(r, name, profiles, out):
             a, b = r.uniform(0.5, 5), r.uniform(2, 15)
             law = f'alpha_ms = {a:.3f}\nbeta_ms = {b:.3f}\nslo_ms = {(a * r.randint(4, 16) + b) * r.uniform(1.5, 3):.1f}\n'
         s += f'[[models]]\nname = "e{m}"\n{law}weight = {r.uniform(0.3, 2):.2f}\narrival = "trace:{trace}"\n\n'
-    policy = r.choice(PARTITIONS[:1] + PARTITIONS[2:]) if glet else "nexus"
+    policy = r.choice(PARTITIONS) if glet else "nexus"
     return s + f'[policy]\nname = "{policy}"\nepoch_s = {r.uniform(0.5, 2.5):.1f}\n'
 
 
