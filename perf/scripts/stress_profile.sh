@@ -14,9 +14,16 @@ stress=$1 rate=$2 file=${3:-perf/scenarios/stress-64.toml}
 data=$(mktemp /tmp/stress-profile.XXXXXX)
 trap 'rm -f "$data" "$data.txt"' EXIT
 taskset -c 0 "$stress" "$file" --gpus 4000 --rates "$rate" --secs 5 --warmup 2 2>/dev/null | grep 'rate ' &
-sleep 5
-pid=$(pgrep -n -f "^$stress ")
-tid=$(ps -L -o tid=,comm= -p "$pid" | awk '$2 ~ /clients-0/ {print $1}' | paste -sd,)
+# The simulator runs first (its time varies with the machine): wait for
+# the engine's thread, then for the warm-up.
+tid= pid=
+for _ in $(seq 120); do
+  sleep 0.5
+  pid=$(pgrep -n -f "^$stress ") || continue
+  tid=$(ps -L -o tid=,comm= -p "$pid" | awk '$2 ~ /clients-0/ {print $1}' | paste -sd,)
+  [ -n "$tid" ] && break
+done
+sleep 2.5
 [ -n "$tid" ] || { echo "stress_profile: no engine thread (baton-clients-0) in process $pid" >&2; exit 1; }
 perf record -q -F 199 --call-graph dwarf,16384 -t "$tid" -o "$data" -- sleep 3 > /dev/null 2>&1
 wait
