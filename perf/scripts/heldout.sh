@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 cargo build -q --release -p baton-perf --bin engine_goodput
 echo "# $(date -u +%F) perf/scripts/heldout.sh $seed $per $secs $probes; uptime: $(uptime | sed 's/.*load/load/')"
 mapfile -t files < <(python3 "$here/heldout.py" "$seed" "$dir" "$per")
-out=$("$here/../../target/release/engine_goodput" "${files[@]}" --secs "$secs" --probes "$probes" 2>/dev/null)
+out=$("$here/../../target/release/engine_goodput" "${files[@]}" --secs "$secs" --probes "$probes" 2>&1)
 echo "$out"
 echo "## summary: engine goodput / simulator goodput"
 grep -oE '^[^ ]+ / [^:]+: sim goodput [0-9.]+ r/s, engine goodput [0-9.]+ r/s \(ratio [0-9.]+' <<< "$out" |

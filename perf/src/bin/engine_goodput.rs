@@ -46,7 +46,11 @@ fn main() {
             );
             continue;
         }
-        let (engine, tried) = engine_goodput(sim, probes, &|r| probe(&s, r, secs));
+        let (engine, tried) = engine_goodput(sim, probes, &|r| {
+            let report = probe(&s, r, secs);
+            eprintln!("  probe {r:.1} r/s: {}", probe_line(&report));
+            report
+        });
         let (at_sim, report) = serve_and_load(&s, sim, secs);
         println!(
             "{} / {}: sim goodput {sim:.1} r/s, engine goodput {engine:.1} r/s (ratio {:.3}; probes {tried:?})",
@@ -75,4 +79,22 @@ fn main() {
             println!("  failed queries by stage: {:?}", at_sim.failed_stages);
         }
     }
+}
+
+/// One probe in a line (stderr): its bad rate, its worst model's, and why.
+fn probe_line(r: &baton_tools::load::LoadReport) -> String {
+    let worst = r.targets.iter().filter(|t| t.sent > 0).max_by(|a, b| a.bad_rate.total_cmp(&b.bad_rate));
+    format!(
+        "bad {:.4} (late {} dropped {} errors {} unanswered {} duplicates {}), worst {} {:.4}, ingress p99.9 {:.0} max {:.0} us",
+        r.bad_rate,
+        r.late,
+        r.dropped,
+        r.errors,
+        r.unanswered,
+        r.duplicates,
+        worst.map_or("-", |t| &t.name),
+        worst.map_or(0.0, |t| t.bad_rate),
+        r.overhead.ingress.p999_us,
+        r.overhead.ingress.max_us,
+    )
 }
