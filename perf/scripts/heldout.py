@@ -12,8 +12,8 @@ partition policies on the measured profiles, a supernet under
 SuperServe's policies, a Nexus prefix group (variants sharing a prefix,
 beside models of their own), and a mix that shifts over the run (drawn
 per-minute traces written beside the files) under a policy that re-plans
-every epoch (Nexus, or glet on the measured profiles). Profiles, SLOs, GPU counts, arrival processes and
-seeds are drawn; every SLO leaves room for at least a few batches of the
+every epoch (Nexus, or a partition policy on the measured profiles).
+Profiles, SLOs, GPU counts, arrival processes and seeds are drawn; every SLO leaves room for at least a few batches of the
 slowest model it serves. The same seed writes the same files.
 """
 import os
