@@ -109,6 +109,40 @@ fn every_shipped_scenario_is_served_by_the_engine() {
     }
 }
 
+/// Files nobody tuned for: `perf/scripts/heldout.py` draws one file of
+/// every family the engine serves (static policies, Orloj, queries,
+/// partitions, supernets, prefix groups, re-planning mixes) for two
+/// seeds; the engine starts on each, answers a request of each model and
+/// query, and stops holding nothing — so the generator's files stay
+/// servable as the engine and the scenario format change.
+#[test]
+fn every_held_out_family_is_served_by_the_engine() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scripts/heldout.py");
+    for seed in [5, 6] {
+        let dir = std::env::temp_dir().join(format!("baton-heldout-{}-{seed}", std::process::id()));
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(seed.to_string())
+            .arg(&dir)
+            .arg("1")
+            .output()
+            .expect("python3 runs (Debian: python3)");
+        assert!(out.status.success(), "heldout.py {seed}: {}", String::from_utf8_lossy(&out.stderr));
+        let files: Vec<&str> = std::str::from_utf8(&out.stdout).expect("paths").lines().collect();
+        assert_eq!(files.len(), 7, "one file a family: {files:?}");
+        for f in files {
+            let s = load_scenario(std::path::Path::new(f)).unwrap_or_else(|e| panic!("{e}"));
+            let cfg = EngineConfig { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+            let e = start(&s, s.policy, &cfg).unwrap_or_else(|err| panic!("{f}: {err}"));
+            let table = ModelTable::for_executor(&s, &cfg.executor, cfg.input_floats).expect("served");
+            one_of_each(e.addr, &s, &table);
+            let r = e.shutdown();
+            assert_eq!((r.held_at_stop, r.frontend.duplicates), (0, 0), "{f}");
+        }
+        std::fs::remove_dir_all(&dir).expect("the files removed");
+    }
+}
+
 #[test]
 fn without_a_gpu_the_cuda_executor_is_refused_with_a_typed_error() {
     if baton_gpu::cuda::open_context(0).is_ok() {
