@@ -6,12 +6,14 @@
 # partitions, SuperServe supernets, Nexus prefix groups, mixes that shift
 # under a policy that re-plans every epoch) from SEED, then for each file runs
 # `engine_goodput` (the simulator's goodput by search, then the engine's
-# by search from the client's side, SECS s a probe, default 4, at most
-# PROBES probes, default 6, and one run at the simulator's rate). Prints
+# by search from the client's side, SECS s a probe, default 8 — with 4, a
+# host stall of a few milliseconds decided the probes of tight-SLO files,
+# results/heldout.txt —, at most PROBES probes, default 6, and one run at
+# the simulator's rate). Prints
 # one summary line per file after the engine_goodput output. Check `uptime`
 # first: the engine needs both cores.
 set -euo pipefail
-seed=$1 per=${2:-2} secs=${3:-4} probes=${4:-6}
+seed=$1 per=${2:-2} secs=${3:-8} probes=${4:-6}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /tmp/heldout.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
