@@ -32,6 +32,13 @@ use baton_tools::faultproxy::{FaultProxy, Faults};
 const SECRET: &str = "the netchaos test's cluster secret";
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The two tests run one at a time: each starts a cluster of processes
+/// that needs the machine's cores, and beside each other on a slow 2-core
+/// machine with a noisy host the sub-cluster test's load saw 1.3 ms
+/// ingress at p50 (24% bad) and the chaos test's client was cut off;
+/// alone, both passed on the same machine minutes later.
+static ONE_CLUSTER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -169,6 +176,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 #[test]
 fn roles_in_namespaces_through_faulty_links_answer_every_request_once() {
+    let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let Some(nss) = namespaces(1, 4) else { return };
     let seed = env("BATON_NETCHAOS_SEED", 9);
     let (secs, faults) = (env("BATON_NETCHAOS_SECS", 15), env("BATON_NETCHAOS_FAULTS", 15));
@@ -309,6 +317,7 @@ fn namespaces(first: u8, last: u8) -> Option<Vec<Netns>> {
 /// it). Every request is answered exactly once.
 #[test]
 fn subclusters_in_namespaces_move_a_model_and_a_gpu_under_load() {
+    let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let Some(nss) = namespaces(11, 15) else { return };
     let (s0, s1, f, rest, mover) = (11u8, 12u8, 13u8, 14u8, 15u8);
     let ns = |i: u8| &nss[usize::from(i - 11)];
