@@ -16,7 +16,7 @@ for rate in "$@"; do
     for side in old new; do
       bin=$old; [ "$side" = new ] && bin=$new
       line=$(taskset -c "$cores" "$bin" "$file" --rates "$rate" --secs "$secs" --warmup "$warm" ${ARGS:-} 2>/dev/null | grep 'rate ')
-      echo "$side rep $rep: $(sed -E 's/ +baton sim bad [0-9.]+//; s/  longest.*batches/  batches/' <<< "$line")"
+      echo "$side rep $rep: $(sed -E 's/ +baton sim bad [0-9.]+//; s/  longest turn part ms:.*loop busy ([0-9.]+) of its core/  busy \1/' <<< "$line")"
     done
   done
 done

@@ -239,16 +239,23 @@ pub fn fill_request(
     let shape = t.shape.get_or_insert_default();
     shape.clear();
     shape.push(floats as i64);
-    input_bytes(t.data.get_or_insert_default(), floats, first);
+    let data = t.data.get_or_insert_default();
+    data.clear();
+    input_bytes(data, floats, first);
 }
 
 /// `buf` becomes the little-endian bytes of `floats` floats 0, 1, 2, ...
-/// whose first is `first` when given.
+/// whose first is `first` when given. `buf` is empty or what an earlier
+/// call left.
 fn input_bytes(buf: &mut Vec<u8>, floats: usize, first: Option<f32>) {
-    buf.clear();
-    buf.extend((0..floats).flat_map(|i| (i as f32).to_le_bytes()));
-    if let (Some(v), Some(x)) = (first, buf.first_chunk_mut::<4>()) {
-        *x = v.to_le_bytes();
+    // The floats 0, 1, 2, ... are written once per length: only the first
+    // one changes from request to request.
+    if buf.len() != floats * 4 {
+        buf.clear();
+        buf.extend((0..floats).flat_map(|i| (i as f32).to_le_bytes()));
+    }
+    if let Some(x) = buf.first_chunk_mut::<4>() {
+        *x = first.unwrap_or(0.0).to_le_bytes();
     }
 }
 
@@ -523,7 +530,7 @@ impl Generator {
         let start = clock.now();
         // When the last measured turn's hosted round ended, and whether it
         // parked: the turn's parts are timed only while requests are due
-        // (after, the loop waits for answers), two clock reads a turn.
+        // (after, the loop waits for answers).
         let (mut rounded, mut parked) = (None, None);
         loop {
             let now = clock.now();
@@ -563,11 +570,13 @@ impl Generator {
                 break;
             }
             let mut round = Round { busy, next: self.arrivals.peek().map(|at| start + at) };
-            let worked = measured.then(|| clock.now());
+            // Three clock reads a turn: its start, the hosted shards' round
+            // and the round's end, which times the turn's parts too.
+            let worked = clock.now();
             // Hosted shards stop with the engine, after the clients.
-            shards.round(&mut round);
-            rounded = worked.map(|worked| {
-                let done = clock.now();
+            shards.round(&mut round, worked);
+            let done = clock.now();
+            rounded = measured.then(|| {
                 let longest = &mut self.parts.longest;
                 longest.clients = longest.clients.max(worked - now);
                 longest.shards = longest.shards.max(done - worked);
@@ -579,7 +588,7 @@ impl Generator {
                 continue;
             }
             let pending = || link.pending() || shards.pending();
-            parked = lead.end_round(&mut rhythm, clock, round, pending).await;
+            parked = lead.end_round(&mut rhythm, clock, done, round, pending).await;
         }
         // What is still held is answered `dropped`, so no role keeps it,
         // and counted so: `unanswered` is what the frontend never held.

@@ -516,14 +516,14 @@ pub async fn run(
             s.fe.set_waiting(waiting, since);
         }
         let mut round = Round { busy, next: shard.borrow().fe.next_timeout() };
-        hosted.round(&mut round);
+        hosted.round(&mut round, clock.now());
         shard.borrow_mut().publish_tally(!round.busy);
         if lead.again(link.pending()) {
             continue;
         }
         let has_work =
             || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
-        lead.end_round(&mut rhythm, &clock, round, has_work).await;
+        lead.end_round(&mut rhythm, &clock, clock.now(), round, has_work).await;
     }
     // Stopping: no client is accepted any more (the listener closes, so a
     // client that connects now is refused rather than left unread), and

@@ -81,17 +81,19 @@ impl Lead {
         again
     }
 
-    /// Ends a pump's `round`: yields while busy or within the lead of the
-    /// next timer, else parks until the lead before it (`Rhythm`), and
-    /// learns from how long the sleep lasted. How long it parked, if it did.
+    /// Ends a pump's `round` at `now` (read by the caller as the round
+    /// ended: its last read of the clock, not a new one): yields while busy
+    /// or within the lead of the next timer, else parks until the lead
+    /// before it (`Rhythm`), and learns from how long the sleep lasted.
+    /// How long it parked, if it did.
     pub async fn end_round(
         &mut self,
         rhythm: &mut Rhythm,
         clock: &Clock,
+        now: Nanos,
         round: Round,
         has_work: impl FnOnce() -> bool,
     ) -> Option<Duration> {
-        let now = clock.now();
         let next = round.next.map(|at| Duration::from_nanos(at.saturating_sub(now)));
         let asked = next.map(|d| d.saturating_sub(self.lead));
         let busy = round.busy || self.imminent(next);

@@ -349,9 +349,9 @@ impl Pump {
         self.link.pending() || self.device_done.load(Ordering::Acquire)
     }
 
-    /// One round at the clock's now; None once the shard is to stop.
-    pub fn round(&mut self, s: &mut State) -> Option<Round> {
-        let now = self.clock.now();
+    /// One round at `now` (just read from the shard's clock); None once
+    /// the shard is to stop.
+    pub fn round(&mut self, s: &mut State, now: Nanos) -> Option<Round> {
         if self.stop.load(Ordering::Acquire) {
             if s.leaves.as_ref().is_none_or(|killed| killed.load(Ordering::Acquire)) {
                 return None;
@@ -429,8 +429,8 @@ pub async fn run(
 ) -> Report {
     let mut pump = Pump::new(&mut s, link, clock.clone(), stop, rhythm.bell(), progress);
     let mut lead = Lead::default();
-    while let Some(round) = pump.round(&mut s) {
-        lead.end_round(&mut rhythm, &clock, round, || pump.pending()).await;
+    while let Some(round) = pump.round(&mut s, clock.now()) {
+        lead.end_round(&mut rhythm, &clock, clock.now(), round, || pump.pending()).await;
     }
     s.report()
 }
@@ -455,11 +455,13 @@ impl Hosting {
         Self(shards.into_iter().map(pump).collect())
     }
 
-    /// One round of each shard, folded into the front shard's `round`. A
+    /// One round of each shard, folded into the front shard's `round`, the
+    /// first at `now` (just read), each after it at a read of its own. A
     /// stopping shard adds nothing: the front loop stops with the engine.
-    pub fn round(&mut self, round: &mut Round) {
-        for (pump, state) in &mut self.0 {
-            if let Some(r) = pump.round(state) {
+    pub fn round(&mut self, round: &mut Round, now: Nanos) {
+        for (i, (pump, state)) in self.0.iter_mut().enumerate() {
+            let now = if i == 0 { now } else { pump.clock.now() };
+            if let Some(r) = pump.round(state, now) {
                 round.busy |= r.busy;
                 round.next = round.next.into_iter().chain(r.next).min();
             }
