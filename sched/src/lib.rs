@@ -29,6 +29,7 @@ pub mod handover;
 pub mod heap;
 pub mod hull;
 pub mod nexus;
+pub mod offload;
 pub mod orloj;
 pub mod partition;
 pub mod partition_milp;

@@ -1,6 +1,7 @@
 //! The vocabulary every scheduler speaks: requests in, decisions out.
 
 use crate::dist::ExecDist;
+use crate::offload::{Offload, Offloaded};
 use crate::profile::{Profile, ProfileError};
 use crate::time::Nanos;
 
@@ -310,5 +311,19 @@ pub trait Scheduler {
     /// policy that re-partitions later says so with `Output::Layout`.
     fn partitions(&self) -> Option<Vec<Partition>> {
         None
+    }
+    /// Asks the policy to hand its long computations out (`offload.rs`)
+    /// instead of running them in the call that needs them. Not asked
+    /// (the simulator never asks), it computes in place.
+    fn offload(&mut self) {}
+    /// A computation handed out since the last call, to be run and its
+    /// result given back with `on_offloaded`; taken after every call into
+    /// the policy.
+    fn take_offload(&mut self) -> Option<Offload> {
+        None
+    }
+    /// The result of the computation taken last comes back at `now`.
+    fn on_offloaded(&mut self, _now: Nanos, _done: Offloaded) {
+        unreachable!("a result for a policy that hands nothing out")
     }
 }

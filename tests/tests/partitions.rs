@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use baton_sched::build;
 use baton_sched::glet::{plan_once, Planner};
+use baton_sched::offload::Offloaded;
 use baton_sched::scenario::builder::ScenarioText;
 use baton_sched::sim::{run_with, BAD_RATE_LIMIT};
 use baton_sched::time::{Nanos, NANOS_PER_S};
@@ -156,30 +157,65 @@ fn partition_policies_replay_from_their_seed() {
     }
 }
 
-/// Passes a scheduler's decisions through, keeping every layout it announces.
+/// Passes a scheduler's decisions through, keeping every layout it
+/// announces. With `offload_after`, it asks the policy to hand its long
+/// computations out, runs each one as soon as it is handed out and gives
+/// its result back that long after (at once: 0), at the first call then,
+/// as the engine's helper thread does after its run.
 struct Layouts {
     inner: Box<dyn Scheduler>,
     seen: Vec<Vec<Partition>>,
+    offload_after: Option<Nanos>,
+    out: Option<(Nanos, Offloaded)>,
+    offloads: u32,
+}
+
+impl Layouts {
+    fn new(inner: Box<dyn Scheduler>) -> Self {
+        Self { inner, seen: vec![], offload_after: None, out: None, offloads: 0 }
+    }
+
+    fn offloading(mut inner: Box<dyn Scheduler>, after: Nanos) -> Self {
+        inner.offload();
+        Self { offload_after: Some(after), ..Self::new(inner) }
+    }
+
+    /// Around every call at `now`: the result due by then goes back before
+    /// it (`call`), what it hands out is taken and run after it.
+    fn around(&mut self, now: Nanos, call: impl FnOnce(&mut dyn Scheduler)) {
+        if self.out.as_ref().is_some_and(|&(due, _)| due <= now) {
+            self.inner.on_offloaded(now, self.out.take().expect("due").1);
+        }
+        call(&mut *self.inner);
+        if let Some(job) = self.inner.take_offload() {
+            assert!(self.out.is_none(), "a second job handed out while one is out");
+            self.offloads += 1;
+            match self.offload_after.expect("handed out only when asked") {
+                0 => self.inner.on_offloaded(now, job.run()),
+                after => self.out = Some((now + after, job.run())),
+            }
+        }
+    }
 }
 
 impl Scheduler for Layouts {
     fn on_request(&mut self, now: Nanos, req: Request) {
-        self.inner.on_request(now, req)
+        self.around(now, |s| s.on_request(now, req))
     }
     fn on_batch_done(&mut self, now: Nanos, done: &BatchDone<'_>) {
-        self.inner.on_batch_done(now, done)
+        self.around(now, |s| s.on_batch_done(now, done))
     }
     fn on_backend_failed(&mut self, now: Nanos, backend: BackendId) {
-        self.inner.on_backend_failed(now, backend)
+        self.around(now, |s| s.on_backend_failed(now, backend))
     }
     fn on_backend_joined(&mut self, now: Nanos, backend: BackendId) {
-        self.inner.on_backend_joined(now, backend)
+        self.around(now, |s| s.on_backend_joined(now, backend))
     }
     fn on_timeout(&mut self, now: Nanos) {
-        self.inner.on_timeout(now)
+        self.around(now, |s| s.on_timeout(now))
     }
     fn next_timeout(&self) -> Option<Nanos> {
-        self.inner.next_timeout()
+        self.inner.next_timeout().into_iter().chain(self.out.as_ref().map(|o| o.0)).min()
     }
     fn poll_output(&mut self) -> Option<Output> {
         let out = self.inner.poll_output();
@@ -208,7 +244,7 @@ fn glet_re_partitions_gpus_as_the_mix_shifts() {
     let mut once = s.clone();
     once.policy_epoch = None;
     let planned_once = baton_sched::sim::run(&once, PolicyKind::Glet, rate);
-    let mut sched = Layouts { inner: build::scheduler(PolicyKind::Glet, &s, rate), seen: vec![] };
+    let mut sched = Layouts::new(build::scheduler(PolicyKind::Glet, &s, rate));
     let first = sched.partitions().expect("glet partitions GPUs");
     let replanned = run_with(&s, "glet", &mut sched, rate);
     assert_eq!((planned_once.checks.unanswered, replanned.checks.unanswered), (0, 0));
@@ -223,4 +259,30 @@ fn glet_re_partitions_gpus_as_the_mix_shifts() {
     eprintln!("bad: planned once {once:.4}, re-planned {again:.4}; {} layouts", sched.seen.len());
     assert!(once > BAD_RATE_LIMIT, "the plan made once carries {rate} r/s: no test");
     assert!(again <= BAD_RATE_LIMIT, "re-planning does not follow the mix: {again}");
+}
+
+/// glet asked to hand its re-plans out (as the engine asks, to keep them
+/// off the dispatch path) plans what it plans in place: given back at
+/// once, the run is the same run, layout for layout; given back 20 ms
+/// after each epoch's end (a re-plan takes 1-5 ms), it serves on with the
+/// plan in force meanwhile, answers every request once and still follows
+/// the mix.
+#[test]
+fn glet_handing_its_re_plans_out_plans_what_it_plans_in_place() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios/glet-shift-epochs.toml");
+    let s = baton_perf::load_scenario(&path).expect("shipped scenario parses");
+    let rate = 6_500.0;
+    let run = |mut sched: Layouts| {
+        let report = run_with(&s, "glet", &mut sched, rate);
+        (serde_json::to_string(&report).expect("serializes"), report, sched)
+    };
+    let (in_place, _, a) = run(Layouts::new(build::scheduler(PolicyKind::Glet, &s, rate)));
+    let (at_once, _, b) = run(Layouts::offloading(build::scheduler(PolicyKind::Glet, &s, rate), 0));
+    assert!(b.offloads >= 2 && !a.seen.is_empty(), "{} re-plans handed out", b.offloads);
+    assert_eq!(a.offloads, 0, "handed out unasked");
+    assert_eq!((&in_place, &a.seen), (&at_once, &b.seen), "given back at once, another run");
+    let (_, later, c) = run(Layouts::offloading(build::scheduler(PolicyKind::Glet, &s, rate), 20_000_000));
+    assert!(c.offloads >= 2 && !c.seen.is_empty(), "{} re-plans handed out", c.offloads);
+    assert_eq!(later.checks.unanswered, 0);
+    assert!(later.bad_rate <= BAD_RATE_LIMIT, "re-plans 20 ms late do not follow the mix: {}", later.bad_rate);
 }

@@ -19,6 +19,7 @@ pub mod decisions;
 pub mod fetch;
 pub mod frontend;
 mod held;
+pub mod offload;
 pub mod outcomes;
 pub mod overload;
 pub mod queries;

@@ -25,6 +25,10 @@
 //! run's cannot be (`starting_at`), so a late completion or input for an
 //! old batch never matches a new one.
 //!
+//! A policy's long computations (glet's re-plan) run on a helper thread
+//! when the shard asks for it (`offloading`, `offload.rs`); elsewhere (the
+//! chaos simulator, tests) in place, as the simulator runs them.
+//!
 //! Reduced: the whole policy runs on one shard (Symphony's model shards and
 //! rank shard inside it exchange messages in process). A dispatch the
 //! engine cannot carry out as decided (a prefix batch outside the table's
@@ -38,6 +42,7 @@ use baton_wire::{fb, Message};
 
 use super::autoscaling::Autoscaling;
 use super::decisions::{Decisions, Sent};
+use super::offload::OffThread;
 use super::{request_of, Addr, Envelope};
 use crate::models::ModelTable;
 
@@ -89,6 +94,8 @@ pub struct SchedulerRole {
     leave_answers: Vec<(Nanos, u32)>,
     /// How long the policy takes to hear of a backend's change.
     policy_delay: Nanos,
+    /// Where the policy's long computations run, once asked (`offloading`).
+    offload: Option<OffThread>,
     pub stats: SchedulerStats,
 }
 
@@ -117,8 +124,17 @@ impl SchedulerRole {
             autoscaling: None,
             leave_answers: Vec::new(),
             policy_delay: 0,
+            offload: None,
             stats: SchedulerStats::default(),
         }
+    }
+
+    /// The policy hands its long computations out to a helper thread,
+    /// which rings `waker` when one is done; its result goes back to the
+    /// policy in the next `on_timeout` (due at once: `next_timeout`).
+    pub fn offloading(&mut self, waker: baton_gpu::Waker) {
+        self.policy.offload();
+        self.offload = Some(OffThread::new(waker));
     }
 
     /// Gives batch ids from `first` on: a restarted scheduler starts where
@@ -271,6 +287,9 @@ impl SchedulerRole {
     /// Looks every quarter `silence` (at least every 10 ms), so a silent
     /// backend is failed at most a quarter `silence` late.
     pub fn on_timeout(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
+        if let Some(done) = self.offload.as_mut().and_then(OffThread::take) {
+            self.policy.on_offloaded(now, done);
+        }
         if !self.inflight.is_empty() && self.next_sweep <= now {
             self.next_sweep = now + (self.silence / 4).max(10_000_000);
             let silence = self.silence;
@@ -306,7 +325,9 @@ impl SchedulerRole {
         let sweep = (!self.inflight.is_empty()).then_some(self.next_sweep);
         let period = self.autoscaling.as_ref().map(Autoscaling::next_timeout);
         let answers = self.leave_answers.iter().map(|a| a.0).min();
-        self.policy.next_timeout().into_iter().chain(sweep).chain(period).chain(answers).min()
+        let offloaded = self.offload.as_ref().is_some_and(OffThread::ready).then_some(0);
+        let policy = self.policy.next_timeout();
+        policy.into_iter().chain(sweep).chain(period).chain(answers).chain(offloaded).min()
     }
 
     pub fn inflight(&self) -> usize {
@@ -314,6 +335,9 @@ impl SchedulerRole {
     }
 
     fn drain(&mut self, now: Nanos, out: &mut Vec<Envelope>) {
+        while let Some(job) = self.policy.take_offload() {
+            self.offload.as_mut().expect("a policy hands work out only when asked").submit(job);
+        }
         while let Some(o) = self.policy.poll_output() {
             match self.decisions.push(o, out) {
                 Ok(Some(Sent { batch_id, plan, apps, deadlines })) => {

@@ -10,6 +10,7 @@ use baton_sched::symphony::{models_of, CandidateRule, ToModel, ToRank};
 use baton_sched::time::Nanos;
 use baton_sched::PolicyKind;
 use baton_wire::Message;
+use std::sync::Arc;
 
 use super::link::ShardMsg;
 use super::EngineConfig;
@@ -124,6 +125,10 @@ pub trait Part {
     fn next_timeout(&self) -> Option<Nanos>;
     /// The scheduler's counts (none for a part that makes no decisions).
     fn stats(&self) -> SchedulerStats;
+    /// Lets the part run long computations off the shard, ringing `waker`
+    /// when one is done (`SchedulerRole::offloading`); by default it has
+    /// none.
+    fn offloading(&mut self, _waker: &baton_gpu::Waker) {}
 }
 
 /// A shard that hosts no part of the scheduler (backends only).
@@ -165,6 +170,10 @@ impl Part for SchedulerRole {
 
     fn stats(&self) -> SchedulerStats {
         self.stats
+    }
+
+    fn offloading(&mut self, waker: &baton_gpu::Waker) {
+        SchedulerRole::offloading(self, Arc::clone(waker));
     }
 }
 

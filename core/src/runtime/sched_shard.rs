@@ -232,8 +232,10 @@ impl State {
         fired
     }
 
-    /// Polls every local backend's device at once (one said it is done).
+    /// Polls every local backend's device at once (one said it is done),
+    /// and looks at the scheduler's part again (its offloaded work may be).
     fn poll_devices(&mut self, now: Nanos) {
+        self.alarms.touch(SCHED);
         let mut out = Vec::new();
         for (i, b) in self.backends.iter_mut().enumerate() {
             b.poll_device(now, &mut out);
@@ -313,10 +315,11 @@ impl Pump {
         if let Link::Tcp(r) = &link {
             *r.bell.borrow_mut() = Some(bell.clone());
         }
-        // Executors that finish on threads of their own (CPU compute) raise
-        // this flag and ring the shard's bell: it parks instead of polling
-        // them (the flag is published before the bell, the bell's handshake
-        // does the rest, `park.rs`).
+        // Executors that finish on threads of their own (CPU compute), and
+        // the scheduler's offloaded work, raise this flag and ring the
+        // shard's bell: it parks instead of polling them (the flag is
+        // published before the bell, the bell's handshake does the rest,
+        // `park.rs`).
         let device_done = Arc::new(AtomicBool::new(false));
         let waker: baton_gpu::Waker = {
             let done = Arc::clone(&device_done);
@@ -328,6 +331,7 @@ impl Pump {
         for b in &mut s.backends {
             b.set_waker(Arc::clone(&waker));
         }
+        s.part.offloading(&waker);
         Self {
             link,
             clock,

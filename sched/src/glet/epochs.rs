@@ -18,6 +18,10 @@
 //! glet prepares the new partitions in the background (shadow processes),
 //! so the switch itself costs no more than the drain, which this model
 //! keeps; requests routed to the new partitions queue meanwhile.
+//!
+//! Asked to (`Scheduler::offload`: the engine), the policy hands the
+//! re-plan out (`crate::offload`) and serves on with the plan in force
+//! until it comes back; the epochs that end meanwhile re-plan nothing.
 
 use std::sync::Arc;
 
@@ -28,6 +32,7 @@ use super::planner::Demand;
 use super::serve::Serving;
 use crate::epoch::{EpochCounter, MIN_PLANNED_RPS};
 use crate::nexus::{BackendPlan, DropPolicy, Nexus, Plan};
+use crate::offload::{Offload, Offloaded};
 use crate::profile::Profile;
 use crate::time::Nanos;
 use crate::types::{BackendId, BatchDone, Output, Partition, Request, Scheduler};
@@ -121,7 +126,17 @@ pub struct Replanning {
     epochs: EpochCounter,
     /// Epochs that re-planned.
     pub replans: u64,
+    /// Whether re-plans are handed out (`Scheduler::offload`).
+    offloading: bool,
+    /// A re-plan handed out, until it is taken.
+    handed: Option<Offload>,
+    /// Whether a re-plan is out and not yet back.
+    out: bool,
 }
+
+/// A re-plan's result: the plan laid out on the slots and the rates it
+/// serves, or None when no plan fits (the plan in force stays).
+struct Replan(Option<(OnSlots, Vec<f64>)>);
 
 impl Replanning {
     /// Serving `serving`'s demands, re-planning every `epoch`; `data` is
@@ -152,24 +167,40 @@ impl Replanning {
             slots: laid.slots,
             epochs: EpochCounter::new(n, epoch),
             replans: 0,
+            offloading: false,
+            handed: None,
+            out: false,
         }
     }
 
     /// The epoch that ended at `now` measured `rates`: re-plan if the plan
-    /// in force no longer covers them.
+    /// in force no longer covers them (and no re-plan is out).
     fn new_epoch(&mut self, now: Nanos, rates: Vec<f64>) {
-        if rates.iter().zip(&self.planned_rps).all(|(m, p)| m <= p) {
+        if self.out || rates.iter().zip(&self.planned_rps).all(|(m, p)| m <= p) {
             return;
         }
         for (d, r) in self.demands.iter_mut().zip(rates) {
             d.rate_rps = r;
         }
-        let Some(plan) = plan_for_gpus(self.planner, &self.data, &self.demands, self.slots.len() / 2) else {
-            return;
+        let (planner, data, demands, slots) =
+            (self.planner, Arc::clone(&self.data), self.demands.clone(), self.slots.clone());
+        let replan = move || {
+            Replan(plan_for_gpus(planner, &data, &demands, slots.len() / 2).map(|plan| {
+                let profiles = runtime_profiles(planner, &data, &demands, &plan);
+                (on_slots(&plan, profiles, &slots), plan.planned_rates(demands.len()))
+            }))
         };
-        let profiles = runtime_profiles(self.planner, &self.data, &self.demands, &plan);
-        let laid = on_slots(&plan, profiles, &self.slots);
-        self.planned_rps = plan.planned_rates(self.demands.len());
+        match self.offloading {
+            true => (self.handed, self.out) = (Some(Offload::new(replan)), true),
+            false => self.apply(now, replan()),
+        }
+    }
+
+    /// Switches to a re-plan's plan at `now` (the slots it was laid out on
+    /// are the ones in force: they change only here).
+    fn apply(&mut self, now: Nanos, Replan(replan): Replan) {
+        let Some((laid, planned_rps)) = replan else { return };
+        self.planned_rps = planned_rps;
         self.slots = laid.slots.clone();
         self.replans += 1;
         self.nexus.repartition(now, laid.plan, laid.slots, laid.profiles);
@@ -211,6 +242,19 @@ impl Scheduler for Replanning {
 
     fn partitions(&self) -> Option<Vec<Partition>> {
         self.nexus.partitions()
+    }
+
+    fn offload(&mut self) {
+        self.offloading = true;
+    }
+
+    fn take_offload(&mut self) -> Option<Offload> {
+        self.handed.take()
+    }
+
+    fn on_offloaded(&mut self, now: Nanos, done: Offloaded) {
+        assert!(std::mem::replace(&mut self.out, false), "a re-plan back that was not out");
+        self.apply(now, done.take());
     }
 }
 
