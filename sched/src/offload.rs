@@ -1,7 +1,7 @@
 //! Work a policy hands out to run away from its dispatch path.
 //!
 //! A policy's long computations — glet's re-plan at an epoch's end takes
-//! milliseconds (`perf`'s `glet_replan`: 1–5 ms) — stall every request
+//! milliseconds (`perf`'s `glet_replan`: 1–8 ms) — stall every request
 //! behind them when they run in the call that needs them, on the shard
 //! that makes every dispatch decision. The simulator does not see that
 //! stall: its virtual time stands still while a policy computes. So a

@@ -1,5 +1,5 @@
 //! The policy's long computations on a helper thread, off the scheduler's
-//! shard (`baton_sched::offload`: glet's re-plan takes 1–5 ms, and run on
+//! shard (`baton_sched::offload`: glet's re-plan takes 1–8 ms, and run on
 //! the shard it held back every request in the engine that long). The
 //! scheduler role hands each job it takes from the policy to this thread
 //! and gives the result back to the policy once it is done: the thread
