@@ -264,7 +264,7 @@ fn glet_re_partitions_gpus_as_the_mix_shifts() {
 /// glet asked to hand its re-plans out (as the engine asks, to keep them
 /// off the dispatch path) plans what it plans in place: given back at
 /// once, the run is the same run, layout for layout; given back 20 ms
-/// after each epoch's end (a re-plan takes 1-5 ms), it serves on with the
+/// after each epoch's end (a re-plan takes 1-8 ms), it serves on with the
 /// plan in force meanwhile, answers every request once and still follows
 /// the mix.
 #[test]
