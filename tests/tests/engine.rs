@@ -669,8 +669,11 @@ fn slackfit_keeps_serving_at_lower_accuracy_when_half_the_gpus_die() {
     // simulator serves this rate at its most accurate subnets' mean.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/scenarios/superserve-bursty.toml");
     let s = Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // 5 s: a steady state after the fault long enough that one stall of
+    // a noisy host's (14 ms start lags in a 3 s run that failed CI at 5.1%
+    // bad, 0.3-1.6% alone) does not decide it.
     let rate = 3_000.0;
-    let l = serve_and_kill_half(&s, rate, 3);
+    let l = serve_and_kill_half(&s, rate, 5);
     let unharmed = baton_sched::sim::run(&s, s.policy, rate).mean_accuracy.unwrap();
     let served = l.mean_accuracy.expect("in-SLO answers name their subnet");
     println!(
