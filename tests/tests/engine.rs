@@ -395,7 +395,6 @@ fn load_behind(
     })
 }
 
-/// The configuration of role processes: the cluster secret they share.
 /// Each test here runs an engine, most with a load, on the real clock:
 /// one at a time, so that two never share the cores. Side by side on a
 /// slow 2-core machine with a noisy host, deadline-bound tests failed
@@ -406,6 +405,7 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The configuration of role processes: the cluster secret they share.
 fn role_config() -> EngineConfig {
     let key = ClusterKey::new(b"the tests' cluster secret").unwrap();
     EngineConfig { input_floats: FLOATS, cluster_key: Some(key), ..Default::default() }
