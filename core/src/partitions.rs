@@ -91,7 +91,7 @@ impl Partitioned {
         }
         let gpus = scenario.cluster.backends;
         let layout = Layout::new(slots, gpus);
-        let running = vec![None; layout.len()];
+        let running = vec![None; layout.backends()];
         let greens = Mutex::new(Vec::new());
         Ok(Some(Self { data, rows, gpus, board: Mutex::new(Board { layout, running }), greens }))
     }
@@ -104,7 +104,7 @@ impl Partitioned {
 
     /// How many backends the plan runs.
     pub fn backends(&self) -> u32 {
-        self.board().layout.len() as u32
+        self.board().layout.backends() as u32
     }
 
     pub fn percent(&self, backend: u32) -> u32 {

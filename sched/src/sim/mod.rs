@@ -127,7 +127,7 @@ impl<'a> Sim<'a> {
             window: (scenario.warmup, end),
             records: Vec::new(),
             tallies: vec![ModelTally::default(); scenario.models.len()],
-            backends: (0..layout.len()).map(|_| EmulatedBackend::default()).collect(),
+            backends: (0..layout.backends()).map(|_| EmulatedBackend::default()).collect(),
             layout,
             completions: BinaryHeap::new(),
             jitter: Rng::stream(scenario.seed, u64::MAX),
@@ -425,9 +425,9 @@ fn layout(scenario: &Scenario, sched: &dyn Scheduler) -> Layout {
         None => Layout::whole(scenario.cluster.backends),
     };
     assert!(
-        scenario.faults.iter().all(|f| f.1.index() < layout.len()),
+        scenario.faults.iter().all(|f| f.1.index() < layout.backends()),
         "a fault names a backend beyond the {} the scheduler runs (seed {})",
-        layout.len(),
+        layout.backends(),
         scenario.seed
     );
     layout

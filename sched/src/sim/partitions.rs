@@ -77,7 +77,8 @@ impl Layout {
         (0..self.slots.len()).filter(|&i| gpus.contains(&self.slots[i].gpu)).collect()
     }
 
-    pub fn len(&self) -> usize {
+    /// How many backends (partitions) it lays out.
+    pub fn backends(&self) -> usize {
         self.slots.len()
     }
 

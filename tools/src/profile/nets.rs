@@ -24,8 +24,11 @@ pub struct Options {
     pub scaled: bool,
 }
 
-/// The measured profiles and, per model, its weights and MACs per input.
-pub fn measure(o: &Options) -> Result<(Vec<ModelProfile>, Vec<(usize, u64)>), ExecError> {
+/// Per model: its weights and multiply-accumulates per input.
+pub type Sizes = Vec<(usize, u64)>;
+
+/// The measured profiles and each model's sizes.
+pub fn measure(o: &Options) -> Result<(Vec<ModelProfile>, Sizes), ExecError> {
     let base = if o.scaled { NetsConfig::SMALL } else { NetsConfig::FULL };
     let cfg = NetsConfig { max_batch: o.max_batch, ..base };
     cfg.check()?;

@@ -65,7 +65,7 @@ fn queries(n: u64) -> VecDeque<(Nanos, fb::InferRequest)> {
     (0..n).map(|i| (i * 5_000_000, query(i))).collect()
 }
 
-fn outputs_of<'a>(a: &'a fb::InferResponse, model: &str) -> usize {
+fn outputs_of(a: &fb::InferResponse, model: &str) -> usize {
     a.outputs.as_deref().unwrap_or(&[]).iter().filter(|t| t.name.as_deref() == Some(model)).count()
 }
 
