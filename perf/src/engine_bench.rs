@@ -27,6 +27,7 @@ use baton_sched::Scenario;
 pub use baton_tools::goodput::{engine_goodput, passes, search_rate, GOODPUT_TOLERANCE};
 use serde::Serialize;
 
+use crate::gap::{self, Gap};
 use crate::load::{self, LoadConfig, LoadReport};
 use crate::report::load_scenario;
 
@@ -49,16 +50,32 @@ pub fn placement() -> (Option<Vec<usize>>, Vec<usize>) {
 /// where its cores are its own (`load::nice_for`); `spin`: the generator
 /// busy-polls (`LoadConfig::spin`).
 fn drive(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize, spin: bool) -> LoadReport {
+    load::run(s, &load_config(s, target, rate, secs, input_floats, spin)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `drive`'s load.
+fn load_config(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_floats: usize, spin: bool) -> LoadConfig {
     let (server, generator) = placement();
-    let lc = LoadConfig {
+    LoadConfig {
         input_floats: vec![input_floats],
         warmup: Duration::from_nanos(s.warmup),
         nice: load::nice_for(server.as_deref(), &[], &generator),
         cores: generator,
         spin,
         ..LoadConfig::new(target, rate, Duration::from_secs_f64(secs))
-    };
-    load::run(s, &lc).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// `serve_and_load` set beside the simulator's run of `s` (its duration
+/// `secs`) at `rate` request by request (`baton_tools::gap`).
+pub fn serve_and_load_gap(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, EngineReport, Gap) {
+    let cfg = local(rate);
+    let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
+    let lc = load_config(s, engine.addr, rate, secs, cfg.input_floats, false);
+    let (r, engine_fates) = load::run_with_fates(s, &lc).unwrap_or_else(|e| panic!("{e}"));
+    let report = engine.shutdown();
+    let (_, sim_fates) = baton_sched::sim::run_fates(s, s.policy, rate);
+    (r, report, gap::compare(&sim_fates, &engine_fates, s.warmup))
 }
 
 /// One engine, one load run at `rate` for `secs`: what the generator saw

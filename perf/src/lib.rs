@@ -31,7 +31,7 @@ pub mod wire_bench;
 pub use baton_tools::policies::{
     compare_policies, default_policies, format_comparison, staggered_bound_rps, ComparisonRow,
 };
-pub use baton_tools::{load, overhead};
+pub use baton_tools::{gap, load, overhead};
 pub use report::{load_scenario, print_report, shipped_scenarios, BUILTIN_SCENARIO, SERVE_SCENARIO};
 
 /// The folder a harness writes its files to: `--out DIR` among `args`,

@@ -352,3 +352,38 @@ fn a_partitioned_cluster_re_partitions_as_the_mix_shifts() {
     assert!(once.bad_rate > BAD_RATE_LIMIT, "the plan made once carries {rate} r/s: no test");
     assert!(again.bad_rate <= BAD_RATE_LIMIT, "re-partitioning does not follow the mix: {}", again.bad_rate);
 }
+
+/// Keeping each request's fate changes nothing in the run, and the fates
+/// add up to the report: every arrival of the window ok, late or dropped
+/// as counted, in arrival order; a query's root keeps none.
+#[test]
+fn a_run_s_fates_add_up_to_its_report() {
+    use baton_sched::sim::{run_fates, End};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
+    let json = |r: &baton_sched::sim::Report| serde_json::to_string(r).expect("serializes");
+    for (file, policy, rate) in [
+        ("table4-inceptionresnetv2.toml", PolicyKind::Symphony, 1_100.0),
+        ("nexus-forkjoin.toml", PolicyKind::Nexus, 100.0),
+    ] {
+        let s = quick(load_scenario(&dir.join(file)).expect("shipped scenario parses"));
+        let plain = run(&s, policy, rate);
+        let (report, fates) = run_fates(&s, policy, rate);
+        assert_eq!(json(&plain), json(&report), "{file}: keeping fates changed the run");
+        if !s.queries.is_empty() {
+            assert!(!fates.is_empty() && fates.iter().all(Option::is_none), "{file}: its arrivals are query roots");
+            continue;
+        }
+        let window = |a| a >= s.warmup && a < s.warmup + s.duration;
+        let counted: Vec<_> = fates.iter().flatten().filter(|f| window(f.arrival)).collect();
+        let ok = counted.iter().filter(|f| f.ok()).count() as u64;
+        let dropped = counted.iter().filter(|f| matches!(f.end, End::Dropped(_))).count() as u64;
+        let models = |f: fn(&baton_sched::sim::ModelReport) -> u64| report.models.iter().map(f).sum::<u64>();
+        assert_eq!(counted.len() as u64, models(|m| m.sent), "{file}");
+        assert_eq!(ok, models(|m| m.ok), "{file}");
+        assert_eq!(dropped, models(|m| m.dropped), "{file}");
+        assert!(fates.windows(2).all(|w| match w {
+            [Some(a), Some(b)] => a.arrival <= b.arrival,
+            _ => false,
+        }));
+    }
+}

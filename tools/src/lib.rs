@@ -10,6 +10,7 @@
 //! harness.
 
 pub mod faultproxy;
+pub mod gap;
 pub mod goodput;
 pub mod load;
 pub mod overhead;

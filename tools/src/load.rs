@@ -23,6 +23,8 @@ use baton_sched::time::{Nanos, NANOS_PER_S};
 use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
+use crate::gap::{self, Answered, Outcome};
+
 use crate::overhead::{Overhead, OverheadReport};
 use baton_core::roles::reserve::P99Window;
 
@@ -290,6 +292,9 @@ struct Tally {
     /// Answered ok within the SLO, by target (a model, then a query: the
     /// index of its SLO in `Shared::slo`).
     ok_by_target: Vec<u64>,
+    /// Each model request's end and parts, by request id, when kept
+    /// (`run_with_fates`).
+    fates: Option<Vec<(usize, Answered)>>,
 }
 
 /// Adds `by` to `k`'s count.
@@ -403,10 +408,22 @@ impl Tally {
                 shared.path_ns.store(path.p99(), Ordering::Relaxed);
             }
         }
+        let latency = now.saturating_sub(at);
+        if let Some(fates) = self.fates.as_mut().filter(|_| planned.query.is_none()) {
+            let outcome = match status {
+                fb::Status::Ok if latency <= slo => Outcome::Ok,
+                fb::Status::Ok => Outcome::Late,
+                fb::Status::Dropped => Outcome::Dropped(drop_reason),
+                fb::Status::Error => Outcome::Error,
+            };
+            let unix = |t: Nanos| shared.start_unix_ns + t;
+            let sent = shared.sent[id].load(Ordering::Relaxed);
+            let parts = timing.as_ref().map(|tm| gap::engine_parts(unix(at), unix(sent), unix(now), tm));
+            fates.push((id, Answered { outcome, parts }));
+        }
         if at < shared.warmup {
             return Ok(());
         }
-        let latency = now.saturating_sub(at);
         if status != fb::Status::Ok || latency > slo {
             add_at(&mut self.bad_by_second, ((at - shared.warmup) / NANOS_PER_S) as usize, 1);
         }
@@ -479,6 +496,21 @@ fn percentile_ms(v: &mut [u32], q: f64) -> f64 {
 
 /// Sends `scenario`'s requests to `cfg.targets` and accounts for the answers.
 pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
+    run_inner(scenario, cfg, false).map(|(r, _)| r)
+}
+
+/// `run`, and how each model request ended as the client saw it, by
+/// request id (the simulator's arrival ordinal, `gap.rs`); None for a
+/// query's or one never answered.
+pub fn run_with_fates(scenario: &Scenario, cfg: &LoadConfig) -> Result<(LoadReport, Vec<Option<Answered>>), LoadError> {
+    run_inner(scenario, cfg, true).map(|(r, f)| (r, f.expect("kept")))
+}
+
+fn run_inner(
+    scenario: &Scenario,
+    cfg: &LoadConfig,
+    keep_fates: bool,
+) -> Result<(LoadReport, Option<Vec<Option<Answered>>>), LoadError> {
     let schedule = schedule(scenario, cfg.rate_rps, cfg.warmup + cfg.duration)?;
     let warmup = cfg.warmup.as_nanos() as Nanos;
     let warmup_sent = schedule.partition_point(|p| p.at < warmup) as u64;
@@ -505,7 +537,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let threads = cfg.cores.len().clamp(1, senders.len());
     let mut tallies: Vec<Tally> = (0..threads)
         .map(|_| {
-            let mut t = Tally { latency_us: Vec::with_capacity(n.div_ceil(threads) + 1024), ..Tally::default() };
+            let fates = keep_fates.then(Vec::new);
+            let mut t = Tally { latency_us: Vec::with_capacity(n.div_ceil(threads) + 1024), fates, ..Tally::default() };
             prefault(&mut t.latency_us);
             t
         })
@@ -579,7 +612,13 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         max_lag = max_lag.max(lag);
     }
     let mut t = Tally::default();
+    let mut fates = keep_fates.then(|| vec![None; n]);
     for x in tallies {
+        if let (Some(all), Some(mine)) = (&mut fates, &x.fates) {
+            for &(id, a) in mine {
+                all[id] = Some(a);
+            }
+        }
         t.ok += x.ok;
         t.late += x.late;
         t.dropped += x.dropped;
@@ -627,7 +666,7 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
     let sent = n as u64 - warmup_sent;
     let answered_ok = t.latency_us.len() as u64;
     let secs = cfg.duration.as_secs_f64();
-    Ok(LoadReport {
+    let report = LoadReport {
         target: cfg.targets.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(","),
         offered_rps: cfg.rate_rps,
         duration_s: secs,
@@ -661,7 +700,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
         failed_stages: t.failed_stages,
         bad_by_second: t.bad_by_second,
         targets,
-    })
+    };
+    Ok((report, fates))
 }
 
 pub fn print(r: &LoadReport) {

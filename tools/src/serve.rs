@@ -41,9 +41,9 @@ use baton_net::rdma::{Fabric, OpenError};
 use baton_sched::autoscale::{AutoscaleConfig, PeakSizing};
 use baton_sched::time::NANOS_PER_S;
 use baton_sched::{PolicyKind, Scenario};
-use baton_tools::goodput;
 use baton_tools::load::{self, LoadConfig};
 use baton_tools::scenarios::{load_scenario, SERVE_SCENARIO};
+use baton_tools::{gap, goodput};
 
 #[derive(clap::Args)]
 pub(crate) struct EngineArgs {
@@ -420,6 +420,12 @@ pub struct DemoArgs {
     /// Probes the engine's goodput search runs at most.
     #[arg(long, default_value_t = 8)]
     probes: usize,
+    /// Set the run beside the simulator's request by request: which
+    /// requests are bad in the engine only, and for those late, the part
+    /// of the engine's path that ran furthest over the simulator's
+    /// (`tools/src/gap.rs`).
+    #[arg(long)]
+    gap: bool,
     /// Seconds of load that count.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -866,6 +872,11 @@ fn demo_placement(a: &DemoArgs, rate: f64, backends: u32) -> Result<(EngineConfi
     Ok((engine_cfg, load_cores))
 }
 
+/// What one `baton demo` run measured: the generator's report, each model
+/// request's end as it saw it (with `--gap`), the engine's counts, and
+/// how the load was made.
+type DemoRun = (load::LoadReport, Option<Vec<Option<gap::Answered>>>, EngineReport, LoadConfig);
+
 /// One `baton demo` run: a fresh engine serving `s` under `baton load` at
 /// `rate` for `duration` after `warmup`: what the generator saw and what
 /// the engine counted.
@@ -875,8 +886,8 @@ fn demo_run(
     a: &DemoArgs,
     rate: f64,
     (duration, warmup): (f64, Duration),
-    progress: bool,
-) -> Result<(load::LoadReport, EngineReport, LoadConfig), String> {
+    (progress, keep_fates): (bool, bool),
+) -> Result<DemoRun, String> {
     let (engine_cfg, load_cores) = demo_placement(a, rate, s.cluster.backends)?;
     let engine = start(s, policy, &engine_cfg).map_err(|e| e.to_string())?;
     if progress {
@@ -900,9 +911,13 @@ fn demo_run(
         cores: load_cores,
         spin: false,
     };
-    let measured = load::run(s, &cfg);
+    let measured = match keep_fates {
+        true => load::run_with_fates(s, &cfg).map(|(r, f)| (r, Some(f))),
+        false => load::run(s, &cfg).map(|r| (r, None)),
+    };
     let report = engine.shutdown();
-    Ok((measured.map_err(|e| e.to_string())?, report, cfg))
+    let (measured, fates) = measured.map_err(|e| e.to_string())?;
+    Ok((measured, fates, report, cfg))
 }
 
 pub fn demo(a: DemoArgs) -> Result<(), String> {
@@ -925,8 +940,8 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
                 return Err(format!("{}: the simulator finds no rate at <= 1% bad", s.name));
             }
             eprintln!("baton demo: the simulator's goodput {sim:.1} r/s; the engine's, by search:");
-            let run = |rate: f64| match demo_run(&s, policy, &a, rate, (duration, warmup), false) {
-                Ok((r, _, _)) => r,
+            let run = |rate: f64| match demo_run(&s, policy, &a, rate, (duration, warmup), (false, false)) {
+                Ok((r, ..)) => r,
                 Err(e) => {
                     eprintln!("  probe at {rate:.1} r/s: {e}");
                     load::LoadReport { bad_rate: 1.0, ..Default::default() }
@@ -940,9 +955,15 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         Some((_, sim, _)) => sim,
         None => rate_of(&s, a.rate, "--rate")?,
     };
-    let (measured, report, cfg) = demo_run(&s, policy, &a, rate, (duration, warmup), !a.json)?;
+    let (measured, fates, report, cfg) = demo_run(&s, policy, &a, rate, (duration, warmup), (!a.json, a.gap))?;
     // The simulator's prediction: same file, rate, seed and policy.
-    let predicted = baton_sched::sim::run(&sim_s, policy, rate);
+    let (predicted, gap) = match fates {
+        Some(engine) => {
+            let (predicted, sim) = baton_sched::sim::run_fates(&sim_s, policy, rate);
+            (predicted, Some(gap::compare(&sim, &engine, sim_s.warmup)))
+        }
+        None => (baton_sched::sim::run(&sim_s, policy, rate), None),
+    };
     let goodput_json = goodputs.as_ref().map(|(engine, sim, probes)| {
         serde_json::json!({ "engine_rps": engine, "sim_rps": sim, "ratio": engine / sim, "probes": probes })
     });
@@ -952,6 +973,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
             "sim": { "goodput_rps": predicted.goodput_rps, "bad_rate": predicted.bad_rate, "mean_batch": predicted.mean_batch,
                      "queries": predicted.queries },
             "goodput": goodput_json,
+            "gap": gap,
         });
         println!("{j}");
     } else {
@@ -977,6 +999,9 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
                 engine / sim,
                 probes.len()
             );
+        }
+        if let Some(g) = &gap {
+            gap::print(g);
         }
     }
     Ok(())

@@ -61,7 +61,8 @@ fn find_goodput_and_policy_override() {
 /// must hold).
 #[test]
 fn demo_finds_the_engines_goodput_beside_the_simulators() {
-    let out = baton(&["demo", "--find-goodput", "--duration", "0.5", "--warmup", "0", "--probes", "2", "--json"]);
+    let out =
+        baton(&["demo", "--find-goodput", "--duration", "0.5", "--warmup", "0", "--probes", "2", "--json", "--gap"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let g = &v["goodput"];
@@ -70,6 +71,14 @@ fn demo_finds_the_engines_goodput_beside_the_simulators() {
     assert_eq!(g["probes"].as_array().map(Vec::len), Some(2), "{g}");
     assert_eq!(v["load"]["offered_rps"].as_f64(), Some(sim), "the run is at the simulator's goodput");
     assert_eq!((v["load"]["unanswered"].as_u64(), v["load"]["duplicates"].as_u64()), (Some(0), Some(0)));
+    // Request by request beside the simulator: every request compared, the
+    // engine's bad ones and the simulator's each split in two.
+    let (gap, n) = (&v["gap"], |x: &serde_json::Value| x.as_u64().expect("a count"));
+    let sent = n(&v["load"]["sent"]);
+    assert_eq!(n(&gap["compared"]), sent, "{gap}");
+    assert_eq!(n(&gap["bad_engine_only"]) + n(&gap["bad_both"]), sent - n(&v["load"]["ok"]), "{gap}");
+    let sim_bad = (n(&gap["bad_sim_only"]) + n(&gap["bad_both"])) as f64 / sent as f64;
+    assert!((sim_bad - v["sim"]["bad_rate"].as_f64().expect("a rate")).abs() < 1e-9, "{gap}");
     // The probes' generators pinned threads of their own, not the caller's:
     // the last run still splits the machine's cores (it found one core
     // left, both sides on it, when the sender ran on the caller's thread).

@@ -9,10 +9,11 @@
 //! probe at a rate the engine refuses to serve (a partition plan that fits
 //! nothing there) fails. Prints one line per file with the ratio and the
 //! run at the simulator's rate (exactly-once counts, the worst model's bad
-//! rate, the engine's time beyond its plan in four parts, drops). Check
+//! rate, the engine's time beyond its plan in four parts, drops, and that
+//! run beside the simulator's request by request: `baton_tools::gap`). Check
 //! `uptime` first: the engine needs both cores.
 
-use baton_perf::engine_bench::{engine_goodput, probe, serve_and_load, sim_goodput};
+use baton_perf::engine_bench::{engine_goodput, probe, serve_and_load_gap, sim_goodput};
 use baton_perf::overhead::one_line;
 use baton_perf::report::load_scenario;
 
@@ -51,7 +52,7 @@ fn main() {
             eprintln!("  probe {r:.1} r/s: {}", probe_line(&report));
             report
         });
-        let (at_sim, report) = serve_and_load(&s, sim, secs);
+        let (at_sim, report, gap) = serve_and_load_gap(&s, sim, secs);
         println!(
             "{} / {}: sim goodput {sim:.1} r/s, engine goodput {engine:.1} r/s (ratio {:.3}; probes {tried:?})",
             s.name,
@@ -77,6 +78,9 @@ fn main() {
         }
         if !at_sim.failed_stages.is_empty() {
             println!("  failed queries by stage: {:?}", at_sim.failed_stages);
+        }
+        if gap.compared > 0 {
+            baton_perf::gap::print(&gap);
         }
     }
 }

@@ -26,6 +26,7 @@
 
 mod arrivals;
 mod autoscaled;
+mod fates;
 mod goodput;
 mod partitions;
 mod queries;
@@ -33,6 +34,7 @@ mod report;
 
 pub use arrivals::{Arrivals, Source};
 pub use autoscaled::Period;
+pub use fates::{End, Fate};
 pub use goodput::{find_goodput, find_goodput_with, GoodputSearch};
 pub use partitions::{batch_times, Layout};
 pub use queries::QueryReport;
@@ -116,6 +118,8 @@ struct Sim<'a> {
     stage_ends: Vec<(u32, u16, bool)>,
     /// The autoscaler's signals, counted (when it runs).
     meter: Option<Meter>,
+    /// Each request's fate, when asked (`run_fates`).
+    fates: Option<fates::Book>,
 }
 
 impl<'a> Sim<'a> {
@@ -136,6 +140,7 @@ impl<'a> Sim<'a> {
             infeasible_plans: 0,
             stage_ends: Vec::new(),
             meter: None,
+            fates: None,
         }
     }
 
@@ -227,6 +232,9 @@ impl<'a> Sim<'a> {
         assert_eq!(r.state, State::Queued, "request {id:?} dropped while {:?} (seed {seed})", r.state);
         r.state = State::Done;
         let r = *r;
+        if let Some(f) = &mut self.fates {
+            f.end(id.0, fates::End::Dropped(reason));
+        }
         if let Some(m) = &mut self.meter {
             m.end(true);
         }
@@ -310,6 +318,11 @@ impl<'a> Sim<'a> {
             let t = &mut self.tallies[plan.model.index()];
             t.batches += 1;
             t.batched_requests += b as u64;
+        }
+        if let Some(f) = &mut self.fates {
+            for id in &plan.requests {
+                f.end(id.0, fates::End::Ran { exec_at: plan.exec_at, start, finish, batch: b });
+            }
         }
         self.completions.push(Reverse((finish, plan.backend.0)));
         self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
@@ -402,6 +415,10 @@ fn new_request(
     // A static model's request takes l(1) alone.
     let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
     sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
+    if let Some(f) = &mut sim.fates {
+        let fate = Fate { model, arrival: now, deadline, end: fates::End::Unanswered };
+        f.new_request(id.0, fate, stage.is_none());
+    }
     if let Some(m) = &mut sim.meter {
         m.arrive(now);
     }
@@ -435,7 +452,14 @@ fn layout(scenario: &Scenario, sched: &dyn Scheduler) -> Layout {
 
 /// One run of any scheduler (tests hand in their own).
 pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Scheduler, rate_rps: f64) -> Report {
-    run_inner(scenario, policy_name, sched, rate_rps, None)
+    run_inner(scenario, policy_name, sched, rate_rps, None, false).0
+}
+
+/// One run, and what became of each arrival (`fates.rs`), by ordinal.
+pub fn run_fates(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> (Report, Vec<Option<Fate>>) {
+    let mut sched = build::scheduler(policy, scenario, rate_rps);
+    let (report, fates) = run_inner(scenario, policy.as_str(), sched.as_mut(), rate_rps, None, true);
+    (report, fates.expect("asked for").by_arrival())
 }
 
 /// One run of Symphony under its autoscaler (`autoscaled.rs`): the report
@@ -463,7 +487,7 @@ pub fn run_autoscaled(
         return Err("autoscaling adds and removes whole GPUs, not partitions".into());
     }
     let mut scaler = autoscaled::Scaler::start(cfg, pool, sched.as_mut());
-    let report = run_inner(scenario, "symphony/autoscaled", sched.as_mut(), rate_rps, Some(&mut scaler));
+    let (report, _) = run_inner(scenario, "symphony/autoscaled", sched.as_mut(), rate_rps, Some(&mut scaler), false);
     Ok((report, scaler.periods))
 }
 
@@ -473,13 +497,15 @@ fn run_inner(
     sched: &mut dyn Scheduler,
     rate_rps: f64,
     mut scaler: Option<&mut autoscaled::Scaler>,
-) -> Report {
+    keep_fates: bool,
+) -> (Report, Option<fates::Book>) {
     assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
     let mut arrivals = Arrivals::new(scenario, rate_rps, seed, end);
     let mut sim = Sim::new(scenario, layout(scenario, sched), end);
     sim.meter = scaler.as_ref().map(|s| Meter::new(s.config()));
+    sim.fates = keep_fates.then(fates::Book::default);
     let mut book = QueryBook::new(scenario, seed);
     let mut spawn: Vec<Spawn> = Vec::new();
     let mut now: Nanos = 0;
@@ -527,7 +553,12 @@ fn run_inner(
                     let deadline = now + scenario.models[model.index()].spec.slo;
                     new_request(&mut sim, &mut arrivals, sched, now, model, deadline, None);
                 }
-                (_, Source::Query(q)) => spawn.push(book.start(scenario, q, now, sim.measured(now))),
+                (_, Source::Query(q)) => {
+                    if let Some(f) = &mut sim.fates {
+                        f.query_arrived();
+                    }
+                    spawn.push(book.start(scenario, q, now, sim.measured(now)));
+                }
             }
         } else {
             idle_wakeups += 1;
@@ -538,7 +569,8 @@ fn run_inner(
             idle_wakeups = 0;
         }
     }
-    sim.report(policy_name, rate_rps, &book)
+    let fates = sim.fates.take();
+    (sim.report(policy_name, rate_rps, &book), fates)
 }
 
 /// Decisions, then the query stages they end and the children those
