@@ -49,6 +49,10 @@ pub struct Answered {
     pub parts: Option<[i64; 7]>,
 }
 
+/// Each model request's `Answered` by request id, as the client saw them
+/// (`load::run_with_fates`): None for a query's, or one never answered.
+pub type Fates = Vec<Option<Answered>>;
+
 /// The engine's parts of one answer: `scheduled`, `sent` and `received`
 /// are the client's times on the Unix clock.
 pub fn engine_parts(scheduled: u64, sent: u64, received: u64, t: &fb::Timing) -> [i64; 7] {

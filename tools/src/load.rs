@@ -23,7 +23,7 @@ use baton_sched::time::{Nanos, NANOS_PER_S};
 use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
-use crate::gap::{self, Answered, Outcome};
+use crate::gap::{self, Answered, Fates, Outcome};
 
 use crate::overhead::{Overhead, OverheadReport};
 use baton_core::roles::reserve::P99Window;
@@ -500,9 +500,8 @@ pub fn run(scenario: &Scenario, cfg: &LoadConfig) -> Result<LoadReport, LoadErro
 }
 
 /// `run`, and how each model request ended as the client saw it, by
-/// request id (the simulator's arrival ordinal, `gap.rs`); None for a
-/// query's or one never answered.
-pub fn run_with_fates(scenario: &Scenario, cfg: &LoadConfig) -> Result<(LoadReport, Vec<Option<Answered>>), LoadError> {
+/// request id (the simulator's arrival ordinal, `gap.rs`).
+pub fn run_with_fates(scenario: &Scenario, cfg: &LoadConfig) -> Result<(LoadReport, Fates), LoadError> {
     run_inner(scenario, cfg, true).map(|(r, f)| (r, f.expect("kept")))
 }
 
@@ -510,7 +509,7 @@ fn run_inner(
     scenario: &Scenario,
     cfg: &LoadConfig,
     keep_fates: bool,
-) -> Result<(LoadReport, Option<Vec<Option<Answered>>>), LoadError> {
+) -> Result<(LoadReport, Option<Fates>), LoadError> {
     let schedule = schedule(scenario, cfg.rate_rps, cfg.warmup + cfg.duration)?;
     let warmup = cfg.warmup.as_nanos() as Nanos;
     let warmup_sent = schedule.partition_point(|p| p.at < warmup) as u64;

@@ -875,7 +875,7 @@ fn demo_placement(a: &DemoArgs, rate: f64, backends: u32) -> Result<(EngineConfi
 /// What one `baton demo` run measured: the generator's report, each model
 /// request's end as it saw it (with `--gap`), the engine's counts, and
 /// how the load was made.
-type DemoRun = (load::LoadReport, Option<Vec<Option<gap::Answered>>>, EngineReport, LoadConfig);
+type DemoRun = (load::LoadReport, Option<gap::Fates>, EngineReport, LoadConfig);
 
 /// One `baton demo` run: a fresh engine serving `s` under `baton load` at
 /// `rate` for `duration` after `warmup`: what the generator saw and what
