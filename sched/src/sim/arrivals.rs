@@ -90,6 +90,7 @@ pub struct Arrivals {
     content: Vec<Option<(DynamicExec, f64, Rng)>>,
     next: IndexedMinHeap,
     end: Nanos,
+    popped: usize,
 }
 
 impl Arrivals {
@@ -134,7 +135,7 @@ impl Arrivals {
                 })
             })
             .collect();
-        Self { streams, models: scenario.models.len(), content, next, end }
+        Self { streams, models: scenario.models.len(), content, next, end, popped: 0 }
     }
 
     pub fn peek(&self) -> Option<Nanos> {
@@ -152,7 +153,13 @@ impl Arrivals {
             self.next.remove(i);
         }
         let source = if i < self.models { Source::Model(ModelId(i as u32)) } else { Source::Query(i - self.models) };
+        self.popped += 1;
         Some((t, source))
+    }
+
+    /// How many arrivals `pop` has given: the last one's ordinal plus one.
+    pub fn popped(&self) -> usize {
+        self.popped
     }
 
     /// The app and solo time of a new request of `model` (0 for models

@@ -49,23 +49,13 @@ impl Fate {
 pub(super) struct Book {
     /// By request id: its arrival's ordinal (None for a query stage's) and fate.
     requests: Vec<(Option<usize>, Fate)>,
-    /// Arrivals so far, query roots included.
-    arrivals: usize,
 }
 
 impl Book {
-    /// The next arrival is a query's root: it takes an ordinal.
-    pub fn query_arrived(&mut self) {
-        self.arrivals += 1;
-    }
-
-    /// Request `id` (the next) is new: a model's arrival or a query's stage.
-    pub fn new_request(&mut self, id: u64, fate: Fate, arrival: bool) {
+    /// Request `id` (the next) is new: a model's arrival (its ordinal) or
+    /// a query's stage (None).
+    pub fn new_request(&mut self, id: u64, fate: Fate, ordinal: Option<usize>) {
         assert_eq!(id as usize, self.requests.len(), "request ids count up from 0");
-        let ordinal = arrival.then(|| {
-            self.arrivals += 1;
-            self.arrivals - 1
-        });
         self.requests.push((ordinal, fate));
     }
 
@@ -73,9 +63,10 @@ impl Book {
         self.requests[id as usize].1.end = end;
     }
 
-    /// By arrival ordinal: each model request's fate, None for query roots.
-    pub fn by_arrival(self) -> Vec<Option<Fate>> {
-        let mut out = vec![None; self.arrivals];
+    /// By arrival ordinal, of `arrivals` in all: each model request's
+    /// fate, None for query roots.
+    pub fn by_arrival(self, arrivals: usize) -> Vec<Option<Fate>> {
+        let mut out = vec![None; arrivals];
         for (ordinal, fate) in self.requests {
             if let Some(i) = ordinal {
                 out[i] = Some(fate);
@@ -93,13 +84,13 @@ mod tests {
     fn fates_are_kept_by_arrival_and_query_roots_keep_none() {
         let fate = |arrival| Fate { model: ModelId(0), arrival, deadline: arrival + 10, end: End::Unanswered };
         let mut book = Book::default();
-        book.new_request(0, fate(1), true);
-        book.query_arrived();
-        book.new_request(1, fate(2), false); // the query's first stage
-        book.new_request(2, fate(3), true);
+        book.new_request(0, fate(1), Some(0));
+        // Arrival 1 is a query's root; request 1 its first stage.
+        book.new_request(1, fate(2), None);
+        book.new_request(2, fate(3), Some(2));
         book.end(2, End::Ran { exec_at: 4, start: 5, finish: 13, batch: 2 });
         book.end(0, End::Dropped(DropReason::Shed));
-        let by = book.by_arrival();
+        let by = book.by_arrival(3);
         assert_eq!(by.len(), 3);
         assert_eq!(by[0].map(|f| f.end), Some(End::Dropped(DropReason::Shed)));
         assert_eq!(by[1], None);

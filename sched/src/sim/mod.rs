@@ -417,7 +417,8 @@ fn new_request(
     sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
     if let Some(f) = &mut sim.fates {
         let fate = Fate { model, arrival: now, deadline, end: fates::End::Unanswered };
-        f.new_request(id.0, fate, stage.is_none());
+        // A query's stage is no arrival: it keeps no ordinal.
+        f.new_request(id.0, fate, stage.is_none().then(|| arrivals.popped() - 1));
     }
     if let Some(m) = &mut sim.meter {
         m.arrive(now);
@@ -459,7 +460,7 @@ pub fn run_with(scenario: &Scenario, policy_name: &str, sched: &mut dyn Schedule
 pub fn run_fates(scenario: &Scenario, policy: PolicyKind, rate_rps: f64) -> (Report, Vec<Option<Fate>>) {
     let mut sched = build::scheduler(policy, scenario, rate_rps);
     let (report, fates) = run_inner(scenario, policy.as_str(), sched.as_mut(), rate_rps, None, true);
-    (report, fates.expect("asked for").by_arrival())
+    (report, fates.expect("asked for"))
 }
 
 /// One run of Symphony under its autoscaler (`autoscaled.rs`): the report
@@ -498,7 +499,7 @@ fn run_inner(
     rate_rps: f64,
     mut scaler: Option<&mut autoscaled::Scaler>,
     keep_fates: bool,
-) -> (Report, Option<fates::Book>) {
+) -> (Report, Option<Vec<Option<Fate>>>) {
     assert!(rate_rps.is_finite() && (0.0..=MAX_RATE_RPS).contains(&rate_rps), "rate {rate_rps} out of range");
     let seed = scenario.seed;
     let end = scenario.warmup + scenario.duration;
@@ -553,12 +554,7 @@ fn run_inner(
                     let deadline = now + scenario.models[model.index()].spec.slo;
                     new_request(&mut sim, &mut arrivals, sched, now, model, deadline, None);
                 }
-                (_, Source::Query(q)) => {
-                    if let Some(f) = &mut sim.fates {
-                        f.query_arrived();
-                    }
-                    spawn.push(book.start(scenario, q, now, sim.measured(now)));
-                }
+                (_, Source::Query(q)) => spawn.push(book.start(scenario, q, now, sim.measured(now))),
             }
         } else {
             idle_wakeups += 1;
@@ -569,7 +565,7 @@ fn run_inner(
             idle_wakeups = 0;
         }
     }
-    let fates = sim.fates.take();
+    let fates = sim.fates.take().map(|f| f.by_arrival(arrivals.popped()));
     (sim.report(policy_name, rate_rps, &book), fates)
 }
 
