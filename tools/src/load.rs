@@ -24,7 +24,6 @@ use baton_wire::{fb, ReadError};
 use serde::Serialize;
 
 use crate::gap::{self, Answered, Fates, Outcome};
-
 use crate::overhead::{Overhead, OverheadReport};
 use baton_core::roles::reserve::P99Window;
 
@@ -536,7 +535,8 @@ fn run_inner(
     let threads = cfg.cores.len().clamp(1, senders.len());
     let mut tallies: Vec<Tally> = (0..threads)
         .map(|_| {
-            let fates = keep_fates.then(Vec::new);
+            // Room for every answer, as for the latencies (the runs that keep them are short).
+            let fates = keep_fates.then(|| Vec::with_capacity(n.div_ceil(threads) + 1024));
             let mut t = Tally { latency_us: Vec::with_capacity(n.div_ceil(threads) + 1024), fates, ..Tally::default() };
             prefault(&mut t.latency_us);
             t

@@ -17,6 +17,9 @@
 //! randomness comes from the scenario's seed, so one seed reproduces a run
 //! bit for bit.
 //!
+//! Asked (`run_fates`), a run also keeps what became of each arrival
+//! (`fates.rs`), to set it beside the engine's run request by request.
+//!
 //! The checker lives here, apart from the schedulers: every request must end
 //! exactly once (served, dropped with a reason), every dispatched request
 //! must be queued and of the batch's model, and every plan must be able to
