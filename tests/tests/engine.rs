@@ -913,6 +913,12 @@ fn deaf_scheduler(key: &ClusterKey) -> (std::net::SocketAddr, std::thread::JoinH
 /// requests sent, and the first answer that was not `Ok`.
 fn flood_behind_deaf_scheduler(cfg: &EngineConfig) -> (u64, fb::InferResponse, baton_core::runtime::EngineReport) {
     use baton_core::runtime::{start_role, RoleSpec};
+    // The client is never cut off for reading slowly here: on two cores the
+    // flooding writer and the frontend can starve the reader long enough
+    // for 64 MiB of refusals to wait for it (a CI run saw its connection
+    // aborted before it read the first answer). The bound on what the
+    // frontend buffers for the scheduler is what these tests are about.
+    let cfg = &EngineConfig { max_unread: 1 << 30, ..cfg.clone() };
     let s = scenario();
     let any = "127.0.0.1:0".parse().unwrap();
     let (sched, deaf) = deaf_scheduler(cfg.cluster_key.as_ref().unwrap());
