@@ -88,6 +88,8 @@ pub struct Gap {
     pub bad_engine_only: u64,
     pub bad_sim_only: u64,
     pub bad_both: u64,
+    /// The engine's only, by model (index in the scenario).
+    pub by_model: Vec<u64>,
     /// Of the engine's only: late, dropped (by reason), errors, unanswered.
     pub late: u64,
     pub dropped: Vec<(String, u64)>,
@@ -121,6 +123,11 @@ pub fn compare(sim: &[Option<Fate>], engine: &[Option<Answered>], warmup: Nanos)
             }
             (true, false) => g.bad_engine_only += 1,
         }
+        let m = s.model.index();
+        if g.by_model.len() <= m {
+            g.by_model.resize(m + 1, 0);
+        }
+        g.by_model[m] += 1;
         match e {
             None => g.unanswered += 1,
             Some(Answered { outcome: Outcome::Error, .. }) => g.errors += 1,
@@ -148,11 +155,17 @@ pub fn compare(sim: &[Option<Fate>], engine: &[Option<Answered>], warmup: Nanos)
     g
 }
 
-/// The comparison in three lines.
-pub fn print(g: &Gap) {
+/// The comparison in three lines; `names`: the scenario's models.
+pub fn print(g: &Gap, names: &[String]) {
+    let by_model: Vec<String> =
+        g.by_model.iter().zip(names).filter(|(&n, _)| n > 0).map(|(n, name)| format!("{name} {n}")).collect();
     println!(
-        "request by request beside the simulator ({} model requests after warm-up): bad in the engine only {}, in the simulator only {}, in both {}",
-        g.compared, g.bad_engine_only, g.bad_sim_only, g.bad_both
+        "request by request beside the simulator ({} model requests after warm-up): bad in the engine only {} ({}), in the simulator only {}, in both {}",
+        g.compared,
+        g.bad_engine_only,
+        by_model.join(", "),
+        g.bad_sim_only,
+        g.bad_both
     );
     let by_part: Vec<String> = PARTS.iter().zip(g.late_by_part).map(|(p, n)| format!("{p} {n}")).collect();
     let dropped: Vec<String> = g.dropped.iter().map(|(r, n)| format!("{r} {n}")).collect();
@@ -214,6 +227,7 @@ mod tests {
         ];
         let g = compare(&sim, &engine, 10 * MS);
         assert_eq!((g.compared, g.bad_engine_only, g.bad_sim_only, g.bad_both), (6, 4, 1, 0));
+        assert_eq!(g.by_model, vec![4]);
         assert_eq!((g.late, g.errors, g.unanswered), (2, 0, 1));
         assert_eq!(g.dropped, vec![("Shed".to_string(), 1)]);
         assert_eq!(g.late_by_part, [0, 0, 1, 0, 0, 0, 1]);

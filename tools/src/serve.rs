@@ -1001,7 +1001,7 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
             );
         }
         if let Some(g) = &gap {
-            gap::print(g);
+            gap::print(g, &s.models.iter().map(|m| m.spec.name.clone()).collect::<Vec<_>>());
         }
     }
     Ok(())

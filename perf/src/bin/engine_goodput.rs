@@ -80,7 +80,7 @@ fn main() {
             println!("  failed queries by stage: {:?}", at_sim.failed_stages);
         }
         if gap.compared > 0 {
-            baton_perf::gap::print(&gap);
+            baton_perf::gap::print(&gap, &s.models.iter().map(|m| m.spec.name.clone()).collect::<Vec<_>>());
         }
     }
 }
