@@ -70,10 +70,9 @@ fn load_config(s: &Scenario, target: SocketAddr, rate: f64, secs: f64, input_flo
 /// `secs`) at `rate` request by request (`baton_tools::gap`).
 pub fn serve_and_load_gap(s: &Scenario, rate: f64, secs: f64) -> (LoadReport, EngineReport, Gap) {
     let cfg = local(rate);
-    let engine = start(s, s.policy, &cfg).unwrap_or_else(|e| panic!("{e}"));
-    let lc = load_config(s, engine.addr, rate, secs, cfg.input_floats, false);
-    let (r, engine_fates) = load::run_with_fates(s, &lc).unwrap_or_else(|e| panic!("{e}"));
-    let report = engine.shutdown();
+    let load = |addr| load::run_with_fates(s, &load_config(s, addr, rate, secs, cfg.input_floats, false));
+    let (run, report) = serve_with(s, &cfg, load).unwrap_or_else(|e| panic!("{e}"));
+    let (r, engine_fates) = run.unwrap_or_else(|e| panic!("{e}"));
     let (_, sim_fates) = baton_sched::sim::run_fates(s, s.policy, rate);
     (r, report, gap::compare(&sim_fates, &engine_fates, s.warmup))
 }
@@ -107,8 +106,18 @@ fn try_serve_config_and_load(
     secs: f64,
     spin: bool,
 ) -> Result<(LoadReport, EngineReport), EngineError> {
+    serve_with(s, cfg, |addr| drive(s, addr, cfg.plan_rate_rps, secs, cfg.input_floats, spin))
+}
+
+/// One engine configured as `cfg` serving `s` while `run` loads it at its
+/// address; what `run` returns and what the engine counted.
+fn serve_with<T>(
+    s: &Scenario,
+    cfg: &EngineConfig,
+    run: impl FnOnce(SocketAddr) -> T,
+) -> Result<(T, EngineReport), EngineError> {
     let engine = start(s, s.policy, cfg)?;
-    let r = drive(s, engine.addr, cfg.plan_rate_rps, secs, cfg.input_floats, spin);
+    let r = run(engine.addr);
     Ok((r, engine.shutdown()))
 }
 

@@ -29,8 +29,13 @@ use baton_sched::time::Nanos;
 use baton_wire::fb;
 use serde::Serialize;
 
+use crate::load::{add_at, bump};
+
+/// How many parts.
+pub const N: usize = 7;
+
 /// The parts, in the order of a request's way.
-pub const PARTS: [&str; 7] = ["generator", "ingress", "wait", "start lag", "run", "completion", "egress"];
+pub const PARTS: [&str; N] = ["generator", "ingress", "wait", "start lag", "run", "completion", "egress"];
 
 /// How the client saw one request end.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,7 +51,7 @@ pub enum Outcome {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Answered {
     pub outcome: Outcome,
-    pub parts: Option<[i64; 7]>,
+    pub parts: Option<[i64; N]>,
 }
 
 /// Each model request's `Answered` by request id, as the client saw them
@@ -55,7 +60,7 @@ pub type Fates = Vec<Option<Answered>>;
 
 /// The engine's parts of one answer: `scheduled`, `sent` and `received`
 /// are the client's times on the Unix clock.
-pub fn engine_parts(scheduled: u64, sent: u64, received: u64, t: &fb::Timing) -> [i64; 7] {
+pub fn engine_parts(scheduled: u64, sent: u64, received: u64, t: &fb::Timing) -> [i64; N] {
     let server = |x: u64| t.origin_unix_ns as i128 + x as i128;
     let d = |a: i128, b: i128| (a - b).clamp(0, i64::MAX as i128) as i64;
     [
@@ -71,7 +76,7 @@ pub fn engine_parts(scheduled: u64, sent: u64, received: u64, t: &fb::Timing) ->
 
 /// The simulator's parts of a request that ran (its path has no
 /// generator, ingress, completion or egress).
-fn sim_parts(f: &Fate) -> Option<[i64; 7]> {
+fn sim_parts(f: &Fate) -> Option<[i64; N]> {
     match f.end {
         End::Ran { exec_at, start, finish, .. } => {
             let d = |a: Nanos, b: Nanos| a.saturating_sub(b) as i64;
@@ -96,9 +101,9 @@ pub struct Gap {
     pub errors: u64,
     pub unanswered: u64,
     /// The late ones by the part with the largest excess (`PARTS` order).
-    pub late_by_part: [u64; 7],
+    pub late_by_part: [u64; N],
     /// Their mean excess of each part over the simulator's, µs.
-    pub mean_excess_us: [f64; 7],
+    pub mean_excess_us: [f64; N],
 }
 
 /// Lines up the simulator's fates (by arrival, `run_fates`) and the
@@ -106,7 +111,7 @@ pub struct Gap {
 /// at or after `warmup` (ns from the run's start).
 pub fn compare(sim: &[Option<Fate>], engine: &[Option<Answered>], warmup: Nanos) -> Gap {
     let mut g = Gap::default();
-    let mut excess_sum = [0i64; 7];
+    let mut excess_sum = [0i64; N];
     for (s, e) in sim.iter().zip(engine) {
         let Some(s) = s.filter(|s| s.arrival >= warmup) else { continue };
         g.compared += 1;
@@ -123,26 +128,16 @@ pub fn compare(sim: &[Option<Fate>], engine: &[Option<Answered>], warmup: Nanos)
             }
             (true, false) => g.bad_engine_only += 1,
         }
-        let m = s.model.index();
-        if g.by_model.len() <= m {
-            g.by_model.resize(m + 1, 0);
-        }
-        g.by_model[m] += 1;
+        add_at(&mut g.by_model, s.model.index(), 1);
         match e {
             None => g.unanswered += 1,
             Some(Answered { outcome: Outcome::Error, .. }) => g.errors += 1,
-            Some(Answered { outcome: Outcome::Dropped(r), .. }) => {
-                let name = format!("{r:?}");
-                match g.dropped.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, c)) => *c += 1,
-                    None => g.dropped.push((name, 1)),
-                }
-            }
+            Some(Answered { outcome: Outcome::Dropped(r), .. }) => bump(&mut g.dropped, format!("{r:?}"), 1),
             Some(Answered { parts, .. }) => {
                 g.late += 1;
                 let (Some(ep), Some(sp)) = (parts, sim_parts(&s)) else { continue };
-                let excess: [i64; 7] = std::array::from_fn(|i| ep[i] - sp[i]);
-                let worst = (0..7).max_by_key(|&i| excess[i]).expect("seven parts");
+                let excess: [i64; N] = std::array::from_fn(|i| ep[i] - sp[i]);
+                let worst = (0..N).max_by_key(|&i| excess[i]).expect("N > 0");
                 g.late_by_part[worst] += 1;
                 for (sum, x) in excess_sum.iter_mut().zip(excess) {
                     *sum += x;
@@ -199,7 +194,7 @@ mod tests {
         fate(arrival, End::Ran { exec_at, start: exec_at, finish, batch: 4 })
     }
 
-    fn answered(outcome: Outcome, parts: [i64; 7]) -> Option<Answered> {
+    fn answered(outcome: Outcome, parts: [i64; N]) -> Option<Answered> {
         Some(Answered { outcome, parts: Some(parts.map(|ms| ms * MS as i64)) })
     }
 
@@ -216,14 +211,14 @@ mod tests {
             None,                                           // a query's root
         ];
         let engine = [
-            answered(Outcome::Late, [0; 7]),
+            answered(Outcome::Late, [0; N]),
             answered(Outcome::Ok, [0, 0, 2, 0, 6, 0, 0]),
             answered(Outcome::Late, [0, 1, 5, 0, 6, 0, 0]),
             answered(Outcome::Late, [0, 0, 2, 0, 6, 0, 3]),
             Some(Answered { outcome: Outcome::Dropped(fb::DropReason::Shed), parts: None }),
-            answered(Outcome::Ok, [0; 7]),
+            answered(Outcome::Ok, [0; N]),
             None,
-            answered(Outcome::Ok, [0; 7]),
+            answered(Outcome::Ok, [0; N]),
         ];
         let g = compare(&sim, &engine, 10 * MS);
         assert_eq!((g.compared, g.bad_engine_only, g.bad_sim_only, g.bad_both), (6, 4, 1, 0));

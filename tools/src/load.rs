@@ -297,7 +297,7 @@ struct Tally {
 }
 
 /// Adds `by` to `k`'s count.
-fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
+pub(crate) fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
     match v.iter_mut().find(|x| x.0 == k) {
         Some(x) => x.1 += by,
         None => v.push((k, by)),
@@ -305,7 +305,7 @@ fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
 }
 
 /// Adds `by` to second `i`'s count, growing the timeline to it.
-fn add_at(timeline: &mut Vec<u64>, i: usize, by: u64) {
+pub(crate) fn add_at(timeline: &mut Vec<u64>, i: usize, by: u64) {
     if timeline.len() <= i {
         timeline.resize(i + 1, 0);
     }
