@@ -296,11 +296,11 @@ impl ModelTable {
                 }
             }
             ExecutorChoice::Cuda(cfg) => {
-                let exec = match &self.partitions {
-                    Some(p) => p.cuda_executor(cfg, backend)?,
-                    None => CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?,
+                let exec: Box<dyn Executor> = match &self.partitions {
+                    Some(p) => Box::new(p.cuda_executor(cfg, backend)?),
+                    None => Box::new(CudaExecutor::new(&CudaConfig { ordinal: backend as usize, ..*cfg })?),
                 };
-                Ok(Box::new(ByName::new(self, Box::new(exec))))
+                Ok(Box::new(ByName::new(self, exec)))
             }
             ExecutorChoice::Cpu(cfg) => {
                 let exec = CpuConfig { core: core.or(cfg.core), ..*cfg }.executor()?;

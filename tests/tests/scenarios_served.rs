@@ -160,18 +160,24 @@ fn without_a_gpu_the_cuda_executor_is_refused_with_a_typed_error() {
 }
 
 #[test]
-fn re_partitioning_at_run_time_on_the_cuda_executor_is_refused() {
-    // glet on the CUDA executor's models, told to re-plan every 2 s.
-    let path = shipped_scenarios().into_iter().find(|p| p.ends_with("cuda-glet.toml")).expect("shipped");
-    let mut s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
-    s.policy_epoch = Some(2_000_000_000);
+fn glet_re_partitioning_at_run_time_starts_on_the_cuda_executor() {
+    // glet re-planning every 2 s on the CUDA executor's models, each
+    // backend on a green context (`core/src/partitions/cuda.rs`); without
+    // a GPU, the typed no-device error.
+    let path = shipped_scenarios().into_iter().find(|p| p.ends_with("cuda-glet-epochs.toml")).expect("shipped");
+    let s = load_scenario(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.policy_epoch.is_some(), "the file re-plans");
     let cfg = EngineConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         executor: ExecutorChoice::Cuda(CudaConfig::serving()),
         ..Default::default()
     };
-    match start(&s, s.policy, &cfg) {
-        Err(e) => assert!(e.to_string().contains("re-partitioning at run time"), "{e}"),
-        Ok(_) => panic!("re-planning partitions started on the CUDA executor"),
+    if baton_gpu::cuda::open_context(0).is_err() {
+        return refused_without_a_gpu(&s, &cfg);
     }
+    let e = start(&s, s.policy, &cfg).unwrap_or_else(|err| panic!("{err}"));
+    let table = ModelTable::for_executor(&s, &cfg.executor, cfg.input_floats).expect("served");
+    one_of_each(e.addr, &s, &table);
+    let r = e.shutdown();
+    assert_eq!((r.held_at_stop, r.frontend.duplicates, r.frontend.errors), (0, 0, 0));
 }

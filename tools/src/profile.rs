@@ -78,9 +78,15 @@ pub struct Args {
     /// --util-run > ncu.csv`, M as `baton_gpu::cuda::mem_util::METRICS`).
     #[arg(long)]
     util_run: bool,
-    /// With --partitions: write DIR/mem_util.csv from that ncu output.
+    /// With --partitions: write DIR/mem_util.csv from that ncu output
+    /// (shares not measured estimated from the whole device's by
+    /// DIR/inference.csv's solo times: `baton_gpu::cuda::mem_util::scaled`).
     #[arg(long)]
     util_from: Option<PathBuf>,
+    /// With --util-run / --util-from: the shares (percent of the SMs) run
+    /// under Nsight Compute, 100 the whole device.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    util_shares: Vec<u32>,
     /// CUDA: measure the dynamic model and the supernet's subnets too, into
     /// an Orloj scenario as `--executor cpu` writes it.
     #[arg(long)]
@@ -293,9 +299,10 @@ fn write_dynamic(a: &Args, p: &DynamicProfile) -> Result<(), String> {
 /// DRAM and L2 utilisation from, and `mem_util.csv` from its output.
 fn partitions(a: &Args, cfg: &CudaConfig, dir: &std::path::Path, reps: usize) -> Result<(), String> {
     let batches: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();
-    // The whole device only: Nsight Compute cannot profile kernels in green
-    // contexts here (`mem_util.rs`).
-    let configs = mem_util::configs(cfg, &[100], &batches);
+    if a.util_shares.iter().any(|&p| p == 0 || p > 100) {
+        return Err("--util-shares: percents in 1..=100".into());
+    }
+    let configs = mem_util::configs(cfg, &a.util_shares, &batches);
     if a.util_run {
         mem_util::run_marked(cfg, &configs).map_err(|e| format!("profile: {e}"))?;
         eprintln!("{} configurations run, each after a marker kernel", configs.len());
@@ -304,10 +311,15 @@ fn partitions(a: &Args, cfg: &CudaConfig, dir: &std::path::Path, reps: usize) ->
     if let Some(path) = &a.util_from {
         let csv = std::fs::read_to_string(path).map_err(|e| format!("--util-from {}: {e}", path.display()))?;
         let utils = mem_util::from_ncu(&csv, &configs).map_err(|e| format!("--util-from {}: {e}", path.display()))?;
-        let rows = mem_util::csv(&utils, &PARTITIONS);
+        let inference = dir.join("inference.csv");
+        let solo = std::fs::read_to_string(&inference)
+            .map_err(|e| e.to_string())
+            .and_then(|text| mem_util::solo_latencies(&text))
+            .map_err(|e| format!("--partitions {}: {e}", inference.display()))?;
+        let utils = mem_util::scaled(&utils, &PARTITIONS, |m, b, p| solo.get(&(m.to_string(), b, p)).copied());
         let out = dir.join("mem_util.csv");
-        std::fs::write(&out, rows).map_err(|e| format!("--partitions {}: {e}", out.display()))?;
-        eprintln!("{} rows in {}", configs.len(), out.display());
+        std::fs::write(&out, mem_util::csv(&utils)).map_err(|e| format!("--partitions {}: {e}", out.display()))?;
+        eprintln!("{} rows in {} ({} measured)", utils.len(), out.display(), configs.len());
         return Ok(());
     }
     let co_batches: Vec<usize> = [4, 16].into_iter().filter(|&b| b <= cfg.max_batch as usize).collect();

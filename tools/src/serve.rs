@@ -600,6 +600,9 @@ fn print_engine(r: &EngineReport) {
         if batches == 0 { 0.0 } else { lag as f64 / batches as f64 / 1e3 },
         max_lag as f64 / 1e3
     );
+    if r.scheduler.relayouts > 0 {
+        println!("        re-partitionings {}", r.scheduler.relayouts);
+    }
 }
 
 /// Inputs the backends READ, and those that fell back to TCP fetch.
@@ -616,7 +619,7 @@ fn engine_json(r: &EngineReport) -> serde_json::Value {
         "connections": r.connections, "refused_connections": r.refused_connections, "bad_frames": r.bad_frames,
         "unread_closed": r.unread_closed, "refused_peers": r.refused_peers, "cut_peers": r.cut_peers,
         "accept_failures": r.accept_failures,
-        "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(),
+        "batches": r.backends.iter().map(|b| b.batches).sum::<u64>(), "relayouts": r.scheduler.relayouts,
         "rdma_reads": rdma_reads, "rdma_fallbacks": rdma_fallbacks, "unregistered": f.unregistered,
     })
 }

@@ -442,13 +442,7 @@ fn servable(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig) -> Resu
     let mut table = ModelTable::for_executor(scenario, &cfg.executor, cfg.input_floats)?;
     if policy.needs_partition_profiles() {
         match cfg.executor {
-            ExecutorChoice::Emulated => {}
-            ExecutorChoice::Cuda(_) if scenario.policy_epoch.is_none() => {}
-            ExecutorChoice::Cuda(_) => {
-                let why = "re-partitioning at run time (`[policy] epoch_s`) on the CUDA executor: its green \
-                           contexts are made once per process";
-                return Err(unsupported(why.into()));
-            }
+            ExecutorChoice::Emulated | ExecutorChoice::Cuda(_) => {}
             ExecutorChoice::Cpu(_) => {
                 let why =
                     format!("{} runs GPU partitions, which the emulated and CUDA executors serve", policy.as_str());

@@ -23,19 +23,12 @@
 //! partition it was planned for. A backend's executor times whatever
 //! partition its backend holds when the batch starts.
 //!
-//! On the CUDA executor (`cuda_executor`) a backend's partition is a green
-//! context of its GPU (`baton_gpu::cuda::partition`): the GPU's SMs are
-//! split once, when the first of its two backends builds its executor, into
-//! a group for the lower-numbered backend's share and the rest for its
-//! sibling; the interference is the device's own. Green contexts are made
-//! once per process, so a plan that re-partitions at run time is refused
-//! on CUDA (`runtime::table_for`).
+//! On the CUDA executor a backend's partition is a green context of its
+//! GPU, and a re-partitioning moves it to another (`cuda.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use baton_gpu::cuda::partition::{device_sms, split, Partition as Green};
-use baton_gpu::cuda::{CudaConfig, CudaExecutor};
 use baton_gpu::emulated::{Emulated, EmulatedModel, Pacing};
 use baton_gpu::{Batch, ExecError, Executor, ModelInfo};
 use baton_sched::glet::{PartitionData, MAX_PARTITION_BATCH};
@@ -44,6 +37,9 @@ use baton_sched::sim::{batch_times, Layout};
 use baton_sched::types::{Partition, Scheduler};
 
 use crate::models::{ModelEntry, Unsupported};
+
+mod cuda;
+pub use cuda::OnGreen;
 
 /// What one partition runs: the model's profile row, the batch, and when
 /// it ends.
@@ -64,9 +60,10 @@ pub struct Partitioned {
     /// The partition each backend holds, and what each runs now (None:
     /// idle or never started).
     board: Mutex<Board>,
-    /// On the CUDA executor: each split GPU's two green contexts, the
-    /// lower-numbered backend's first.
-    greens: Mutex<Vec<(u32, Green, Green)>>,
+    /// On the CUDA executor: the green contexts of each split made so far.
+    greens: cuda::Greens,
+    /// The policy re-partitions at run time (`[policy] epoch_s`).
+    replans: bool,
 }
 
 #[derive(Debug)]
@@ -92,8 +89,8 @@ impl Partitioned {
         let gpus = scenario.cluster.backends;
         let layout = Layout::new(slots, gpus);
         let running = vec![None; layout.backends()];
-        let greens = Mutex::new(Vec::new());
-        Ok(Some(Self { data, rows, gpus, board: Mutex::new(Board { layout, running }), greens }))
+        let (board, greens) = (Mutex::new(Board { layout, running }), cuda::Greens::default());
+        Ok(Some(Self { data, rows, gpus, board, greens, replans: scenario.policy_epoch.is_some() }))
     }
 
     /// One process's backends share the board; a panic elsewhere leaves
@@ -139,33 +136,6 @@ impl Partitioned {
         let models = models.iter().map(|m| (m.name.clone(), m.input_floats, m.output_floats)).collect();
         let (backend, plan) = (backend as usize, Arc::clone(self));
         OnPartition { whole, parts: Vec::new(), models, jitter, seed, backend, plan }
-    }
-
-    /// Backend `backend`'s CUDA executor: on its GPU whole, or on its
-    /// partition's green context (the GPU split on first use; a partition
-    /// without a sibling leaves the rest of its GPU idle). A backend of 0%
-    /// holds no partition and is sent no batch: it gets the whole GPU.
-    pub fn cuda_executor(&self, cfg: &CudaConfig, backend: u32) -> Result<CudaExecutor, ExecError> {
-        let (backend, layout) = (backend as usize, self.board().layout.clone());
-        let part = layout.partition(backend);
-        let cfg = CudaConfig { ordinal: part.gpu as usize, ..*cfg };
-        if part.percent == 0 || part.percent >= 100 {
-            return CudaExecutor::new(&cfg);
-        }
-        let first = layout.sibling(backend).map_or(backend, |s| backend.min(s));
-        let mut greens = self.greens.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = match greens.iter().position(|g| g.0 == part.gpu) {
-            Some(at) => at,
-            None => {
-                let sms = device_sms(cfg.ordinal)? * layout.percent(first);
-                let (mine, rest) = split(cfg.ordinal, sms.div_ceil(100))?;
-                greens.push((part.gpu, mine, rest));
-                greens.len() - 1
-            }
-        };
-        let green = if backend == first { greens[at].1.clone() } else { greens[at].2.clone() };
-        drop(greens);
-        CudaExecutor::on_partition(&cfg, &green)
     }
 
     /// An emulated executor timing L(b, `percent`) for `models`.
@@ -247,36 +217,11 @@ mod tests {
     use baton_sched::build;
     use baton_sched::PolicyKind;
 
-    fn glet_game() -> Scenario {
+    pub(super) fn glet_game() -> Scenario {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf/scenarios");
         let text = std::fs::read_to_string(dir.join("glet-game.toml")).expect("shipped");
         let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| e.to_string());
         Scenario::parse_with(&text, &read).expect("glet-game parses")
-    }
-
-    /// On the CUDA executor a split GPU's two backends get disjoint green
-    /// contexts of their shares; without a GPU, the typed no-device error.
-    #[test]
-    fn cuda_backends_of_a_split_gpu_get_its_two_green_contexts() {
-        let s = glet_game();
-        let policy = build::scheduler(PolicyKind::Glet, &s, s.rate_rps.unwrap_or(1000.0));
-        let plan = Partitioned::of(&s, policy.as_ref()).expect("plans").expect("partitions");
-        let sibling = |b: u32| plan.board().layout.sibling(b as usize);
-        let a = (0..plan.backends()).find(|&b| plan.percent(b) < 100 && sibling(b).is_some()).expect("a split GPU");
-        let b = sibling(a).expect("has one") as u32;
-        let cfg = CudaConfig { varlen: None, max_batch: 2, ..CudaConfig::small() };
-        match plan.cuda_executor(&cfg, a) {
-            Err(ExecError::NoDevice(why)) => assert!(why.contains("CUDA"), "{why}"),
-            Err(e) => panic!("not a device error: {e}"),
-            Ok(_) => {
-                plan.cuda_executor(&cfg, b).expect("the sibling's side");
-                let greens = plan.greens.lock().unwrap();
-                assert_eq!(greens.len(), 1, "one split per GPU, shared by its two backends");
-                let total = baton_gpu::cuda::partition::device_sms(0).unwrap();
-                let (_, first, rest) = &greens[0];
-                assert!(first.sms + rest.sms <= total && first.sms > 0 && rest.sms > 0);
-            }
-        }
     }
 
     /// The engine's backends are glet's partitions; a partition's batch
