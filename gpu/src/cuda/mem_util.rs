@@ -14,20 +14,24 @@
 //!    throughput and L2 sector throughput (percent of peak), the rows of
 //!    `mem_util.csv`.
 //!
-//! Where Nsight Compute cannot profile a kernel inside a green context (on
-//! the H200 lent here: "Failed to profile sm80_xmma_gemm..."), a share's
-//! utilisation is estimated from the whole device's (`scaled`): a batch
+//! `--util-shares` names the shares run under ncu. On the H200 lent here
+//! ncu profiles kernels inside green contexts when it leaves the clocks
+//! alone (`--clock-control none`; with its default clock control it failed:
+//! "Failed to profile sm80_xmma_gemm..."). Where a share was not measured,
+//! its utilisation is estimated from the whole device's (`scaled`): a batch
 //! moves about the same bytes through DRAM and L2 on fewer SMs, over its
 //! longer time L(b, p), so
 //!
 //!   util(b, p) = util(b, 100) * L(b, 100) / L(b, p)    (at most 100%).
 //!
-//! Checked on glet's own per-partition measurements
-//! (`perf/data/partition-profiles`, 350 points below 100%): this estimate
-//! is off by 12% of the measured value at the median (mean 21%), the whole
-//! device's number copied by 40% (mean 73%); the bytes a batch moves do
-//! shrink somewhat on small shares (util x L at 20% is 0.77 of the whole
-//! device's at the median, 0.95 at 80%), which the estimate ignores.
+//! Checked against measurements: on glet's own (`perf/data/partition-profiles`,
+//! 350 points below 100%) the estimate is off by 12% of the measured value
+//! at the median (mean 21%), the whole device's number copied by 40% (mean
+//! 73%); on the H200 (`perf/data/partition-profiles-h200`, 105 points, ncu
+//! in green contexts) by 4.9% (mean 8.1%) against 24% (mean 42%) for DRAM.
+//! The bytes a batch moves shrink somewhat on small shares (on glet's data
+//! util x L at 20% is 0.77 of the whole device's at the median, 0.95 at
+//! 80%), which the estimate ignores.
 
 use std::collections::BTreeMap;
 
