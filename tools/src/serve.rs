@@ -66,8 +66,12 @@ pub(crate) struct EngineArgs {
     /// Run the backends on shards (cores) of their own, this many, each a
     /// contiguous range of them; 0 keeps every backend on the scheduler
     /// shard. Their batches' host work then leaves the scheduler's core.
-    #[arg(long, default_value_t = 0)]
-    backend_shards: usize,
+    /// [default: 1 with `--executor cuda`, whose staging of each batch's
+    /// inputs would hold up the policy's rounds (on an H200, cuda-glet at
+    /// the simulator's goodput: 34% bad with 1, 51% with 0,
+    /// perf/results/cuda_glet_h200.txt); else 0]
+    #[arg(long)]
+    backend_shards: Option<usize>,
     /// Frontend shards (cores) listening on the one address, connections
     /// spread over them by the kernel; each holds its own requests, up to
     /// the capacities below. A role process runs one.
@@ -545,7 +549,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
         jitter: a.jitter,
         plan_rate_rps: plan_rate,
         model_shards: a.model_shards,
-        backend_shards: a.backend_shards,
+        backend_shards: a.backend_shards.unwrap_or(usize::from(matches!(a.executor, ExecutorKind::Cuda))),
         frontend_shards: a.frontend_shards.into(),
         near: match (a.numa_node, a.near_gpu, &a.near_nic) {
             (Some(n), _, _) => Some(Near::Node(n)),

@@ -63,7 +63,7 @@ use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::fetch::{FetchStats, Fetcher, Read};
-use super::frontend::le_floats;
+use super::frontend::{as_le_floats, le_floats};
 use super::{frontend_of, Addr, Envelope};
 use crate::pool;
 
@@ -557,8 +557,10 @@ impl BackendRole {
         // The run's lists go to its frontends' results (`finish`), which
         // give them back (`pool`).
         let (mut requests, mut seen, mut spans) = (pool::with_room(n), pool::with_room(n), Vec::with_capacity(n));
-        // Every input's floats in one buffer, each a span of it.
-        let mut floats: Vec<f32> = pool::with_room(job.inputs.iter().map(|(_, b)| b.len() / 4).sum());
+        // Each input read in place from its bytes where it can be
+        // (`as_le_floats`: no copy before the executor's own), else copied
+        // into one buffer, a span of it.
+        let mut floats: Vec<f32> = pool::with_room(0);
         let mut heads: Vec<u16> = Vec::new();
         let seen_at = |i: usize| plan.seen_ns.as_deref().and_then(|s| s.get(i)).copied().unwrap_or(0);
         // Inputs come in plan order but for a refetch or a READ: look where
@@ -579,14 +581,26 @@ impl BackendRole {
                 next = at + 1;
                 requests.push(id);
                 seen.push(seen_at(i));
-                let from = floats.len();
-                floats.extend(le_floats(&job.inputs[at].1));
-                spans.push(from..floats.len());
+                let bytes = &job.inputs[at].1;
+                spans.push(match as_le_floats(bytes) {
+                    Some(_) => Span::InPlace(at),
+                    None => {
+                        let from = floats.len();
+                        floats.extend(le_floats(bytes));
+                        Span::Copied(from..floats.len())
+                    }
+                });
                 // The decoder checked: one head per request, if any.
                 heads.extend(plan.heads.as_deref().map(|h| h[i]));
             }
         }
-        let inputs: Vec<&[f32]> = spans.into_iter().map(|s| &floats[s]).collect();
+        let inputs: Vec<&[f32]> = spans
+            .into_iter()
+            .map(|s| match s {
+                Span::InPlace(at) => as_le_floats(&job.inputs[at].1).expect("read in place above"),
+                Span::Copied(r) => &floats[r],
+            })
+            .collect();
         let work = self.exec.models().get(plan.model as usize).and_then(|m| m.work.as_ref());
         let solo = work.map_or_else(Vec::new, |w| {
             inputs.iter().map(|x| w.solo_time(x).map_or(0, |d| d.as_nanos() as Nanos)).collect()
@@ -691,6 +705,13 @@ impl BackendRole {
             self.spare.push(r.outputs);
         }
     }
+}
+
+/// Where a batch member's floats are: in place in its input's bytes
+/// (`Job::inputs[i]`), or copied into the batch's buffer.
+enum Span {
+    InPlace(usize),
+    Copied(std::ops::Range<usize>),
 }
 
 #[cfg(test)]

@@ -934,6 +934,19 @@ pub fn f32s(data: &[u8]) -> Vec<f32> {
     le_floats(data).collect()
 }
 
+/// A tensor's little-endian bytes as f32s in place: on a little-endian
+/// host, where the bytes are aligned for f32 (a buffer from the allocator
+/// is); None otherwise (read them with `le_floats`).
+pub fn as_le_floats(data: &[u8]) -> Option<&[f32]> {
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    // SAFETY: every bit pattern is a valid f32; `align_to` puts in `mid`
+    // only what is aligned for f32, and the floats borrow the bytes.
+    let (pre, mid, post) = unsafe { data.align_to::<f32>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
+}
+
 /// A tensor's bytes read as f32s (little-endian), one at a time.
 pub fn le_floats(data: &[u8]) -> impl Iterator<Item = f32> + '_ {
     data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -558,3 +558,20 @@ fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
         }
     }
 }
+
+/// An input's bytes are read as f32s in place where they are aligned, and
+/// give the same floats as reading them one by one; misaligned, they are
+/// not read in place.
+#[test]
+fn aligned_input_bytes_are_read_as_floats_in_place() {
+    use super::frontend::{as_le_floats, le_bytes, le_floats};
+    let xs = [1.5f32, -2.0, f32::MIN_POSITIVE, 3.25e7];
+    let bytes = le_bytes(&xs);
+    let in_place = as_le_floats(&bytes).expect("an allocator's buffer is aligned for f32");
+    assert_eq!(in_place, xs);
+    assert_eq!(in_place.as_ptr() as *const u8, bytes.as_ptr(), "no copy");
+    assert!(le_floats(&bytes).eq(xs.iter().copied()));
+    let mut shifted = vec![0u8];
+    shifted.extend_from_slice(&bytes);
+    assert_eq!(as_le_floats(&shifted[1..]), None, "misaligned bytes are read one by one");
+}
