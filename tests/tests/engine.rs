@@ -656,8 +656,12 @@ fn backend_processes_follow_the_autoscalers_advice() {
     assert_eq!(l.ok + l.late + l.dropped, l.sent);
     let f = e.frontend.frontend;
     assert_eq!((f.received, f.answered(), f.duplicates, e.frontend.held_at_stop), (l.sent, l.sent, 0, 0));
-    assert!(e.most > 1 && e.last.len() < e.most, "grew to {}, shrank to {}: {advised:?}", e.most, e.last.len());
-    assert!(!e.left.is_empty() && e.left.iter().flat_map(|r| &r.backends).all(|b| b.failed_batches == 0));
+    // Grew, and shrank: processes left, each after running what it was
+    // sent. (Not the size at the end: a burst in the last period can
+    // grow it again just before the run stops.)
+    assert!(e.most > 1, "grew to {}: {advised:?}", e.most);
+    assert!(!e.left.is_empty(), "no process left: {advised:?}");
+    assert!(e.left.iter().flat_map(|r| &r.backends).all(|b| b.failed_batches == 0));
     let mut one_gpu = s.clone();
     one_gpu.cluster.backends = 1;
     let unscaled = baton_sched::sim::run(&one_gpu, PolicyKind::Symphony, rate).bad_rate;

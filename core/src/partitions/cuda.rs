@@ -171,8 +171,13 @@ impl OnGreen {
 }
 
 impl Executor for OnGreen {
+    /// The models as the executor of the backend's place describes them
+    /// (each executor measures a dynamic model's solo times on its own
+    /// SMs); the first built while that place's is not.
     fn models(&self) -> &[ModelInfo] {
-        self.execs[0].1.models()
+        let (_, place) = self.plan.place(self.backend);
+        let at = self.execs.iter().position(|e| e.0 == place).unwrap_or(0);
+        self.execs[at].1.models()
     }
 
     fn run(&mut self, batch: &Batch<'_>, outputs: &mut Vec<Vec<f32>>) -> Result<Duration, ExecError> {
