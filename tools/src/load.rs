@@ -304,7 +304,7 @@ pub(crate) fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
     }
 }
 
-/// Adds `by` to second `i`'s count, growing the timeline to it.
+/// Adds `by` to entry `i` (a second of a timeline, a model), growing the list to it.
 pub(crate) fn add_at(timeline: &mut Vec<u64>, i: usize, by: u64) {
     if timeline.len() <= i {
         timeline.resize(i + 1, 0);
