@@ -151,8 +151,12 @@ pub fn f32_tensor(xs: &[f32]) -> fb::Tensor {
     // Sized first and written in place: a byte-by-byte `extend` checks
     // capacity per byte (measured: 2.7% of the one-core stress harness).
     data.resize(xs.len() * 4, 0);
-    for (b, x) in data.chunks_exact_mut(4).zip(xs) {
-        b.copy_from_slice(&x.to_le_bytes());
+    // Each float a four-byte store: `copy_from_slice` on a chunk of
+    // unknown length was a call to `memcpy` per float (measured: 1.7% of
+    // the one-core stress harness).
+    let (words, _) = data.as_chunks_mut::<4>();
+    for (b, x) in words.iter_mut().zip(xs) {
+        *b = x.to_le_bytes();
     }
     let mut shape = take();
     shape.push(xs.len() as i64);
