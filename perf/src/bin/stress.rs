@@ -145,6 +145,10 @@ fn main() {
         // The simulator first, on the same file, rate and seed (never
         // beside the engine: it would take the engine's cores).
         let sim = simulate(&scenario, scenario.policy, rate).bad_rate;
+        // Static planners (Nexus, glet) plan for the rate offered, as the
+        // simulator does (before, a file without `rate_rps` left Nexus
+        // planning for none: every request dropped `NoBackend`).
+        let cfg = EngineConfig { plan_rate_rps: rate, ..cfg.clone() };
         let mut o = run(&scenario, scenario.policy, &cfg, load(rate)).unwrap_or_else(|e| fail(e));
         println!("  {}", line(rate, sim, load(rate).measure.as_secs_f64(), &mut o));
         o
