@@ -21,8 +21,9 @@
 //! GPUs' bound (printed) caps what any dispatcher can pass, the simulator
 //! too, so a dispatcher faster than that bound is measured on more GPUs.
 //!
-//! Each probe first runs `baton sim` on the same file, rate and seed and
-//! prints its bad rate beside the engine's.
+//! Each probe first runs `baton sim` on the same file, rate, seed and
+//! window and prints its bad rate beside the engine's, both as the
+//! clients see them (a query once, not its stage requests).
 //!
 //! Finds the highest rate at which at most 1% of the requests due in the
 //! measured window are bad (late by their client's clock, dropped, failed
@@ -48,6 +49,7 @@ use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
 use baton_perf::engine_bench::search_rate;
 use baton_perf::report::load_scenario;
+use baton_sched::scenario::Scenario;
 use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
@@ -144,7 +146,12 @@ fn main() {
     let probe = |rate: f64| {
         // The simulator first, on the same file, rate and seed (never
         // beside the engine: it would take the engine's cores).
-        let sim = simulate(&scenario, scenario.policy, rate).bad_rate;
+        // Over the probe's window, as the clients see it (a query once,
+        // not its stage requests).
+        let l = load(rate);
+        let window =
+            Scenario { warmup: l.warmup.as_nanos() as u64, duration: l.measure.as_nanos() as u64, ..scenario.clone() };
+        let sim = simulate(&window, window.policy, rate).client_bad_rate(&window);
         // Static planners (Nexus, glet) plan for the rate offered, as the
         // simulator does (before, a file without `rate_rps` left Nexus
         // planning for none: every request dropped `NoBackend`).

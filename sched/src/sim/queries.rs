@@ -173,6 +173,34 @@ parent = "rank"
 gamma = 0.5
 "#;
 
+    /// Clients see each query once, not its stage requests: with only the
+    /// query sent, its bad rate is the clients'; requests sent to a model
+    /// directly count beside it, the stage-only models' requests never.
+    #[test]
+    fn clients_see_each_query_once_and_direct_requests() {
+        let s = Scenario::parse(FORK_JOIN).expect("valid");
+        let r = crate::sim::run(&s, s.policy, 200.0);
+        let q = &r.queries[0];
+        assert!(q.sent > 0 && r.sent > 5 * q.sent, "stage requests outnumber queries: {} vs {}", r.sent, q.sent);
+        assert!(
+            q.bad_rate > 0.0 && q.bad_rate != r.bad_rate,
+            "a rate where the two differ: {} vs {}",
+            q.bad_rate,
+            r.bad_rate
+        );
+        assert_eq!(r.client_bad_rate(&s), q.bad_rate);
+        let direct = "[[models]]\nname = \"solo\"\nalpha_ms = 1.0\nbeta_ms = 1.0\nslo_ms = 20.0\nweight = 1.0\n";
+        let mixed = Scenario::parse(&format!("{FORK_JOIN}{direct}")).expect("valid");
+        let r = crate::sim::run(&mixed, mixed.policy, 200.0);
+        let (q, solo) = (&r.queries[0], &r.models[5]);
+        assert!(solo.sent > 0 && q.sent > 0);
+        let expected = (q.bad_rate * q.sent as f64 + solo.bad_rate * solo.sent as f64) / (q.sent + solo.sent) as f64;
+        assert!((r.client_bad_rate(&mixed) - expected).abs() < 1e-12, "{} vs {expected}", r.client_bad_rate(&mixed));
+        let plain = Scenario::parse(&format!("name = \"plain\"\n[cluster]\ngpus = 1\n{direct}")).expect("valid");
+        let r = crate::sim::run(&plain, plain.policy, 200.0);
+        assert_eq!(r.client_bad_rate(&plain), r.bad_rate, "no queries: every request is a client's");
+    }
+
     /// What the test knows of one instance: requests ended per stage, and
     /// whether one missed.
     #[derive(Clone, Default)]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::queries::QueryReport;
+use crate::scenario::Scenario;
 use crate::time::{nanos_to_s, Nanos};
 use crate::types::DropReason;
 
@@ -76,6 +77,27 @@ impl Report {
     pub fn meets_slos(&self) -> bool {
         self.models.iter().filter(|m| m.sent > 0).all(|m| m.bad_rate <= BAD_RATE_LIMIT)
             && self.queries.iter().filter(|q| q.sent > 0).all(|q| q.bad_rate <= BAD_RATE_LIMIT)
+    }
+
+    /// The bad rate as `scenario`'s clients see it: each query once, not
+    /// its stage requests (`bad_rate` counts those), and each request sent
+    /// to a model directly (a model that is also a query's stage counts
+    /// its stage requests too: the report does not tell them apart).
+    pub fn client_bad_rate(&self, scenario: &Scenario) -> f64 {
+        if self.queries.is_empty() {
+            return self.bad_rate;
+        }
+        assert_eq!(self.models.len(), scenario.models.len(), "a report of this scenario");
+        let direct =
+            scenario.models.iter().zip(&self.models).filter(|(m, _)| m.weight > 0.0).map(|(_, r)| (r.sent, r.bad_rate));
+        let queries = self.queries.iter().map(|q| (q.sent, q.bad_rate));
+        let (sent, bad) =
+            direct.chain(queries).fold((0, 0.0), |(n, b), (sent, rate)| (n + sent, b + rate * sent as f64));
+        if sent == 0 {
+            0.0
+        } else {
+            bad / sent as f64
+        }
     }
 }
 
