@@ -768,6 +768,9 @@ fn in_process_clients_get_every_answer_once() {
     assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
     let fe = three.engine.frontend;
     assert_eq!((fe.answered(), fe.duplicates, fe.received), (fe.received, 0, t.sent), "{fe:?}");
+    // Each bad request is counted once by the second it arrived in, over
+    // the three loops.
+    assert_eq!(three.parts.bad_by_second.iter().sum::<u64>(), t.bad(), "{:?}", three.parts.bad_by_second);
     // Far past capacity (the scenario's GPUs pass a few thousand a second)
     // with the engine shedding while behind: those turned away are
     // answered `Overloaded` once, as errors, and counted.
@@ -779,6 +782,8 @@ fn in_process_clients_get_every_answer_once() {
     assert_eq!(t.ok + t.late + t.dropped + t.errors, t.sent, "{t:?}");
     assert_eq!((fe.answered(), fe.duplicates), (fe.received, 0), "{fe:?}");
     assert!(fe.turned_away > 0 && fe.turned_away <= fe.errors && t.errors == fe.errors, "{t:?} {fe:?}");
+    assert_eq!(o.parts.bad_by_second.iter().sum::<u64>(), t.bad(), "{:?}", o.parts.bad_by_second);
+    assert_eq!(o.parts.bad_by_second.len(), 1, "0.8 s measured: one second");
 }
 
 /// A frontend keeps at most `max_connections` open: one more is answered

@@ -124,6 +124,10 @@ pub struct Parts {
     /// (below capacity, the rate over that share estimates capacity). Of
     /// several loops, the busiest's.
     pub busy: Nanos,
+    /// Bad requests (late, dropped, failed or unanswered) by the second of
+    /// the measured window they arrived in: a probe that collapsed shows
+    /// when, and whether it came back.
+    pub bad_by_second: Vec<u64>,
 }
 
 /// The longest one turn of the clients' loop spent in each of its parts
@@ -151,6 +155,21 @@ impl Parts {
         (l.clients, l.shards) = (l.clients.max(m.clients), l.shards.max(m.shards));
         (l.yielded, l.parked) = (l.yielded.max(m.yielded), l.parked.max(m.parked));
         self.busy = self.busy.max(o.busy);
+        if self.bad_by_second.len() < o.bad_by_second.len() {
+            self.bad_by_second.resize(o.bad_by_second.len(), 0);
+        }
+        for (a, b) in self.bad_by_second.iter_mut().zip(o.bad_by_second) {
+            *a += b;
+        }
+    }
+
+    /// A bad request that arrived `since` into the measured window.
+    fn bad_at(&mut self, since: Nanos) {
+        let s = (since / 1_000_000_000) as usize;
+        if self.bad_by_second.len() <= s {
+            self.bad_by_second.resize(s + 1, 0);
+        }
+        self.bad_by_second[s] += 1;
     }
 
     /// The `q` quantile (0..=1) of `v`, in µs (0 when empty).
@@ -384,6 +403,7 @@ impl Generator {
             completion_us: Vec::with_capacity(measured),
             longest: Longest::default(),
             busy: 0,
+            bad_by_second: vec![0; load.measure.as_secs_f64().ceil() as usize],
         };
         Self {
             arrivals: Arrivals::new(scenario, load.rate_rps, load.seed, end),
@@ -490,15 +510,18 @@ impl Generator {
             return;
         }
         if d.counted {
-            let tally = &mut self.tally;
+            let (tally, in_slo) = (&mut self.tally, t - d.at <= d.slo);
             match a.status {
-                fb::Status::Ok if t - d.at <= d.slo => tally.ok += 1,
+                fb::Status::Ok if in_slo => tally.ok += 1,
                 fb::Status::Ok => tally.late += 1,
                 fb::Status::Dropped => {
                     tally.dropped += 1;
                     tally.dropped_by[a.drop_reason as usize] += 1;
                 }
                 fb::Status::Error => tally.errors += 1,
+            }
+            if a.status != fb::Status::Ok || !in_slo {
+                self.parts.bad_at(d.at - self.warmup);
             }
             if let (fb::Status::Ok, Some(tm)) = (a.status, &a.timing) {
                 let us = |ns: Nanos| (ns / 1_000).min(u64::from(u32::MAX)) as u32;
@@ -597,7 +620,10 @@ impl Generator {
         for (_, a) in answers.drain(..) {
             self.answer(now - start, now, &a);
         }
-        self.tally.unanswered = self.due.iter().filter(|d| d.counted && !d.answered).count() as u64;
+        for d in self.due.iter().filter(|d| d.counted && !d.answered) {
+            self.tally.unanswered += 1;
+            self.parts.bad_at(d.at - self.warmup);
+        }
         (self.tally, std::mem::take(&mut self.parts), fe.stats)
     }
 }

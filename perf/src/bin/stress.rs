@@ -33,7 +33,9 @@
 //! a fresh engine: W s of warm-up (default the file's) and S s measured
 //! (default the file's). Pin it with `taskset -c 0` for one core; the
 //! shards go round-robin over the cores it may use, and every line says
-//! which. Each line counts the drops by reason and gives the engine's
+//! which. Each line counts the drops by reason, the bad requests by the
+//! second of the window they arrived in (a probe that collapsed shows
+//! when, and whether it came back), and gives the engine's
 //! time beyond its plan for the measured ok answers, p50/p99/max µs:
 //! start lag (batch start − `exec_at`) and completion (batch end − the
 //! clients hold the answer), and where the clients' loop stalled: the
@@ -100,7 +102,7 @@ fn line(rate: f64, sim_bad: f64, secs: f64, o: &mut Outcome) -> String {
         p.busy as f64 / (secs * 1e9)
     );
     format!(
-        "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {}{drops} errors {} unanswered {} duplicates {})  \
+        "rate {rate:>10.0} r/s  baton sim bad {sim_bad:.4}  engine: sent {:>9}  bad {:.4} (late {} dropped {}{drops} errors {} unanswered {} duplicates {}; by second {:?})  \
          generator behind at most {:.2} ms  us p50/p99/max: {parts}  {longest}  batches {}  cores {:?}",
         t.sent,
         t.bad_rate(),
@@ -109,6 +111,7 @@ fn line(rate: f64, sim_bad: f64, secs: f64, o: &mut Outcome) -> String {
         t.errors,
         t.unanswered,
         t.duplicates,
+        p.bad_by_second,
         t.behind_max as f64 / 1e6,
         o.engine.backends.iter().map(|b| b.batches).sum::<u64>(),
         o.cores,
