@@ -31,6 +31,7 @@
 //! alignment is tested below.
 
 use crate::fb;
+use crate::layout::{put, Writer};
 
 /// Fields of `InferResponse`, in the schema's order (their vtable slots).
 const FIELDS: usize = 12;
@@ -55,14 +56,6 @@ const SUBNET: usize = 120;
 const STATUS: usize = 122;
 const DROP_REASON: usize = 123;
 const ERROR_CODE: usize = 124;
-
-// A tensor: a vtable of 4 fields, then its table (4-aligned).
-const TENSOR_VTABLE_LEN: usize = 4 + 2 * 4;
-const TENSOR_LEN: usize = 20;
-const T_NAME: usize = 4;
-const T_SHAPE: usize = 8;
-const T_DATA: usize = 12;
-const T_DTYPE: usize = 16;
 
 const _: () = assert!(VTABLE + VTABLE_LEN <= TABLE && TABLE.is_multiple_of(8) && ERROR_CODE < TABLE_LEN);
 const _: () = assert!(TIMING.is_multiple_of(8) && TIMING + std::mem::size_of::<[u64; 10]>() <= SOLO_NS);
@@ -122,129 +115,17 @@ pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
         t[DROP_REASON] = a.drop_reason as u8;
         t[ERROR_CODE] = a.error_code as u8;
     }
-    let mut w = Writer { out, base };
+    let mut w = Writer::new(out, base);
     w.child(TABLE + MESSAGE, a.message.as_deref(), Writer::string);
     w.child(TABLE + OUTPUTS, a.outputs.as_deref(), Writer::tensors);
     w.child(TABLE + STAGE, a.stage.as_deref(), Writer::string);
     w.out.len() - base
 }
 
-fn put<const N: usize>(p: &mut [u8], at: usize, bytes: [u8; N]) {
-    p[at..at + N].copy_from_slice(&bytes);
-}
-
-/// The children's writer: positions are from the payload's start (`base`).
-struct Writer<'a> {
-    out: &'a mut Vec<u8>,
-    base: usize,
-}
-
-impl Writer<'_> {
-    fn pos(&self) -> usize {
-        self.out.len() - self.base
-    }
-
-    /// Pads with zeros until the position plus `skew` is a multiple of `to`.
-    fn align(&mut self, to: usize, skew: usize) {
-        let pad = (to - (self.pos() + skew) % to) % to;
-        self.out.resize(self.out.len() + pad, 0);
-    }
-
-    fn put<const N: usize>(&mut self, at: usize, bytes: [u8; N]) {
-        put(&mut self.out[self.base..], at, bytes);
-    }
-
-    /// Writes `v`, if present, with `write` (which says where it lies),
-    /// and points the offset at `field` to it.
-    #[inline(always)]
-    fn child<T: ?Sized>(&mut self, field: usize, v: Option<&T>, write: impl FnOnce(&mut Self, &T) -> usize) {
-        if let Some(v) = v {
-            let target = write(self, v);
-            self.point(field, target);
-        }
-    }
-
-    /// Points the offset at `field` to `target` (which lies after it).
-    fn point(&mut self, field: usize, target: usize) {
-        debug_assert!(target > field, "flatbuffers' offsets point forward");
-        self.put(field, ((target - field) as u32).to_le_bytes());
-    }
-
-    fn len(&mut self, n: usize) {
-        self.out.extend_from_slice(&(n as u32).to_le_bytes());
-    }
-
-    fn string(&mut self, s: &str) -> usize {
-        self.align(4, 0);
-        let at = self.pos();
-        self.len(s.len());
-        self.out.extend_from_slice(s.as_bytes());
-        self.out.push(0);
-        at
-    }
-
-    fn bytes(&mut self, b: &[u8]) -> usize {
-        self.align(4, 0);
-        let at = self.pos();
-        self.len(b.len());
-        self.out.extend_from_slice(b);
-        at
-    }
-
-    /// A vector of i64: its elements 8-aligned, after its 4-byte length.
-    fn longs(&mut self, v: &[i64]) -> usize {
-        self.align(8, 4);
-        let at = self.pos();
-        self.len(v.len());
-        for x in v {
-            self.out.extend_from_slice(&x.to_le_bytes());
-        }
-        at
-    }
-
-    fn tensors(&mut self, ts: &[fb::Tensor]) -> usize {
-        self.align(4, 0);
-        let at = self.pos();
-        self.len(ts.len());
-        let slots = self.pos();
-        self.out.resize(self.out.len() + 4 * ts.len(), 0);
-        for (i, t) in ts.iter().enumerate() {
-            let table = self.tensor(t);
-            self.point(slots + 4 * i, table);
-        }
-        at
-    }
-
-    /// A tensor's vtable, table and children; where its table lies.
-    fn tensor(&mut self, t: &fb::Tensor) -> usize {
-        self.align(4, 0);
-        let vtable = self.pos();
-        let table = vtable + TENSOR_VTABLE_LEN;
-        let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
-        let head: [u16; 6] = [
-            TENSOR_VTABLE_LEN as u16,
-            TENSOR_LEN as u16,
-            at(t.name.is_some(), T_NAME),
-            T_DTYPE as u16,
-            at(t.shape.is_some(), T_SHAPE),
-            at(t.data.is_some(), T_DATA),
-        ];
-        for h in head {
-            self.out.extend_from_slice(&h.to_le_bytes());
-        }
-        self.out.resize(self.out.len() + TENSOR_LEN, 0);
-        self.put(table, (TENSOR_VTABLE_LEN as i32).to_le_bytes());
-        self.put(table + T_DTYPE, [t.dtype as u8]);
-        self.child(table + T_NAME, t.name.as_deref(), Self::string);
-        self.child(table + T_SHAPE, t.shape.as_deref(), Self::longs);
-        self.child(table + T_DATA, t.data.as_deref(), Self::bytes);
-        table
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::T_SHAPE;
 
     fn u32_at(p: &[u8], at: usize) -> usize {
         u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize

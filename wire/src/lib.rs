@@ -22,8 +22,10 @@ pub use generated::baton::wire as fb;
 mod answer;
 pub mod frame;
 pub mod fuzzing;
+mod layout;
 pub mod message;
 mod request;
+mod request_writer;
 
 pub use frame::{FrameError, FrameHeader, Kind, HEADER_LEN, MAX_FRAME};
 pub use message::{decode, encode, encode_answer_into, encode_into, DecodeError, Limits, Message};

@@ -151,10 +151,6 @@ macro_rules! messages {
 
             fn payload<'b>(&self, b: &'b mut planus::Builder) -> &'b [u8] {
                 b.clear();
-                if let Message::InferRequest(m) = self {
-                    let root = write::infer_request(b, m);
-                    return b.finish(root, None);
-                }
                 match self {
                     $(Message::$kind(m) => b.finish(m, None),)*
                 }
@@ -280,6 +276,7 @@ pub fn encode(m: &Message) -> Result<Vec<u8>, FrameError> {
 pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>) -> Result<(), FrameError> {
     match m {
         Message::InferResponse(a) => encode_answer_into(a, out),
+        Message::InferRequest(r) => written_frame(Kind::InferRequest, out, |out| crate::request_writer::write(r, out)),
         m => frame_into(m.kind(), m.payload(builder), out),
     }
 }
@@ -288,10 +285,17 @@ pub fn encode_into(m: &Message, builder: &mut planus::Builder, out: &mut Vec<u8>
 /// reference (a frontend answers from its list, not moving each out):
 /// written in place, without a builder (`crate::answer`).
 pub fn encode_answer_into(a: &fb::InferResponse, out: &mut Vec<u8>) -> Result<(), FrameError> {
+    written_frame(Kind::InferResponse, out, |out| crate::answer::write(a, out))
+}
+
+/// A frame of `kind` whose payload `write` appends to `out` (returning its
+/// length), its header written in front once the length is known; on
+/// error nothing is appended.
+fn written_frame(kind: Kind, out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>) -> usize) -> Result<(), FrameError> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
-    let len = crate::answer::write(a, out);
-    match FrameHeader::new(Kind::InferResponse, len) {
+    let len = write(out);
+    match FrameHeader::new(kind, len) {
         Ok(h) => {
             out[start..start + HEADER_LEN].copy_from_slice(&h.to_bytes());
             Ok(())
@@ -307,52 +311,6 @@ fn frame_into(kind: Kind, payload: &[u8], out: &mut Vec<u8>) -> Result<(), Frame
     out.extend_from_slice(&FrameHeader::new(kind, payload.len())?.to_bytes());
     out.extend_from_slice(payload);
     Ok(())
-}
-
-/// The writer of a client's request (its answer's is `crate::answer`), that
-/// does not allocate: planus writes a vector from a slice through a
-/// temporary `Vec` of its prepared elements, two per message (the tensors'
-/// list and a tensor's shape), where an array is written from the stack.
-/// What they write reads back as the generated writer's does (the bytes
-/// differ only in alignment padding).
-mod write {
-    use super::fb;
-    use planus::{Builder, Offset};
-
-    /// Children are written in the generated writer's order (model, inputs,
-    /// app name, query).
-    pub fn infer_request(b: &mut Builder, m: &fb::InferRequest) -> Offset<fb::InferRequest> {
-        let model = m.model.as_deref().map(|s| b.create_string(s));
-        let inputs = m.inputs.as_deref().map(|ts| tensors(b, ts));
-        let app_name = m.app_name.as_deref().map(|s| b.create_string(s));
-        let query = m.query.as_deref().map(|s| b.create_string(s));
-        fb::InferRequest::create(b, m.id, model, m.slo_ns, m.app, inputs, app_name, query, m.path_ns)
-    }
-
-    fn tensors(b: &mut Builder, ts: &[fb::Tensor]) -> Offset<[Offset<fb::Tensor>]> {
-        match ts {
-            [t] => {
-                let t = tensor(b, t);
-                b.create_vector([t])
-            }
-            ts => {
-                let ts: Vec<_> = ts.iter().map(|t| tensor(b, t)).collect();
-                b.create_vector(ts.as_slice())
-            }
-        }
-    }
-
-    /// Children in the generated writer's order: name, shape, data.
-    fn tensor(b: &mut Builder, t: &fb::Tensor) -> Offset<fb::Tensor> {
-        let name = t.name.as_deref().map(|s| b.create_string(s));
-        let shape = t.shape.as_deref().map(|s| match *s {
-            [d] => b.create_vector([d]),
-            [d0, d1] => b.create_vector([d0, d1]),
-            _ => b.create_vector(s),
-        });
-        let data = t.data.as_deref().map(|d| b.create_vector(d));
-        fb::Tensor::create(b, name, t.dtype, shape, data)
-    }
 }
 
 /// Decodes exactly one frame from `bytes` (header, payload, nothing after).
@@ -648,6 +606,59 @@ mod tests {
         assert_eq!(viewed(payload), viewed(&generated));
     }
 
+    /// Request `r`, framed by `encode` (`crate::request_writer`), reads back
+    /// as itself through planus's reader, as the generated writer's payload
+    /// of it does; decodes as that payload does (both valid or both the
+    /// same error); and the frontend's own reader (`request::read`) takes
+    /// from it what it takes from that payload.
+    fn request_reads_back(r: fb::InferRequest) {
+        let frame = encode(&Message::InferRequest(r.clone())).unwrap();
+        let mut out = vec![1u8, 2, 3];
+        encode_into(&Message::InferRequest(r.clone()), &mut planus::Builder::new(), &mut out).unwrap();
+        assert_eq!(&out[3..], &frame[..], "one writer, wherever the frame starts: {r:?}");
+        let payload = &frame[HEADER_LEN..];
+        let generated = planus::Builder::new().finish(&r, None).to_vec();
+        let read = |bytes| fb::InferRequest::try_from(fb::InferRequestRef::read_as_root(bytes).unwrap()).unwrap();
+        assert_eq!(read(payload), read(&generated[..]), "{r:?}");
+        assert_eq!(read(payload), r);
+        let limits = Limits::default();
+        let header = FrameHeader::new(Kind::InferRequest, generated.len()).unwrap().to_bytes();
+        assert_eq!(decode(&frame, &limits), decode(&[&header[..], &generated].concat(), &limits));
+        let viewed = |p| crate::request::read(p, &limits).map(|v| crate::request::same(&v, &r));
+        assert_eq!(viewed(payload), viewed(&generated));
+    }
+
+    /// Requests of every kind of content, numbered at random, read back.
+    #[test]
+    fn requests_written_in_place_read_back_whatever_they_hold() {
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..2_000 {
+            let mut r = next();
+            let mut bit = || {
+                r = r.rotate_right(1);
+                r & 1 == 1
+            };
+            let text = |n: u64| "é.x".repeat((n % 5) as usize);
+            let tensor = |n: u64, named: bool, shaped: bool, data: bool| fb::Tensor {
+                name: named.then(|| text(n)),
+                dtype: fb::DType::ENUM_VALUES[(n % 6) as usize],
+                shape: shaped.then(|| (0..n % 4).map(|d| (n >> d) as i64 - 7).collect()),
+                data: data.then(|| (0..n % 23).map(|b| b as u8).collect()),
+            };
+            let n = next();
+            request_reads_back(fb::InferRequest {
+                id: next(),
+                model: bit().then(|| text(n)),
+                slo_ns: next(),
+                app: next() as u32,
+                inputs: bit().then(|| (0..n % 4).map(|i| tensor(next() >> i, bit(), bit(), bit())).collect()),
+                app_name: bit().then(|| text(n >> 2)),
+                query: bit().then(|| text(n >> 3)),
+                path_ns: next(),
+            });
+        }
+    }
+
     /// An answer too large for a frame is the typed error, and the buffer
     /// is left as it was.
     #[test]
@@ -707,9 +718,10 @@ mod tests {
         }
     }
 
-    /// The request's writer writes what the generated writer does, whatever the tensors: none, one of each rank they write
-    /// from the stack and beyond, several, named, with every other field
-    /// set. Both read back as the same message, and decode to it.
+    /// The request's and the answer's writers write what the generated
+    /// writer does, whatever the tensors: none, one of each rank, several,
+    /// named, with every other field set. Both read back as the same
+    /// message, and decode to it.
     #[test]
     fn requests_and_answers_are_written_as_the_generated_writer_writes_them() {
         let request = fb::InferRequest {
@@ -744,28 +756,12 @@ mod tests {
             Some(vec![tensor(None, 3)]),
             Some(vec![tensor(Some(vec![1]), 1), named, tensor(Some(vec![]), 1)]),
         ];
-        // Written both ways, read back the same; the frame decodes to `m`.
-        macro_rules! same {
-            ($m:expr, $kind:ident, $view:ident, $write:ident) => {{
-                let m = $m;
-                let generated = planus::Builder::new().finish(&m, None).to_vec();
-                let mut b = planus::Builder::new();
-                let root = write::$write(&mut b, &m);
-                let ours = b.finish(root, None);
-                let read = |bytes| fb::$kind::try_from(fb::$view::read_as_root(bytes).unwrap()).unwrap();
-                assert_eq!(read(ours), read(&generated[..]), "{m:?}");
-                let frame = encode(&Message::$kind(m.clone())).expect("encodes");
-                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::$kind(m)));
-            }};
-        }
         for tensors in outputs {
             for base in [fb::InferRequest::default(), request.clone()] {
-                same!(
-                    fb::InferRequest { inputs: tensors.clone(), ..base },
-                    InferRequest,
-                    InferRequestRef,
-                    infer_request
-                );
+                let r = fb::InferRequest { inputs: tensors.clone(), ..base };
+                request_reads_back(r.clone());
+                let frame = encode(&Message::InferRequest(r.clone())).expect("encodes");
+                assert_eq!(decode(&frame, &Limits::default()), Ok(Message::InferRequest(r)));
             }
             for base in [fb::InferResponse::default(), full.clone(), fb::InferResponse { subnet: None, ..full.clone() }]
             {

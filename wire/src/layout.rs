@@ -1,0 +1,150 @@
+//! Flatbuffers written front to back, without a builder: a message's
+//! table first at a fixed place, then each child (string, vector, table)
+//! after every field that points at it, since flatbuffers' offsets are
+//! unsigned. The answer's and the request's writers (`answer.rs`,
+//! `request_writer.rs`) lay out their own tables and share this for the
+//! children: strings, byte and i64 vectors, and tensors.
+//!
+//! A tensor (`fb::Tensor`): a vtable of its 4 fields, then its table
+//! (4-aligned): +4 name, +8 shape, +12 data (u32 offsets), +16 dtype (u8).
+
+use crate::fb;
+
+const TENSOR_VTABLE_LEN: usize = 4 + 2 * 4;
+const TENSOR_LEN: usize = 20;
+const T_NAME: usize = 4;
+pub(crate) const T_SHAPE: usize = 8;
+const T_DATA: usize = 12;
+const T_DTYPE: usize = 16;
+
+pub(crate) fn put<const N: usize>(p: &mut [u8], at: usize, bytes: [u8; N]) {
+    p[at..at + N].copy_from_slice(&bytes);
+}
+
+/// The children's writer: positions are from the payload's start (`base`).
+pub(crate) struct Writer<'a> {
+    pub out: &'a mut Vec<u8>,
+    base: usize,
+}
+
+impl<'a> Writer<'a> {
+    /// Children appended to `out`, whose payload starts at `base`.
+    pub fn new(out: &'a mut Vec<u8>, base: usize) -> Self {
+        Self { out, base }
+    }
+
+    fn pos(&self) -> usize {
+        self.out.len() - self.base
+    }
+
+    /// Pads with zeros until the position plus `skew` is a multiple of `to`.
+    fn align(&mut self, to: usize, skew: usize) {
+        let pad = (to - (self.pos() + skew) % to) % to;
+        self.out.resize(self.out.len() + pad, 0);
+    }
+
+    fn put<const N: usize>(&mut self, at: usize, bytes: [u8; N]) {
+        put(&mut self.out[self.base..], at, bytes);
+    }
+
+    /// Writes `v`, if present, with `write` (which says where it lies),
+    /// and points the offset at `field` to it.
+    #[inline(always)]
+    pub fn child<T: ?Sized>(&mut self, field: usize, v: Option<&T>, write: impl FnOnce(&mut Self, &T) -> usize) {
+        if let Some(v) = v {
+            let target = write(self, v);
+            self.point(field, target);
+        }
+    }
+
+    /// Points the offset at `field` to `target` (which lies after it).
+    fn point(&mut self, field: usize, target: usize) {
+        debug_assert!(target > field, "flatbuffers' offsets point forward");
+        self.put(field, ((target - field) as u32).to_le_bytes());
+    }
+
+    fn len(&mut self, n: usize) {
+        self.out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+
+    pub fn string(&mut self, s: &str) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(s.len());
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.push(0);
+        at
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(b.len());
+        self.out.extend_from_slice(b);
+        at
+    }
+
+    /// A vector of i64: its elements 8-aligned, after its 4-byte length.
+    fn longs(&mut self, v: &[i64]) -> usize {
+        self.align(8, 4);
+        let at = self.pos();
+        self.len(v.len());
+        for x in v {
+            self.out.extend_from_slice(&x.to_le_bytes());
+        }
+        at
+    }
+
+    pub fn tensors(&mut self, ts: &[fb::Tensor]) -> usize {
+        self.align(4, 0);
+        let at = self.pos();
+        self.len(ts.len());
+        let slots = self.pos();
+        // Room for all of them at once (each piece's padding included),
+        // not a check and a grow per piece.
+        let room = |t: &fb::Tensor| {
+            let bytes = |n: usize| 4 + n + 8;
+            TENSOR_VTABLE_LEN
+                + TENSOR_LEN
+                + 3
+                + t.name.as_ref().map_or(0, |s| bytes(s.len() + 1))
+                + t.shape.as_ref().map_or(0, |s| bytes(8 * s.len()))
+                + t.data.as_ref().map_or(0, |d| bytes(d.len()))
+        };
+        self.out.reserve(4 * ts.len() + ts.iter().map(room).sum::<usize>());
+        self.out.resize(self.out.len() + 4 * ts.len(), 0);
+        for (i, t) in ts.iter().enumerate() {
+            let table = self.tensor(t);
+            self.point(slots + 4 * i, table);
+        }
+        at
+    }
+
+    /// A tensor's vtable, table and children; where its table lies.
+    fn tensor(&mut self, t: &fb::Tensor) -> usize {
+        self.align(4, 0);
+        let vtable = self.pos();
+        let table = vtable + TENSOR_VTABLE_LEN;
+        let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
+        let head: [u16; 6] = [
+            TENSOR_VTABLE_LEN as u16,
+            TENSOR_LEN as u16,
+            at(t.name.is_some(), T_NAME),
+            T_DTYPE as u16,
+            at(t.shape.is_some(), T_SHAPE),
+            at(t.data.is_some(), T_DATA),
+        ];
+        // The vtable and the table in one append.
+        let mut fixed = [0u8; TENSOR_VTABLE_LEN + TENSOR_LEN];
+        for (i, h) in head.iter().enumerate() {
+            put(&mut fixed, 2 * i, h.to_le_bytes());
+        }
+        put(&mut fixed, TENSOR_VTABLE_LEN, (TENSOR_VTABLE_LEN as i32).to_le_bytes());
+        fixed[TENSOR_VTABLE_LEN + T_DTYPE] = t.dtype as u8;
+        self.out.extend_from_slice(&fixed);
+        self.child(table + T_NAME, t.name.as_deref(), Self::string);
+        self.child(table + T_SHAPE, t.shape.as_deref(), Self::longs);
+        self.child(table + T_DATA, t.data.as_deref(), Self::bytes);
+        table
+    }
+}
