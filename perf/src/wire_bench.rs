@@ -61,6 +61,18 @@ pub fn answer(id: u64) -> Message {
     })
 }
 
+/// Encodes `msgs` into `out`, 256 to a write, as a connection does.
+fn push_all(out: &mut Outbox, msgs: &[Message]) {
+    for chunk in msgs.chunks(256) {
+        for m in chunk {
+            out.push(m).expect("fits a frame");
+        }
+        let bytes = out.take();
+        assert!(!bytes.is_empty());
+        out.recycle(bytes);
+    }
+}
+
 pub fn run(messages: usize) -> WireCosts {
     let msgs: Vec<Message> = (0..messages as u64).map(answer).collect();
     let per = |t: Instant| t.elapsed().as_nanos() as f64 / messages as f64;
@@ -74,14 +86,7 @@ pub fn run(messages: usize) -> WireCosts {
 
     let mut out = Outbox::default();
     let t = Instant::now();
-    for chunk in msgs.chunks(256) {
-        for m in chunk {
-            out.push(m).expect("fits a frame");
-        }
-        let bytes = out.take();
-        assert!(!bytes.is_empty());
-        out.recycle(bytes);
-    }
+    push_all(&mut out, &msgs);
     let encode_reused_ns = per(t);
     assert!(fresh > 0);
 
@@ -94,14 +99,7 @@ pub fn run(messages: usize) -> WireCosts {
 
     let asked: Vec<Message> = (0..messages as u64).map(request).collect();
     let t = Instant::now();
-    for chunk in asked.chunks(256) {
-        for m in chunk {
-            out.push(m).expect("fits a frame");
-        }
-        let bytes = out.take();
-        assert!(!bytes.is_empty());
-        out.recycle(bytes);
-    }
+    push_all(&mut out, &asked);
     let encode_request_ns = per(t);
 
     let requests: Vec<Vec<u8>> = asked.iter().map(|m| encode(m).expect("fits")).collect();

@@ -31,7 +31,7 @@
 //! alignment is tested below.
 
 use crate::fb;
-use crate::layout::{put, Writer};
+use crate::layout::{put, root_table, Writer};
 
 /// Fields of `InferResponse`, in the schema's order (their vtable slots).
 const FIELDS: usize = 12;
@@ -80,15 +80,7 @@ pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
         at(a.stage.is_some(), STAGE),
     ];
     {
-        let p = &mut out[base..];
-        put(p, 0, (TABLE as u32).to_le_bytes());
-        put(p, VTABLE, (VTABLE_LEN as u16).to_le_bytes());
-        put(p, VTABLE + 2, (TABLE_LEN as u16).to_le_bytes());
-        for (i, s) in slots.iter().enumerate() {
-            put(p, VTABLE + 4 + 2 * i, s.to_le_bytes());
-        }
-        let t = &mut p[TABLE..];
-        put(t, 0, ((TABLE - VTABLE) as i32).to_le_bytes());
+        let t = root_table(&mut out[base..], VTABLE, &slots, TABLE, TABLE_LEN);
         put(t, APP, a.app.to_le_bytes());
         put(t, ID, a.id.to_le_bytes());
         if let Some(m) = &a.timing {
@@ -125,11 +117,7 @@ pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::T_SHAPE;
-
-    fn u32_at(p: &[u8], at: usize) -> usize {
-        u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize
-    }
+    use crate::layout::read::{one_tensors_shape, u32_at};
 
     /// Scalars lie aligned to their size from the payload's start, as
     /// readers that check alignment (flatbuffers' C++ verifier) want,
@@ -148,15 +136,8 @@ mod tests {
                 let mut out = vec![0xaa; prefix];
                 let len = write(&a, &mut out);
                 let p = &out[prefix..];
-                assert_eq!(p.len(), len);
-                assert_eq!(u32_at(p, 0), TABLE);
-                let vector = TABLE + OUTPUTS + u32_at(p, TABLE + OUTPUTS);
-                assert_eq!((vector % 4, u32_at(p, vector)), (0, 1));
-                let tensor = vector + 4 + u32_at(p, vector + 4);
-                assert_eq!(tensor % 4, 0);
-                let shape = tensor + T_SHAPE + u32_at(p, tensor + T_SHAPE);
-                assert_eq!((shape + 4) % 8, 0, "the dimensions after the length are 8-aligned");
-                assert_eq!(i64::from_le_bytes(p[shape + 12..shape + 20].try_into().unwrap()), -1);
+                assert_eq!((p.len(), u32_at(p, 0)), (len, TABLE));
+                assert_eq!(one_tensors_shape(p, TABLE + OUTPUTS), [3, -1]);
             }
         }
     }

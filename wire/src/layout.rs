@@ -13,9 +13,33 @@ use crate::fb;
 const TENSOR_VTABLE_LEN: usize = 4 + 2 * 4;
 const TENSOR_LEN: usize = 20;
 const T_NAME: usize = 4;
-pub(crate) const T_SHAPE: usize = 8;
+const T_SHAPE: usize = 8;
 const T_DATA: usize = 12;
 const T_DTYPE: usize = 16;
+
+/// Writes a root table's head into the payload `p`: the root offset to
+/// the table at `table`, the vtable at `vtable` (its length, the table's
+/// length `table_len`, each field's place `slots`), and the table's
+/// offset back to its vtable; the table's bytes, to fill in.
+pub(crate) fn root_table<'p>(
+    p: &'p mut [u8],
+    vtable: usize,
+    slots: &[u16],
+    table: usize,
+    table_len: usize,
+) -> &'p mut [u8] {
+    let vtable_len = 4 + 2 * slots.len();
+    debug_assert!(vtable + vtable_len <= table && table + table_len <= p.len());
+    put(p, 0, (table as u32).to_le_bytes());
+    put(p, vtable, (vtable_len as u16).to_le_bytes());
+    put(p, vtable + 2, (table_len as u16).to_le_bytes());
+    for (i, s) in slots.iter().enumerate() {
+        put(p, vtable + 4 + 2 * i, s.to_le_bytes());
+    }
+    let t = &mut p[table..table + table_len];
+    put(t, 0, ((table - vtable) as i32).to_le_bytes());
+    t
+}
 
 pub(crate) fn put<const N: usize>(p: &mut [u8], at: usize, bytes: [u8; N]) {
     p[at..at + N].copy_from_slice(&bytes);
@@ -146,5 +170,27 @@ impl<'a> Writer<'a> {
         self.child(table + T_SHAPE, t.shape.as_deref(), Self::longs);
         self.child(table + T_DATA, t.data.as_deref(), Self::bytes);
         table
+    }
+}
+
+/// Reading back what the writers laid out, for their tests.
+#[cfg(test)]
+pub(crate) mod read {
+    pub fn u32_at(p: &[u8], at: usize) -> usize {
+        u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    /// The dimensions of the one tensor in the vector that the offset at
+    /// `field` points to, checking that the vector, the tensor and the
+    /// dimensions lie aligned from the payload's start.
+    pub fn one_tensors_shape(p: &[u8], field: usize) -> Vec<i64> {
+        let vector = field + u32_at(p, field);
+        assert_eq!((vector % 4, u32_at(p, vector)), (0, 1), "one tensor, its vector 4-aligned");
+        let tensor = vector + 4 + u32_at(p, vector + 4);
+        assert_eq!(tensor % 4, 0);
+        let shape = tensor + super::T_SHAPE + u32_at(p, tensor + super::T_SHAPE);
+        assert_eq!((shape + 4) % 8, 0, "the dimensions after the length are 8-aligned");
+        let dims = shape + 4..shape + 4 + 8 * u32_at(p, shape);
+        p[dims].chunks_exact(8).map(|d| i64::from_le_bytes(d.try_into().unwrap())).collect()
     }
 }

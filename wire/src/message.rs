@@ -631,30 +631,18 @@ mod tests {
     /// Requests of every kind of content, numbered at random, read back.
     #[test]
     fn requests_written_in_place_read_back_whatever_they_hold() {
-        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut d = Draw::new(crate::xorshift(0x9e37_79b9_7f4a_7c15));
         for _ in 0..2_000 {
-            let mut r = next();
-            let mut bit = || {
-                r = r.rotate_right(1);
-                r & 1 == 1
-            };
-            let text = |n: u64| "é.x".repeat((n % 5) as usize);
-            let tensor = |n: u64, named: bool, shaped: bool, data: bool| fb::Tensor {
-                name: named.then(|| text(n)),
-                dtype: fb::DType::ENUM_VALUES[(n % 6) as usize],
-                shape: shaped.then(|| (0..n % 4).map(|d| (n >> d) as i64 - 7).collect()),
-                data: data.then(|| (0..n % 23).map(|b| b as u8).collect()),
-            };
-            let n = next();
+            let n = d.n();
             request_reads_back(fb::InferRequest {
-                id: next(),
-                model: bit().then(|| text(n)),
-                slo_ns: next(),
-                app: next() as u32,
-                inputs: bit().then(|| (0..n % 4).map(|i| tensor(next() >> i, bit(), bit(), bit())).collect()),
-                app_name: bit().then(|| text(n >> 2)),
-                query: bit().then(|| text(n >> 3)),
-                path_ns: next(),
+                id: d.n(),
+                model: d.bit().then(|| text(n)),
+                slo_ns: d.n(),
+                app: d.n() as u32,
+                inputs: d.bit().then(|| d.tensors(n)),
+                app_name: d.bit().then(|| text(n >> 2)),
+                query: d.bit().then(|| text(n >> 3)),
+                path_ns: d.n(),
             });
         }
     }
@@ -671,48 +659,79 @@ mod tests {
         assert!(matches!(encode(&Message::InferResponse(a)), Err(FrameError::TooLarge { .. })));
     }
 
+    /// Draws for the writers' read-back tests: numbers, coin flips, short
+    /// non-ASCII strings and tensors of every shape.
+    struct Draw<F: FnMut() -> u64> {
+        next: F,
+        bits: u64,
+    }
+
+    /// A short string, non-ASCII, of `n`'s drawing.
+    fn text(n: u64) -> String {
+        "é.x".repeat((n % 5) as usize)
+    }
+
+    impl<F: FnMut() -> u64> Draw<F> {
+        fn new(mut next: F) -> Self {
+            let bits = next();
+            Self { next, bits }
+        }
+
+        fn n(&mut self) -> u64 {
+            (self.next)()
+        }
+
+        fn bit(&mut self) -> bool {
+            self.bits = self.bits.rotate_right(1);
+            self.bits & 1 == 1
+        }
+
+        /// Up to three tensors, each part present or not.
+        fn tensors(&mut self, n: u64) -> Vec<fb::Tensor> {
+            (0..n % 4)
+                .map(|i| {
+                    let n = self.n() >> i;
+                    fb::Tensor {
+                        name: self.bit().then(|| text(n)),
+                        dtype: fb::DType::ENUM_VALUES[(n % 6) as usize],
+                        shape: self.bit().then(|| (0..n % 4).map(|d| (n >> d) as i64 - 7).collect()),
+                        data: self.bit().then(|| (0..n % 23).map(|b| b as u8).collect()),
+                    }
+                })
+                .collect()
+        }
+    }
+
     /// Answers of every kind of content, numbered at random, read back.
     #[test]
     fn answers_written_in_place_read_back_whatever_they_hold() {
-        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        let mut d = Draw::new(crate::xorshift(0x2545_f491_4f6c_dd1d));
         for _ in 0..2_000 {
-            let mut r = next();
-            let mut bit = || {
-                r = r.rotate_right(1);
-                r & 1 == 1
-            };
-            let text = |n: u64| "é.x".repeat((n % 5) as usize);
-            let tensor = |n: u64, named: bool, shaped: bool, data: bool| fb::Tensor {
-                name: named.then(|| text(n)),
-                dtype: fb::DType::ENUM_VALUES[(n % 6) as usize],
-                shape: shaped.then(|| (0..n % 4).map(|d| (n >> d) as i64 - 7).collect()),
-                data: data.then(|| (0..n % 23).map(|b| b as u8).collect()),
-            };
-            let n = next();
+            let n = d.n();
             let a = fb::InferResponse {
-                id: next(),
+                id: d.n(),
                 status: fb::Status::ENUM_VALUES[(n % 3) as usize],
                 drop_reason: fb::DropReason::ENUM_VALUES[(n % 7) as usize % fb::DropReason::ENUM_VALUES.len()],
                 error_code: fb::ErrorCode::ENUM_VALUES[(n % 11) as usize % fb::ErrorCode::ENUM_VALUES.len()],
-                message: bit().then(|| text(n)),
-                timing: bit().then(|| fb::Timing {
-                    queue_ns: next(),
-                    exec_ns: next(),
-                    batch_size: next() as u32,
-                    received_ns: next(),
-                    seen_ns: next(),
-                    exec_at_ns: next(),
-                    started_ns: next(),
-                    finished_ns: next(),
-                    written_ns: next(),
-                    origin_unix_ns: next(),
+                message: d.bit().then(|| text(n)),
+                timing: d.bit().then(|| fb::Timing {
+                    queue_ns: d.n(),
+                    exec_ns: d.n(),
+                    batch_size: d.n() as u32,
+                    received_ns: d.n(),
+                    seen_ns: d.n(),
+                    exec_at_ns: d.n(),
+                    started_ns: d.n(),
+                    finished_ns: d.n(),
+                    written_ns: d.n(),
+                    origin_unix_ns: d.n(),
                 }),
-                outputs: bit().then(|| (0..n % 4).map(|i| tensor(next() >> i, bit(), bit(), bit())).collect()),
-                app: next() as u32,
-                subnet: bit().then(|| next() as u16),
-                accuracy: (next() % 10_000) as f32 / 7.0,
-                solo_ns: next(),
-                stage: bit().then(|| text(n >> 3)),
+                outputs: d.bit().then(|| d.tensors(n)),
+                app: d.n() as u32,
+                subnet: d.bit().then(|| d.n() as u16),
+                accuracy: (d.n() % 10_000) as f32 / 7.0,
+                solo_ns: d.n(),
+                stage: d.bit().then(|| text(n >> 3)),
             };
             answer_reads_back(a);
         }

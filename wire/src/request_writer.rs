@@ -27,7 +27,7 @@
 //! tests, on 2,000 random requests).
 
 use crate::fb;
-use crate::layout::{put, Writer};
+use crate::layout::{put, root_table, Writer};
 
 /// Fields of `InferRequest`, in the schema's order (their vtable slots).
 const FIELDS: usize = 8;
@@ -67,15 +67,7 @@ pub fn write(r: &fb::InferRequest, out: &mut Vec<u8>) -> usize {
         PATH_NS as u16,
     ];
     {
-        let p = &mut out[base..];
-        put(p, 0, (TABLE as u32).to_le_bytes());
-        put(p, VTABLE, (VTABLE_LEN as u16).to_le_bytes());
-        put(p, VTABLE + 2, (TABLE_LEN as u16).to_le_bytes());
-        for (i, s) in slots.iter().enumerate() {
-            put(p, VTABLE + 4 + 2 * i, s.to_le_bytes());
-        }
-        let t = &mut p[TABLE..];
-        put(t, 0, ((TABLE - VTABLE) as i32).to_le_bytes());
+        let t = root_table(&mut out[base..], VTABLE, &slots, TABLE, TABLE_LEN);
         put(t, APP, r.app.to_le_bytes());
         put(t, ID, r.id.to_le_bytes());
         put(t, SLO_NS, r.slo_ns.to_le_bytes());
@@ -92,10 +84,7 @@ pub fn write(r: &fb::InferRequest, out: &mut Vec<u8>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn u32_at(p: &[u8], at: usize) -> usize {
-        u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize
-    }
+    use crate::layout::read::{one_tensors_shape, u32_at};
 
     /// The table's u64s lie 8-aligned from the payload's start, and a
     /// tensor's shape too, whatever comes before the payload and however
@@ -104,12 +93,7 @@ mod tests {
     fn the_table_and_a_shape_lie_aligned_wherever_the_payload_starts() {
         for prefix in 0..8 {
             for model in ["", "m", "mo", "mod", "mode"] {
-                let t = fb::Tensor {
-                    dtype: fb::DType::F32,
-                    shape: Some(vec![2, -1]),
-                    data: Some(vec![7; 8]),
-                    ..Default::default()
-                };
+                let t = fb::Tensor { shape: Some(vec![2, -1]), data: Some(vec![7; 8]), ..Default::default() };
                 let r =
                     fb::InferRequest { id: 9, model: Some(model.into()), inputs: Some(vec![t]), ..Default::default() };
                 let mut out = vec![0xaa; prefix];
@@ -117,12 +101,7 @@ mod tests {
                 let p = &out[prefix..];
                 assert_eq!((p.len(), u32_at(p, 0)), (len, TABLE));
                 assert_eq!(u64::from_le_bytes(p[TABLE + ID..TABLE + ID + 8].try_into().unwrap()), 9);
-                let vector = TABLE + INPUTS + u32_at(p, TABLE + INPUTS);
-                assert_eq!((vector % 4, u32_at(p, vector)), (0, 1));
-                let tensor = vector + 4 + u32_at(p, vector + 4);
-                let shape = tensor + crate::layout::T_SHAPE + u32_at(p, tensor + crate::layout::T_SHAPE);
-                assert_eq!((shape + 4) % 8, 0, "the dimensions after the length are 8-aligned");
-                assert_eq!(i64::from_le_bytes(p[shape + 12..shape + 20].try_into().unwrap()), -1);
+                assert_eq!(one_tensors_shape(p, TABLE + INPUTS), [2, -1]);
             }
         }
     }
