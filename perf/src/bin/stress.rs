@@ -43,9 +43,11 @@
 //! shards it hosts, yielding to the executor after a busy round and
 //! parked after an idle one, ms, while requests were due
 //! (`clients::Longest`); and the share of its core the clients' loop
-//! spent working in the measured window (`Parts::busy`: below capacity,
-//! the rate over it estimates the capacity, a steadier figure for an A/B
-//! than a pass or fail at the edge). Check `uptime` first.
+//! spent in its turns that did work in the measured window (`Parts::busy`:
+//! below capacity, the rate over it bounds the capacity from below, a
+//! steadier figure for an A/B than a pass or fail at the edge; before
+//! 2026-11-26 it counted the idle turns too and read ~1 at any high rate).
+//! Check `uptime` first.
 
 use baton_core::runtime::clients::{run, Load, Outcome, Parts};
 use baton_core::runtime::EngineConfig;
