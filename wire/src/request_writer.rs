@@ -1,10 +1,9 @@
 //! The request's writer: an `InferRequest` laid out front to back at fixed
 //! places, without a flatbuffers builder, as `answer.rs` lays out the
 //! answer. A client writes one per request, and through planus's builder
-//! (back to front, then copied into the outbox) the load generator spent
-//! about a sixth of its core building them at 650,000 r/s (planus's
-//! `prepare_write`, the generated `create`s, the vtable's dedup;
-//! perf/results/engine_profile.txt).
+//! (back to front, then copied into the outbox) that took 140-153 ns of
+//! it, here 64-75 ns, and 11.75% of the load generator's samples at
+//! 400,000 r/s, here 4.77% (perf/results/wire_bench.txt).
 //!
 //! The payload (offsets from its start; every scalar aligned to its size
 //! from there, as flatbuffers wants):
