@@ -304,13 +304,7 @@ pub(crate) fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, by: u64) {
     }
 }
 
-/// Adds `by` to entry `i` (a second of a timeline, a model), growing the list to it.
-pub(crate) fn add_at(timeline: &mut Vec<u64>, i: usize, by: u64) {
-    if timeline.len() <= i {
-        timeline.resize(i + 1, 0);
-    }
-    timeline[i] += by;
-}
+pub(crate) use baton_core::roles::outcomes::add_at;
 
 struct Shared {
     start: Instant,

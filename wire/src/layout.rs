@@ -174,23 +174,44 @@ impl<'a> Writer<'a> {
 }
 
 /// Reading back what the writers laid out, for their tests.
+/// Reading back what the writers laid out, for their tests.
 #[cfg(test)]
 pub(crate) mod read {
-    pub fn u32_at(p: &[u8], at: usize) -> usize {
+    fn u32_at(p: &[u8], at: usize) -> usize {
         u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize
     }
 
-    /// The dimensions of the one tensor in the vector that the offset at
-    /// `field` points to, checking that the vector, the tensor and the
-    /// dimensions lie aligned from the payload's start.
-    pub fn one_tensors_shape(p: &[u8], field: usize) -> Vec<i64> {
-        let vector = field + u32_at(p, field);
-        assert_eq!((vector % 4, u32_at(p, vector)), (0, 1), "one tensor, its vector 4-aligned");
-        let tensor = vector + 4 + u32_at(p, vector + 4);
-        assert_eq!(tensor % 4, 0);
-        let shape = tensor + super::T_SHAPE + u32_at(p, tensor + super::T_SHAPE);
-        assert_eq!((shape + 4) % 8, 0, "the dimensions after the length are 8-aligned");
-        let dims = shape + 4..shape + 4 + 8 * u32_at(p, shape);
-        p[dims].chunks_exact(8).map(|d| i64::from_le_bytes(d.try_into().unwrap())).collect()
+    /// Checks a writer's layout behind every prefix of 0 to 7 bytes and
+    /// with a string of each length mod 4 before its tensors: the root
+    /// offset points to `table`, and the one tensor in the vector that the
+    /// offset at `field` points to lies aligned (the vector and the tensor
+    /// to 4, its dimensions to 8, from the payload's start, as readers that
+    /// check alignment, flatbuffers' C++ verifier, want) and has `shape`.
+    /// `write(text, out)` appends a payload naming `text` and returns its
+    /// length.
+    pub fn aligned_behind_any_prefix(
+        table: usize,
+        field: usize,
+        shape: &[i64],
+        write: impl Fn(&str, &mut Vec<u8>) -> usize,
+    ) {
+        for prefix in 0..8 {
+            for text in ["", "m", "mo", "mod"] {
+                let mut out = vec![0xaa; prefix];
+                let len = write(text, &mut out);
+                let p = &out[prefix..];
+                assert_eq!((p.len(), u32_at(p, 0)), (len, table));
+                let vector = field + u32_at(p, field);
+                assert_eq!((vector % 4, u32_at(p, vector)), (0, 1), "one tensor, its vector 4-aligned");
+                let tensor = vector + 4 + u32_at(p, vector + 4);
+                assert_eq!(tensor % 4, 0);
+                let at = tensor + super::T_SHAPE + u32_at(p, tensor + super::T_SHAPE);
+                assert_eq!((at + 4) % 8, 0, "the dimensions after the length are 8-aligned");
+                let dims = at + 4..at + 4 + 8 * u32_at(p, at);
+                let read: Vec<i64> =
+                    p[dims].chunks_exact(8).map(|d| i64::from_le_bytes(d.try_into().unwrap())).collect();
+                assert_eq!(read, shape);
+            }
+        }
     }
 }

@@ -9,6 +9,15 @@
 
 use baton_wire::fb;
 
+/// Adds `by` to entry `i` of a count list (a second of a run's timeline, a
+/// model), growing the list to it.
+pub fn add_at(counts: &mut Vec<u64>, i: usize, by: u64) {
+    if counts.len() <= i {
+        counts.resize(i + 1, 0);
+    }
+    counts[i] += by;
+}
+
 /// Histogram bucket bounds, in seconds (Prometheus's base unit).
 pub const BUCKETS_S: [f64; 16] =
     [1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];

@@ -50,6 +50,7 @@ use super::{build_hosted, shard_executor, start_back, Back, EngineConfig, Engine
 use crate::clock::Clock;
 use crate::models::ModelTable;
 use crate::roles::frontend::{Answer, Frontend, FrontendStats};
+use crate::roles::outcomes::add_at;
 use crate::roles::request::{ClientRequest, Input};
 
 /// An open-loop run.
@@ -161,21 +162,14 @@ impl Parts {
         (l.clients, l.shards) = (l.clients.max(m.clients), l.shards.max(m.shards));
         (l.yielded, l.parked) = (l.yielded.max(m.yielded), l.parked.max(m.parked));
         self.busy = self.busy.max(o.busy);
-        if self.bad_by_second.len() < o.bad_by_second.len() {
-            self.bad_by_second.resize(o.bad_by_second.len(), 0);
-        }
-        for (a, b) in self.bad_by_second.iter_mut().zip(o.bad_by_second) {
-            *a += b;
+        for (i, b) in o.bad_by_second.into_iter().enumerate() {
+            add_at(&mut self.bad_by_second, i, b);
         }
     }
 
     /// A bad request that arrived `since` into the measured window.
     fn bad_at(&mut self, since: Nanos) {
-        let s = (since / 1_000_000_000) as usize;
-        if self.bad_by_second.len() <= s {
-            self.bad_by_second.resize(s + 1, 0);
-        }
-        self.bad_by_second[s] += 1;
+        add_at(&mut self.bad_by_second, (since / 1_000_000_000) as usize, 1);
     }
 
     /// The `q` quantile (0..=1) of `v`, in µs (0 when empty).
