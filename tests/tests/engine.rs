@@ -784,6 +784,23 @@ fn in_process_clients_get_every_answer_once() {
     assert!(fe.turned_away > 0 && fe.turned_away <= fe.errors && t.errors == fe.errors, "{t:?} {fe:?}");
     assert_eq!(o.parts.bad_by_second.iter().sum::<u64>(), t.bad(), "{:?}", o.parts.bad_by_second);
     assert_eq!(o.parts.bad_by_second.len(), 1, "0.8 s measured: one second");
+    // Aged arrivals: with the share next to nothing, every request the
+    // loop sent any time after it was due (all but those sent on the
+    // nanosecond) is turned away at the door, answered once, as an error;
+    // with it at 1, none is.
+    for (share, aged) in [(1e-12, true), (1.0, false)] {
+        let cfg = EngineConfig { input_floats: FLOATS, shed_aged_share: share, ..Default::default() };
+        let load =
+            Load { rate_rps: 2_000.0, warmup: Duration::ZERO, measure: Duration::from_millis(500), seed: s.seed };
+        let o = run(&s, PolicyKind::Symphony, &cfg, load).expect("engine starts");
+        let (t, fe) = (o.tally, o.engine.frontend);
+        assert_eq!((t.unanswered, t.duplicates, fe.duplicates), (0, 0, 0), "{t:?}");
+        assert_eq!((t.ok + t.late + t.dropped + t.errors, fe.answered()), (t.sent, fe.received), "{t:?} {fe:?}");
+        match aged {
+            true => assert!(fe.turned_away * 10 >= t.sent * 9 && t.errors == fe.turned_away, "{t:?} {fe:?}"),
+            false => assert_eq!((fe.turned_away, t.errors), (0, 0), "{t:?} {fe:?}"),
+        }
+    }
 }
 
 /// A frontend keeps at most `max_connections` open: one more is answered

@@ -44,7 +44,7 @@ use baton_wire::{clip, fb, Message};
 use super::fetch::{answer, input_at};
 use super::held::ByIds;
 use super::outcomes::Tally;
-use super::overload::Overload;
+use super::overload::{Aged, Overload};
 use super::queries::{Instance, StageOf};
 use super::request::ClientRequest;
 use super::reserve::Reserve;
@@ -75,8 +75,8 @@ pub struct FrontendStats {
     /// Time kept back from admitted requests' SLOs for the network path
     /// (`reserve.rs`), summed: the scheduler planned each that much earlier.
     pub reserved_ns: u64,
-    /// Of `errors`, requests turned away `Overloaded` while the engine ran
-    /// behind its plans (`overload.rs`).
+    /// Of `errors`, requests turned away `Overloaded` at the door while the
+    /// engine ran behind its plans, or aged (`overload.rs`).
     pub turned_away: u64,
 }
 
@@ -173,6 +173,9 @@ pub struct Frontend {
     /// The share of arrivals turned away while the engine runs behind its
     /// plans (`overload.rs`), if on.
     overload: Option<Overload>,
+    /// Arrivals that waited too much of their SLO to reach the frontend
+    /// are turned away (`overload.rs`), if on.
+    aged: Option<Aged>,
     next_seq: u64,
     capacity: usize,
     /// Messages waiting to leave for the scheduler (as the shard last
@@ -212,8 +215,25 @@ fn to_scheduler(meta: fb::RequestMeta, table: &ModelTable) -> Envelope {
     Envelope { to: table.scheduler_of(meta.model), msg: Message::RequestMeta(meta) }
 }
 
-/// Why an arrival was turned away by `Overload`.
-const BEHIND: &str = "the engine runs behind its plans: a share of arrivals is turned away";
+/// Why an arrival was turned away at the door (`overload.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Away {
+    /// A share of arrivals, while the engine runs behind its plans.
+    Behind,
+    /// It waited more than `Aged`'s share of its SLO to reach the frontend.
+    Aged,
+}
+
+impl Away {
+    fn why(self) -> &'static str {
+        match self {
+            Away::Behind => "the engine runs behind its plans: a share of arrivals is turned away",
+            Away::Aged => {
+                "the request waited too much of its SLO to reach the frontend: turned away while it catches up"
+            }
+        }
+    }
+}
 
 fn error(id: u64, code: fb::ErrorCode, message: String) -> fb::InferResponse {
     fb::InferResponse { id, status: fb::Status::Error, error_code: code, message: Some(message), ..Default::default() }
@@ -232,6 +252,7 @@ impl Frontend {
             origin_unix_ns,
             reserve: Reserve::new(reserve_floor),
             overload: None,
+            aged: None,
             next_seq: 0,
             capacity,
             waiting: 0,
@@ -254,6 +275,14 @@ impl Frontend {
     /// plans, if `on` (`overload.rs`).
     pub fn shedding_when_behind(mut self, on: bool) -> Self {
         self.overload = on.then(Overload::default);
+        self
+    }
+
+    /// Turns away arrivals that waited more than `share` of their SLO to
+    /// reach the frontend, where the transport knows the wait
+    /// (`overload.rs`); a share of 1 or more turns none away.
+    pub fn shedding_aged(mut self, share: f64) -> Self {
+        self.aged = Aged::new(share);
         self
     }
 
@@ -889,13 +918,21 @@ impl Frontend {
         self.overload.as_mut().is_some_and(|o| o.turn_away(now))
     }
 
-    /// The answer to a request `turning_away` turned away, read no further
-    /// than its head: counted as received and answered `Overloaded`.
-    pub fn turned_away(&mut self, head: &RequestHead<'_>, table: &ModelTable) -> fb::InferResponse {
+    /// Whether an arrival with SLO `slo` that waited `waited` before the
+    /// frontend read it is turned away as aged (never unless
+    /// `shedding_aged`). Ask before reading more of it than its head.
+    pub fn aged(&self, waited: Nanos, slo: Nanos) -> bool {
+        self.aged.is_some_and(|a| a.turns_away(waited, slo))
+    }
+
+    /// The answer to a request turned away (`turning_away`, `aged`), read
+    /// no further than its head: counted as received and answered
+    /// `Overloaded`.
+    pub fn turned_away(&mut self, head: &RequestHead<'_>, why: Away, table: &ModelTable) -> fb::InferResponse {
         self.stats.received += 1;
         self.stats.errors += 1;
         self.stats.turned_away += 1;
-        let answer = error(head.id, fb::ErrorCode::Overloaded, BEHIND.to_string());
+        let answer = error(head.id, fb::ErrorCode::Overloaded, why.why().to_string());
         self.outcomes.count(key_of(head.model, head.query, table), &answer, false);
         answer
     }

@@ -29,6 +29,30 @@
 //! that did not (or saw no batch), within [0, `MAX`]. The requests turned
 //! away are every 1/p-th arrival (an accumulator: deterministic, and spread
 //! evenly over time and clients).
+//!
+//! **Aged arrivals** (`Aged`, a second, independent door). Where the
+//! transport knows how long a request waited before the frontend read it
+//! (the in-process clients: how far the loop was behind their schedule),
+//! a request that waited more than a share `s` of its SLO is turned away
+//! at the door. The loop's work per request grows as requests' slack
+//! falls: less slack, smaller batches, each batch's fixed work (its plan,
+//! start, finish, inputs, results, timers) over fewer requests. So a
+//! backlog feeds itself: a stall puts the loop behind, requests reach the
+//! frontend with less slack, cost more, and it falls further behind,
+//! until it settles where every arrival comes with its deadline nearly
+//! gone and is dropped by the scheduler after costing its whole path
+//! (measured on one core at 450,000 r/s, well below its capacity: a
+//! busy loop sharing the core for 200 or 400 ms left the stress
+//! harness's loop 100-140 ms behind for good, 74-77% of a 5 s run bad;
+//! perf/results/overload.txt). Turned away by its head, an aged request
+//! costs a fraction of its path, the loop catches up through the
+//! backlog, and the requests after it arrive with more than `1 - s` of
+//! their budget (with `s` = 0.8: 0.00-0.05% bad after the 200 ms stall,
+//! 4.8-5.2% after the 400 ms one, all in the stall's second). A wait shorter than `s` of the SLO sheds
+//! nothing: a stall the loop absorbs costs no request. `s` is the
+//! engine's choice (`EngineConfig::shed_aged_share`): the lower, the more
+//! slack the requests served while it recovers keep, and the more a stall
+//! it would have absorbed costs.
 
 use baton_sched::time::Nanos;
 
@@ -103,9 +127,42 @@ impl Overload {
     }
 }
 
+/// The aged-arrival door: a request that waited more than `share` of its
+/// SLO before the frontend read it is turned away.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Aged {
+    share: f64,
+}
+
+impl Aged {
+    /// None for a share of 1 or more (no wait within the SLO sheds), or
+    /// one that is not a number above 0.
+    pub fn new(share: f64) -> Option<Self> {
+        (share > 0.0 && share < 1.0).then_some(Self { share })
+    }
+
+    /// Whether a request with SLO `slo` that waited `waited` is turned away.
+    pub fn turns_away(&self, waited: Nanos, slo: Nanos) -> bool {
+        waited as f64 > self.share * slo as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aged_arrivals_past_the_share_of_their_slo_are_turned_away() {
+        let a = Aged::new(0.8).expect("a share below 1");
+        let slo = 100 * MS;
+        assert!(!a.turns_away(0, slo));
+        assert!(!a.turns_away(80 * MS, slo), "at the share: kept");
+        assert!(a.turns_away(80 * MS + 1, slo));
+        assert!(a.turns_away(200 * MS, slo), "past its deadline");
+        for off in [1.0, 1.5, 0.0, -0.5, f64::NAN] {
+            assert_eq!(Aged::new(off), None, "{off}");
+        }
+    }
 
     const MS: Nanos = 1_000_000;
 

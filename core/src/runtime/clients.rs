@@ -15,7 +15,10 @@
 //! lower offered rate; requests also carry only the SLO left when sent, so
 //! the engine plans against the client's deadline. A turn of the loop
 //! sends for at most `SEND_BUDGET`, so a generator catching up does not
-//! hold the core from the work under way. Requests due in the warm-up are
+//! hold the core from the work under way. A request the loop sends more
+//! than `EngineConfig::shed_aged_share` of its SLO after it was due is
+//! turned away at the frontend's door (`roles/overload.rs`), so a loop
+//! put behind by a stall catches up. Requests due in the warm-up are
 //! served but not counted; after the measured window the generator stops
 //! and the shard waits for the last answers (at most the longest SLO and
 //! a second); what the frontend still holds then is answered dropped and
@@ -49,7 +52,7 @@ use super::sched_shard::Hosting;
 use super::{build_hosted, shard_executor, start_back, Back, EngineConfig, EngineError, EngineReport, Front};
 use crate::clock::Clock;
 use crate::models::ModelTable;
-use crate::roles::frontend::{Answer, Frontend, FrontendStats};
+use crate::roles::frontend::{Answer, Away, Frontend, FrontendStats};
 use crate::roles::outcomes::add_at;
 use crate::roles::request::{ClientRequest, Input};
 
@@ -307,7 +310,8 @@ pub fn run(scenario: &Scenario, policy: PolicyKind, cfg: &EngineConfig, load: Lo
                 let mut shards = Hosting::new(shards, &clock, &halt, &rhythm.bell(), &progress);
                 let fe = Frontend::new(k as u32, cfg.frontend_capacity, clock.origin_unix_ns(), cfg.reserve_floor)
                     .with_max_waiting(cfg.max_waiting)
-                    .shedding_when_behind(cfg.shed_when_behind);
+                    .shedding_when_behind(cfg.shed_when_behind)
+                    .shedding_aged(cfg.shed_aged_share);
                 let mut gen = Generator::new(&scenario, &table, load, (k, loops));
                 let seen = gen.drive(fe, &table, &clock, Link::Ring(ring), rhythm, &mut shards).await;
                 Ok((seen, shards.reports()))
@@ -478,10 +482,16 @@ impl Generator {
             }
             self.due.push_back(Due { at, slo, counted, answered: false });
             // Turned away as `serve`'s frontend shard does, before the rest
-            // of the request is read.
-            if fe.turning_away(now) {
+            // of the request is read; here the wait is known: how far
+            // this loop is behind the request's time.
+            let away = match () {
+                _ if fe.turning_away(now) => Some(Away::Behind),
+                _ if fe.aged(behind, slo) => Some(Away::Aged),
+                _ => None,
+            };
+            if let Some(why) = away {
                 let (model, query) = target.names();
-                let answer = fe.turned_away(&RequestHead { id, model, query }, table);
+                let answer = fe.turned_away(&RequestHead { id, model, query }, why, table);
                 self.answer(t, now, &answer);
                 continue;
             }

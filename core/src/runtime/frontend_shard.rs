@@ -48,7 +48,7 @@ use crate::models::ModelTable;
 use crate::pool;
 use crate::publish::Published;
 use crate::roles::backend::BackendStats;
-use crate::roles::frontend::{Answer, ConnId, Frontend, FrontendStats};
+use crate::roles::frontend::{Answer, Away, ConnId, Frontend, FrontendStats};
 use crate::roles::request::ClientRequest;
 use crate::roles::{Addr, Envelope};
 use baton_net::tcp::conn::{self, Conn};
@@ -177,7 +177,7 @@ impl Shard {
             return false;
         }
         let Some(head) = request_head(payload) else { return false };
-        let answer = self.fe.turned_away(&head, table);
+        let answer = self.fe.turned_away(&head, Away::Behind, table);
         send_small(conn, &Message::InferResponse(answer));
         true
     }
@@ -250,7 +250,7 @@ impl Shard {
                 if self.fe.turning_away(now) {
                     let head = RequestHead { id, model: req.model.as_deref(), query: req.query.as_deref() };
                     let fe = &mut self.fe;
-                    let _ = reply.send(self.table.read(|t| fe.turned_away(&head, t)));
+                    let _ = reply.send(self.table.read(|t| fe.turned_away(&head, Away::Behind, t)));
                     return;
                 }
                 let admitted = self.table.read(|t| self.fe.admit_to_scheduler(now, GATEWAY, &mut req.into(), t));

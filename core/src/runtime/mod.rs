@@ -147,6 +147,13 @@ pub struct EngineConfig {
     /// none, at the price of requests turned away near its limit. Off by
     /// default.
     pub shed_when_behind: bool,
+    /// Frontends turn away (`Overloaded`) a request that waited more than
+    /// this share of its SLO before they read it, where the wait is known
+    /// (the in-process clients: how far their loop is behind; not over
+    /// TCP): a loop put behind by a stall then catches up instead of
+    /// settling where every request reaches it too late to serve
+    /// (`roles/overload.rs`). 1 or more: off.
+    pub shed_aged_share: f64,
     /// Connections the frontend keeps open at most; more are answered
     /// `Overloaded` and closed.
     pub max_connections: u64,
@@ -232,6 +239,7 @@ impl Default for EngineConfig {
             frontend_capacity: 1 << 20,
             max_waiting: 1 << 16,
             shed_when_behind: false,
+            shed_aged_share: 0.8,
             max_connections: 16_384,
             max_unread: 64 << 20,
             max_peer_unread: 256 << 20,

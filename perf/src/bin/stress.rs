@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release -p baton-perf --bin stress -- FILE [--secs S]
 //! [--warmup W] [--model-shards K] [--frontends F] [--backend-shards B]
-//! [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]`
+//! [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]
+//! [--shed-aged S]`
 //!
 //! `--frontends F` runs F clients' loops, each a front shard with its own
 //! frontend role and a 1/F share of the arrivals (`clients.rs`).
@@ -15,7 +16,10 @@
 //! shards of their own.
 //!
 //! `--shed-when-behind` turns arrivals away while the engine runs behind
-//! its plans, as `baton serve --shed-when-behind` does.
+//! its plans, as `baton serve --shed-when-behind` does. `--shed-aged S`
+//! sets the share of its SLO a request may have waited for the clients'
+//! loop (the loop behind their schedule) before the frontend turns it
+//! away (default 0.8, the engine's; 1: none; `roles/overload.rs`).
 //!
 //! `--gpus G` gives the cluster G fake GPUs instead of the file's: the
 //! GPUs' bound (printed) caps what any dispatcher can pass, the simulator
@@ -57,7 +61,7 @@ use baton_sched::scenario::Scenario;
 use baton_sched::sim::{run as simulate, BAD_RATE_LIMIT};
 use std::time::Duration;
 
-const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--frontends F] [--backend-shards B] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind]";
+const USAGE: &str = "usage: stress FILE [--secs S] [--warmup W] [--model-shards K] [--frontends F] [--backend-shards B] [--gpus G] [--from R] [--probes N] [--rates R,R..] [--shed-when-behind] [--shed-aged S]";
 
 /// Bad input: what is wrong and the usage, exit 2.
 fn fail(why: impl std::fmt::Display) -> ! {
@@ -143,6 +147,7 @@ fn main() {
         frontend_shards: number("--frontends").map_or(1, |f| f as usize),
         backend_shards: number("--backend-shards").map_or(0, |b| b as usize),
         shed_when_behind: std::env::args().any(|a| a == "--shed-when-behind"),
+        shed_aged_share: number("--shed-aged").unwrap_or(EngineConfig::default().shed_aged_share),
         // No network path to keep time back for.
         reserve_floor: 0,
         input_floats: 1,

@@ -11,7 +11,7 @@ use baton_wire::message::RequestHead;
 use baton_wire::{fb, Message};
 
 use super::backend::BackendRole;
-use super::frontend::{f32_tensor, f32s, Answer, Frontend};
+use super::frontend::{f32_tensor, f32s, Answer, Away, Frontend};
 use super::scheduler::SchedulerRole;
 use super::{Addr, Envelope};
 use crate::models::ModelTable;
@@ -528,7 +528,7 @@ fn a_frontend_behind_its_plans_turns_arrivals_away_only_when_asked() {
             let now = 3_000_000 + i * 10_000;
             if fe.turning_away(now) {
                 let head = RequestHead { id: i, model: Some("m"), query: None };
-                let e = fe.turned_away(&head, &table);
+                let e = fe.turned_away(&head, Away::Behind, &table);
                 assert_eq!((e.id, e.error_code), (i, fb::ErrorCode::Overloaded), "{:?}", e.message);
                 refused += 1;
                 continue;
