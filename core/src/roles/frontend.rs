@@ -921,8 +921,8 @@ impl Frontend {
     /// Whether an arrival with SLO `slo` that waited `waited` before the
     /// frontend read it is turned away as aged (never unless
     /// `shedding_aged`). Ask before reading more of it than its head.
-    pub fn aged(&self, waited: Nanos, slo: Nanos) -> bool {
-        self.aged.is_some_and(|a| a.turns_away(waited, slo))
+    pub fn aged(&mut self, waited: Nanos, slo: Nanos) -> bool {
+        self.aged.as_mut().is_some_and(|a| a.turns_away(waited, slo))
     }
 
     /// The answer to a request turned away (`turning_away`, `aged`), read

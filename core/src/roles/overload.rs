@@ -34,7 +34,8 @@
 //! transport knows how long a request waited before the frontend read it
 //! (the in-process clients: how far the loop was behind their schedule),
 //! a request that waited more than a share `s` of its SLO is turned away
-//! at the door. The loop's work per request grows as requests' slack
+//! at the door, and so is every arrival after it until one comes within
+//! `s / 2` of its SLO. The loop's work per request grows as requests' slack
 //! falls: less slack, smaller batches, each batch's fixed work (its plan,
 //! start, finish, inputs, results, timers) over fewer requests. So a
 //! backlog feeds itself: a stall puts the loop behind, requests reach the
@@ -45,14 +46,18 @@
 //! busy loop sharing the core for 200 or 400 ms left the stress
 //! harness's loop 100-140 ms behind for good, 74-77% of a 5 s run bad;
 //! perf/results/overload.txt). Turned away by its head, an aged request
-//! costs a fraction of its path, the loop catches up through the
-//! backlog, and the requests after it arrive with more than `1 - s` of
-//! their budget (with `s` = 0.8: 0.00-0.05% bad after the 200 ms stall,
-//! 4.8-5.2% after the 400 ms one, all in the stall's second). A wait shorter than `s` of the SLO sheds
-//! nothing: a stall the loop absorbs costs no request. `s` is the
-//! engine's choice (`EngineConfig::shed_aged_share`): the lower, the more
-//! slack the requests served while it recovers keep, and the more a stall
-//! it would have absorbed costs.
+//! costs a fraction of its path and the loop catches up through the
+//! backlog. Why on to `s / 2`: turning away only the arrivals past `s`,
+//! the loop settled at `s` behind, serving requests with `1 - s` of their
+//! slack, a cost at which it could not catch up, and stayed so for
+//! seconds (at 675,000 r/s after a 200 ms stall, 13% of a 5 s run bad
+//! over three seconds); caught up to `s / 2`, it serves requests with
+//! more than half their slack again and recovers in the stall's second
+//! (1.5-4.8% bad, the stall's own). A wait shorter than `s` of the SLO
+//! sheds nothing: a stall the loop absorbs costs no request. `s` is the
+//! engine's choice (`EngineConfig::shed_aged_share`, 0.8): the lower, the
+//! more slack the requests served while it recovers keep, and the more a
+//! stall it would have absorbed costs (perf/results/overload.txt).
 
 use baton_sched::time::Nanos;
 
@@ -127,23 +132,32 @@ impl Overload {
     }
 }
 
-/// The aged-arrival door: a request that waited more than `share` of its
-/// SLO before the frontend read it is turned away.
+/// The aged-arrival door: once a request waited more than `share` of its
+/// SLO before the frontend read it, arrivals are turned away until one
+/// comes within `share / 2` of its SLO (the loop caught up).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Aged {
     share: f64,
+    catching_up: bool,
 }
 
 impl Aged {
     /// None for a share of 1 or more (no wait within the SLO sheds), or
     /// one that is not a number above 0.
     pub fn new(share: f64) -> Option<Self> {
-        (share > 0.0 && share < 1.0).then_some(Self { share })
+        (share > 0.0 && share < 1.0).then_some(Self { share, catching_up: false })
     }
 
-    /// Whether a request with SLO `slo` that waited `waited` is turned away.
-    pub fn turns_away(&self, waited: Nanos, slo: Nanos) -> bool {
-        waited as f64 > self.share * slo as f64
+    /// Whether the next arrival, with SLO `slo`, that waited `waited` is
+    /// turned away.
+    pub fn turns_away(&mut self, waited: Nanos, slo: Nanos) -> bool {
+        let share = waited as f64 / slo.max(1) as f64;
+        if share > self.share {
+            self.catching_up = true;
+        } else if share <= self.share / 2.0 {
+            self.catching_up = false;
+        }
+        self.catching_up
     }
 }
 
@@ -151,14 +165,16 @@ impl Aged {
 mod tests {
     use super::*;
 
+    /// Arrivals within the share pass; from the first past it, every one is
+    /// turned away until one comes within half the share.
     #[test]
-    fn aged_arrivals_past_the_share_of_their_slo_are_turned_away() {
-        let a = Aged::new(0.8).expect("a share below 1");
+    fn aged_arrivals_turn_the_door_until_the_loop_caught_up() {
+        let mut a = Aged::new(0.8).expect("a share below 1");
         let slo = 100 * MS;
-        assert!(!a.turns_away(0, slo));
-        assert!(!a.turns_away(80 * MS, slo), "at the share: kept");
-        assert!(a.turns_away(80 * MS + 1, slo));
-        assert!(a.turns_away(200 * MS, slo), "past its deadline");
+        let waits = [0, 79, 80, 81, 200, 60, 79, 41, 40, 60, 80, 2, 81, 70];
+        let away: Vec<bool> = waits.iter().map(|&w| a.turns_away(w * MS, slo)).collect();
+        let expect = [false, false, false, true, true, true, true, true, false, false, false, false, true, true];
+        assert_eq!(away, expect, "waits {waits:?} ms of 100");
         for off in [1.0, 1.5, 0.0, -0.5, f64::NAN] {
             assert_eq!(Aged::new(off), None, "{off}");
         }

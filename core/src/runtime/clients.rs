@@ -17,8 +17,9 @@
 //! sends for at most `SEND_BUDGET`, so a generator catching up does not
 //! hold the core from the work under way. A request the loop sends more
 //! than `EngineConfig::shed_aged_share` of its SLO after it was due is
-//! turned away at the frontend's door (`roles/overload.rs`), so a loop
-//! put behind by a stall catches up. Requests due in the warm-up are
+//! turned away at the frontend's door, and those after it until the loop
+//! is within half that share (`roles/overload.rs`), so a loop put behind
+//! by a stall catches up. Requests due in the warm-up are
 //! served but not counted; after the measured window the generator stops
 //! and the shard waits for the last answers (at most the longest SLO and
 //! a second); what the frontend still holds then is answered dropped and

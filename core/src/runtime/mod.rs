@@ -148,7 +148,8 @@ pub struct EngineConfig {
     /// default.
     pub shed_when_behind: bool,
     /// Frontends turn away (`Overloaded`) a request that waited more than
-    /// this share of its SLO before they read it, where the wait is known
+    /// this share of its SLO before they read it, and the arrivals after it
+    /// until one waited at most half the share, where the wait is known
     /// (the in-process clients: how far their loop is behind; not over
     /// TCP): a loop put behind by a stall then catches up instead of
     /// settling where every request reaches it too late to serve
