@@ -920,7 +920,9 @@ impl Frontend {
 
     /// Whether an arrival with SLO `slo` that waited `waited` before the
     /// frontend read it is turned away as aged (never unless
-    /// `shedding_aged`). Ask before reading more of it than its head.
+    /// `shedding_aged`). Ask once per arrival, in the order they came (one
+    /// past the share turns those after it away too, `Aged`), before
+    /// reading more of it than its head.
     pub fn aged(&mut self, waited: Nanos, slo: Nanos) -> bool {
         self.aged.as_mut().is_some_and(|a| a.turns_away(waited, slo))
     }
