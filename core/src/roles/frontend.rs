@@ -220,7 +220,9 @@ fn to_scheduler(meta: fb::RequestMeta, table: &ModelTable) -> Envelope {
 pub enum Away {
     /// A share of arrivals, while the engine runs behind its plans.
     Behind,
-    /// It waited more than `Aged`'s share of its SLO to reach the frontend.
+    /// It waited more than `Aged`'s share of its SLO to reach the
+    /// frontend, or an arrival before it did and none since came within
+    /// half the share.
     Aged,
 }
 
@@ -229,7 +231,7 @@ impl Away {
         match self {
             Away::Behind => "the engine runs behind its plans: a share of arrivals is turned away",
             Away::Aged => {
-                "the request waited too much of its SLO to reach the frontend: turned away while it catches up"
+                "requests wait too much of their SLO to reach the frontend: turned away while the engine catches up"
             }
         }
     }
