@@ -134,7 +134,11 @@ impl Overload {
 
 /// The aged-arrival door: once a request waited more than `share` of its
 /// SLO before the frontend read it, arrivals are turned away until one
-/// comes within `share / 2` of its SLO (the loop caught up).
+/// comes within `share / 2` of its SLO (the loop caught up). One state for
+/// every arrival, as the loop's lag is one: where SLOs differ, an arrival
+/// of a longer SLO within half the share opens the door for all, and one
+/// of a shorter SLO past the share closes it again, so between the two
+/// the door is as if it turned away only the arrivals past the share.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Aged {
     share: f64,
