@@ -485,10 +485,10 @@ impl Generator {
             // Turned away as `serve`'s frontend shard does, before the rest
             // of the request is read; here the wait is known: how far
             // this loop is behind the request's time.
-            let away = match () {
-                _ if fe.turning_away(now) => Some(Away::Behind),
-                _ if fe.aged(behind, slo) => Some(Away::Aged),
-                _ => None,
+            // The aged door sees every arrival's wait, in order.
+            let away = match fe.aged(behind, slo) {
+                true => Some(Away::Aged),
+                false => fe.turning_away(now).then_some(Away::Behind),
             };
             if let Some(why) = away {
                 let (model, query) = target.names();

@@ -19,7 +19,8 @@
 //! its plans, as `baton serve --shed-when-behind` does. `--shed-aged S`
 //! sets the share of its SLO a request may have waited for the clients'
 //! loop (the loop behind their schedule) before the frontend turns it
-//! away (default 0.8, the engine's; 1: none; `roles/overload.rs`).
+//! away, and those after it until one waited at most half the share
+//! (default 0.8, the engine's; 1: none; `roles/overload.rs`).
 //!
 //! `--gpus G` gives the cluster G fake GPUs instead of the file's: the
 //! GPUs' bound (printed) caps what any dispatcher can pass, the simulator
