@@ -31,7 +31,7 @@
 //! alignment is tested below.
 
 use crate::fb;
-use crate::layout::{put, root_table, Writer};
+use crate::layout::{put, root_table, slot, Writer};
 
 /// Fields of `InferResponse`, in the schema's order (their vtable slots).
 const FIELDS: usize = 12;
@@ -64,20 +64,19 @@ const _: () = assert!(TIMING.is_multiple_of(8) && TIMING + std::mem::size_of::<[
 pub fn write(a: &fb::InferResponse, out: &mut Vec<u8>) -> usize {
     let base = out.len();
     out.resize(base + FIXED, 0);
-    let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
     let slots: [u16; FIELDS] = [
         ID as u16,
         STATUS as u16,
         DROP_REASON as u16,
         ERROR_CODE as u16,
-        at(a.message.is_some(), MESSAGE),
-        at(a.timing.is_some(), TIMING),
-        at(a.outputs.is_some(), OUTPUTS),
+        slot(a.message.is_some(), MESSAGE),
+        slot(a.timing.is_some(), TIMING),
+        slot(a.outputs.is_some(), OUTPUTS),
         APP as u16,
-        at(a.subnet.is_some(), SUBNET),
+        slot(a.subnet.is_some(), SUBNET),
         ACCURACY as u16,
         SOLO_NS as u16,
-        at(a.stage.is_some(), STAGE),
+        slot(a.stage.is_some(), STAGE),
     ];
     {
         let t = root_table(&mut out[base..], VTABLE, &slots, TABLE, TABLE_LEN);

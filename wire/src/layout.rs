@@ -41,6 +41,15 @@ pub(crate) fn root_table<'p>(
     t
 }
 
+/// A vtable slot: where a field lies in its table, or 0 when it is absent.
+pub(crate) fn slot(present: bool, place: usize) -> u16 {
+    if present {
+        place as u16
+    } else {
+        0
+    }
+}
+
 pub(crate) fn put<const N: usize>(p: &mut [u8], at: usize, bytes: [u8; N]) {
     p[at..at + N].copy_from_slice(&bytes);
 }
@@ -149,14 +158,13 @@ impl<'a> Writer<'a> {
         self.align(4, 0);
         let vtable = self.pos();
         let table = vtable + TENSOR_VTABLE_LEN;
-        let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
         let head: [u16; 6] = [
             TENSOR_VTABLE_LEN as u16,
             TENSOR_LEN as u16,
-            at(t.name.is_some(), T_NAME),
+            slot(t.name.is_some(), T_NAME),
             T_DTYPE as u16,
-            at(t.shape.is_some(), T_SHAPE),
-            at(t.data.is_some(), T_DATA),
+            slot(t.shape.is_some(), T_SHAPE),
+            slot(t.data.is_some(), T_DATA),
         ];
         // The vtable and the table in one append.
         let mut fixed = [0u8; TENSOR_VTABLE_LEN + TENSOR_LEN];
@@ -173,7 +181,6 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Reading back what the writers laid out, for their tests.
 /// Reading back what the writers laid out, for their tests.
 #[cfg(test)]
 pub(crate) mod read {

@@ -26,7 +26,7 @@
 //! tests, on 2,000 random requests).
 
 use crate::fb;
-use crate::layout::{put, root_table, Writer};
+use crate::layout::{put, root_table, slot, Writer};
 
 /// Fields of `InferRequest`, in the schema's order (their vtable slots).
 const FIELDS: usize = 8;
@@ -54,15 +54,14 @@ const _: () = assert!(TABLE.is_multiple_of(8) && QUERY + 4 == TABLE_LEN);
 pub fn write(r: &fb::InferRequest, out: &mut Vec<u8>) -> usize {
     let base = out.len();
     out.resize(base + FIXED, 0);
-    let at = |present: bool, place: usize| if present { place as u16 } else { 0 };
     let slots: [u16; FIELDS] = [
         ID as u16,
-        at(r.model.is_some(), MODEL),
+        slot(r.model.is_some(), MODEL),
         SLO_NS as u16,
         APP as u16,
-        at(r.inputs.is_some(), INPUTS),
-        at(r.app_name.is_some(), APP_NAME),
-        at(r.query.is_some(), QUERY),
+        slot(r.inputs.is_some(), INPUTS),
+        slot(r.app_name.is_some(), APP_NAME),
+        slot(r.query.is_some(), QUERY),
         PATH_NS as u16,
     ];
     {
