@@ -155,10 +155,10 @@ impl Aged {
     /// Whether the next arrival, with SLO `slo`, that waited `waited` is
     /// turned away.
     pub fn turns_away(&mut self, waited: Nanos, slo: Nanos) -> bool {
-        let share = waited as f64 / slo.max(1) as f64;
-        if share > self.share {
+        let (waited, past) = (waited as f64, self.share * slo as f64);
+        if waited > past {
             self.catching_up = true;
-        } else if share <= self.share / 2.0 {
+        } else if waited <= past / 2.0 {
             self.catching_up = false;
         }
         self.catching_up

@@ -483,9 +483,9 @@ impl Generator {
             }
             self.due.push_back(Due { at, slo, counted, answered: false });
             // Turned away as `serve`'s frontend shard does, before the rest
-            // of the request is read; here the wait is known: how far
-            // this loop is behind the request's time.
-            // The aged door sees every arrival's wait, in order.
+            // of the request is read. Here the wait is known (how far this
+            // loop is behind the request's time): the aged door sees every
+            // arrival's, in order.
             let away = match fe.aged(behind, slo) {
                 true => Some(Away::Aged),
                 false => fe.turning_away(now).then_some(Away::Behind),
