@@ -12,7 +12,7 @@ use baton_sched::PolicyKind;
 use baton_wire::Message;
 use std::sync::Arc;
 
-use super::link::ShardMsg;
+use super::link::{self, ShardMsg};
 use super::EngineConfig;
 use crate::models::ModelTable;
 use crate::roles::autoscaling::Autoscaling;
@@ -154,7 +154,9 @@ impl Part for SchedulerRole {
     fn take(&mut self, now: Nanos, m: ShardMsg, caused: &mut Caused) -> Option<ShardMsg> {
         match m {
             ShardMsg::Meta { meta, .. } => self.on_message(now, Message::RequestMeta(meta), &mut caused.env),
-            ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => self.on_message(now, e.msg, &mut caused.env),
+            ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => {
+                self.on_message(now, link::open(e).msg, &mut caused.env)
+            }
             m => return Some(m),
         }
         None
@@ -184,7 +186,10 @@ impl Part for RankRole {
                 self.on_message(m, &mut caused.model);
                 return None;
             }
-            ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => (e.to, e.msg),
+            ShardMsg::Env(e) if matches!(e.to, Addr::Scheduler(_)) => {
+                let e = link::open(e);
+                (e.to, e.msg)
+            }
             m => return Some(m),
         };
         match msg {

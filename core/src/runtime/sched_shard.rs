@@ -23,7 +23,7 @@ use baton_wire::{fb, Message};
 
 use super::alarms::Alarms;
 use super::lead::{Lead, Round};
-use super::link::{Link, ShardMsg};
+use super::link::{self, Link, ShardMsg};
 use super::marked::Marked;
 use super::park::{Bell, Rhythm};
 use super::part::{Caused, Part, SchedulerPart};
@@ -79,6 +79,8 @@ pub struct State {
     /// caused, the alarms due.
     queue: Vec<ShardMsg>,
     caused: Caused,
+    /// What the alarms of a round caused, kept for the next (`fire`).
+    fired: Caused,
     due: Vec<usize>,
     /// This shard's number among the scheduler-side shards (`Gauges`).
     pub slot: usize,
@@ -133,6 +135,7 @@ impl State {
             watch: Watch::new(targets - 1),
             queue: Vec::new(),
             caused: Caused::default(),
+            fired: Caused::default(),
             due: Vec::new(),
             slot: 0,
             leaves: None,
@@ -192,7 +195,7 @@ impl State {
             };
             match (backend, m) {
                 (Some(i), ShardMsg::Env(e)) => {
-                    self.backends[i].on_message(now, e.msg, &mut caused.env);
+                    self.backends[i].on_message(now, link::open(e).msg, &mut caused.env);
                     self.alarms.touch(i + 1);
                 }
                 (_, m) => match self.part.take(now, m, &mut caused) {
@@ -213,7 +216,7 @@ impl State {
     fn fire(&mut self, now: Nanos) -> bool {
         let mut due = std::mem::take(&mut self.due);
         self.alarms.due(now, &mut due);
-        let mut caused = Caused::default();
+        let mut caused = std::mem::take(&mut self.fired);
         for &t in &due {
             self.alarms.touch(t);
             match t {
@@ -224,11 +227,12 @@ impl State {
         let fired = !due.is_empty();
         due.clear();
         self.due = due;
-        let Caused { env, rank, model } = caused;
-        let caused = env.into_iter().map(ShardMsg::env);
-        for m in caused.chain(rank.into_iter().map(ShardMsg::Rank)).chain(model.into_iter().map(ShardMsg::Model)) {
+        let Caused { env, rank, model } = &mut caused;
+        let msgs = env.drain(..).map(ShardMsg::env);
+        for m in msgs.chain(rank.drain(..).map(ShardMsg::Rank)).chain(model.drain(..).map(ShardMsg::Model)) {
             self.deliver(now, m);
         }
+        self.fired = caused;
         fired
     }
 
