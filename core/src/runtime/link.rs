@@ -71,8 +71,8 @@ thread_local! {
     /// Boxes opened on this thread (`open`), each holding a placeholder,
     /// for the next `ShardMsg::env` here: the few role messages of every
     /// batch cross the rings without an allocation each (they were the
-    /// one-core stress harness's most frequent, 54% of its mallocs).
-    // The boxes' allocations are what is kept: a list of envelopes would not hold them.
+    /// one-core stress harness's most frequent, 54% of its mallocs). The
+    /// boxes' allocations are what is kept, so a list of boxes.
     #[allow(clippy::vec_box)]
     static BOXES: RefCell<Vec<Box<Envelope>>> = const { RefCell::new(Vec::new()) };
 }
@@ -84,7 +84,8 @@ const MAX_BOXES: usize = 4096;
 
 /// `e` in a box, reused where one was opened on this thread.
 fn boxed(e: Envelope) -> Box<Envelope> {
-    match BOXES.with(|b| b.borrow_mut().pop()) {
+    // A thread being torn down has no list any more: a new box then.
+    match BOXES.try_with(|b| b.borrow_mut().pop()).ok().flatten() {
         Some(mut b) => {
             *b = e;
             b
@@ -98,7 +99,7 @@ fn boxed(e: Envelope) -> Box<Envelope> {
 pub fn open(mut b: Box<Envelope>) -> Envelope {
     let placeholder = Envelope { to: Addr::Scheduler(0), msg: Message::Stats(fb::Stats::default()) };
     let e = std::mem::replace(&mut *b, placeholder);
-    BOXES.with(|boxes| {
+    let _ = BOXES.try_with(|boxes| {
         let mut boxes = boxes.borrow_mut();
         if boxes.len() < MAX_BOXES {
             boxes.push(b);
