@@ -137,6 +137,9 @@ fn main() {
     if number("--frontends").is_some_and(|f| f < 1.0) {
         fail("--frontends takes a count of at least 1");
     }
+    if number("--shed-aged").is_some_and(|s| s <= 0.0) {
+        fail("--shed-aged takes a share of the SLO above 0 (1 or more: none turned away)");
+    }
     let load = |rate_rps| Load {
         rate_rps,
         warmup: Duration::from_secs_f64(number("--warmup").unwrap_or(scenario.warmup as f64 / 1e9)),
