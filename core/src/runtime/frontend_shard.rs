@@ -1,7 +1,8 @@
-//! The frontend shard: the TCP listener, one task pair per client
-//! connection (a reader running the connection's state machine, a writer
-//! flushing its answers), and the pump that exchanges envelopes with the
-//! scheduler shard.
+//! The frontend shard: the TCP listener (an accept task), the client
+//! connections on a socket ring of their own that the pump polls every
+//! round (`baton_net::tcp::uring`: no wait for a pass through glommio's
+//! reactor to read a request or to write its answer), and the pump that
+//! exchanges envelopes with the scheduler shard.
 //!
 //! A connection's life: frames are read into a `FrameBuf` and handled one
 //! by one — an `InferRequest` is admitted (its metadata queued for the
@@ -9,7 +10,7 @@
 //! does not decode, or of a kind clients do not send, gets a typed error
 //! answer and the connection goes on; a bad header gets a `Malformed`
 //! answer and the connection closes (the stream cannot be resynchronised).
-//! Answers are appended to the connection's `Outbox`, and the writer sends
+//! Answers are appended to the connection's `Outbox`, and the ring sends
 //! everything pending in one write. While a client leaves more than
 //! `MAX_UNSENT` bytes of answers unread, its reader stops reading
 //! (backpressure); beyond `max_unread` (answers to requests it sent before
@@ -29,11 +30,12 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
+use baton_net::tcp::uring::{Event, Sockets};
 use baton_sched::time::Nanos;
 use baton_wire::message::{request_head, RequestHead, View};
 use baton_wire::{fb, Kind, Message};
-use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::lead::{Lead, Round};
@@ -41,7 +43,7 @@ use super::link::{Link, Outbound, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::Router;
 use super::sched_shard::{self, Hosting};
-use super::{Progress, IDLE};
+use super::Progress;
 use crate::clock::Clock;
 use crate::metrics::Snapshot;
 use crate::models::ModelTable;
@@ -97,6 +99,8 @@ struct Shard {
     tally_due: Nanos,
     /// What the KServe gateway asks, when it runs (`gateway.rs`).
     gateway: Option<Inbox>,
+    /// Connections accepted and not yet on the socket ring, with their numbers.
+    accepted: Vec<(ConnId, OwnedFd)>,
 }
 
 /// Gateway asks handled in one round, at most: the sockets get their turn.
@@ -180,6 +184,79 @@ impl Shard {
         let answer = self.fe.turned_away(&head, Away::Behind, table);
         send_small(conn, &Message::InferResponse(answer));
         true
+    }
+
+    /// Puts the connections accepted since the last round on the socket
+    /// ring, and handles what its sockets did; whether anything happened.
+    fn take_sockets(&mut self, sockets: &mut Sockets, table: &Published<ModelTable>) -> bool {
+        let accepted = std::mem::take(&mut self.accepted);
+        let mut busy = !accepted.is_empty();
+        for (id, fd) in accepted {
+            match sockets.adopt(id, fd) {
+                Ok(conn) => {
+                    self.conns.insert(id, conn);
+                }
+                Err(_) => {
+                    self.accept_failures += 1;
+                    self.open -= 1;
+                    self.publish();
+                }
+            }
+        }
+        if sockets.ready() {
+            busy = true;
+            let pinned = table.pin();
+            let clock = self.clock.clone();
+            let mut at = None;
+            let mut now = || *at.get_or_insert_with(|| clock.now());
+            sockets.reap(|ev| self.on_socket(&mut now, ev, &pinned));
+        }
+        busy
+    }
+
+    /// What happened on the client sockets (`Sockets::reap`); `now` is read
+    /// once, after the ring's completions were taken (every frame read
+    /// arrived by then).
+    fn on_socket(&mut self, now: &mut dyn FnMut() -> Nanos, ev: Event<'_>, table: &ModelTable) {
+        match ev {
+            Event::Read { id, conn, buf } => self.on_read(now(), id, conn, buf, table),
+            Event::Ended { id } => {
+                self.conns.remove(&id);
+            }
+            Event::Gone { id } => {
+                self.conns.remove(&id);
+                self.open -= 1;
+                self.publish();
+            }
+        }
+    }
+
+    /// The frames a read of connection `id` completed, in order. A bad
+    /// header closes the connection after its `Malformed` answer.
+    fn on_read(&mut self, now: Nanos, id: ConnId, conn: &Conn, buf: &mut FrameBuf, table: &ModelTable) {
+        loop {
+            let raw = match buf.next_raw() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => return,
+                Err(e) => {
+                    self.bad_frames += 1;
+                    send_small(conn, &error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
+                    self.conns.remove(&id);
+                    conn.close();
+                    return;
+                }
+            };
+            if raw.kind == Kind::InferRequest && self.turned_away(now, conn, raw.payload, table) {
+                continue;
+            }
+            match raw.view() {
+                Ok(msg) => self.on_frame(now, conn, id, msg, table),
+                Err(e) => {
+                    self.bad_frames += 1;
+                    send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
+                }
+            }
+        }
     }
 
     /// One frame from connection `conn`, read in place at `now`: a request
@@ -430,7 +507,18 @@ pub async fn run(
         poll,
         gateway,
     } = setup;
+    let mut sockets = match Sockets::new(MAX_UNSENT) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = addr_tx.send(Err(std::io::Error::other(format!("the client sockets' io_uring: {e}"))));
+            return Report::default();
+        }
+    };
     let mut rhythm = Rhythm::with_sockets(doorbell.on_shard(), poll);
+    if let Err(e) = rhythm.woken_by(sockets.wake_fd()) {
+        let _ = addr_tx.send(Err(std::io::Error::other(format!("the client sockets' eventfd: {e}"))));
+        return Report::default();
+    }
     if let Some(r) = &router {
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
@@ -477,6 +565,7 @@ pub async fn run(
         tally_dirty: false,
         tally_due: 0,
         gateway,
+        accepted: Vec::new(),
     }));
     let accepting = glommio::spawn_local(accept(listener, Rc::clone(&shard), max_connections));
 
@@ -489,6 +578,7 @@ pub async fn run(
         let mut busy = !incoming.is_empty();
         {
             let mut s = shard.borrow_mut();
+            busy |= s.take_sockets(&mut sockets, &table);
             // One clock read per round: what it polled had arrived by then.
             let now = s.clock.now();
             // The table pinned once for the round's messages (a pin is a
@@ -506,6 +596,7 @@ pub async fn run(
             busy |= s.on_asks(&mut answers);
             s.expire(now, &mut answers);
             s.answer(&mut answers);
+            sockets.flush();
             s.publish();
             if !s.outbound.is_empty() {
                 link.flush_outbound(&mut s.outbound);
@@ -521,22 +612,30 @@ pub async fn run(
         if lead.again(link.pending()) {
             continue;
         }
-        let has_work =
-            || link.pending() || !shard.borrow().outbound.is_empty() || shard.borrow().asked() || hosted.pending();
+        let has_work = || {
+            // Completions signal the ring's eventfd while the shard parks.
+            sockets.arm_wake();
+            sockets.ready()
+                || !shard.borrow().accepted.is_empty()
+                || link.pending()
+                || !shard.borrow().outbound.is_empty()
+                || shard.borrow().asked()
+                || hosted.pending()
+        };
         lead.end_round(&mut rhythm, &clock, clock.now(), round, has_work).await;
+        sockets.disarm_wake();
     }
     // Stopping: no client is accepted any more (the listener closes, so a
     // client that connects now is refused rather than left unread), and
     // what is still held is answered, so no client waits forever.
     accepting.cancel().await;
-    let (report, conns) = {
+    let report = {
         let mut s = shard.borrow_mut();
         let held = s.fe.held() as u64;
         let now = s.clock.now();
         let s = &mut *s;
         s.table.read(|t| s.fe.drop_all(now, t, &mut answers));
         s.answer(&mut answers);
-        let conns: Vec<Rc<Conn>> = s.conns.values().cloned().collect();
         let report = Report {
             stats: s.fe.stats,
             connections: s.connections,
@@ -547,10 +646,10 @@ pub async fn run(
             held_at_stop: held,
             hosted: hosted.reports(),
         };
-        (report, conns)
+        report
     };
     // The last answers go out before the connections close.
-    conn::close_all(&conns).await;
+    sockets.close_all().await;
     report
 }
 
@@ -570,14 +669,25 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connection
             continue;
         }
         let _ = stream.set_nodelay(true);
-        next += 1;
-        {
-            let mut s = shard.borrow_mut();
-            s.connections += 1;
-            s.open += 1;
-            s.publish();
+        // The socket ring takes a descriptor of its own; glommio closes
+        // the stream's.
+        // SAFETY: fcntl(2) duplicating a descriptor the stream holds open;
+        // a non-negative result is a new descriptor owned only here.
+        let fd = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        drop(stream);
+        if fd < 0 {
+            shard.borrow_mut().accept_failures += 1;
+            continue;
         }
-        glommio::spawn_local(connection(stream, next, Rc::clone(&shard))).detach();
+        // SAFETY: as above.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        next += 1;
+        let mut s = shard.borrow_mut();
+        s.connections += 1;
+        s.open += 1;
+        s.publish();
+        s.accepted.push((next, fd));
+        s.bell.ring();
     }
 }
 
@@ -587,75 +697,4 @@ async fn refuse(mut stream: TcpStream, answer: Message) {
     let bytes = baton_wire::encode(&answer).expect("an answer without outputs fits a frame");
     let _ = stream.write_all(&bytes).await;
     let _ = stream.close().await;
-}
-
-async fn connection(stream: TcpStream, id: ConnId, shard: Rc<RefCell<Shard>>) {
-    serve_connection(stream, id, &shard).await;
-    let mut s = shard.borrow_mut();
-    s.open -= 1;
-    s.publish();
-}
-
-async fn serve_connection(stream: TcpStream, id: ConnId, shard: &RefCell<Shard>) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let (mut reader, writer) = futures_lite::io::split(stream);
-    let (conn, flusher) = Conn::spawn(writer);
-    // The reader half keeps the socket open until this function returns,
-    // after it stops watching it.
-    conn.watch_socket(fd);
-    shard.borrow_mut().conns.insert(id, Rc::clone(&conn));
-    let table = Arc::clone(&shard.borrow().table);
-    let mut buf = FrameBuf::default();
-    'read: loop {
-        while conn.out.borrow().len_bytes() > MAX_UNSENT && !conn.closed.get() {
-            glommio::timer::sleep(IDLE).await;
-        }
-        if conn.closed.get() {
-            break;
-        }
-        let n = match reader.read(buf.spare()).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        buf.filled(n);
-        // Every frame of this read arrived by now.
-        let now = shard.borrow().clock.now();
-        let pinned = table.pin();
-        loop {
-            let raw = match buf.next_raw() {
-                Ok(Some(raw)) => raw,
-                Ok(None) => break,
-                Err(e) => {
-                    shard.borrow_mut().bad_frames += 1;
-                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
-                    break 'read;
-                }
-            };
-            if raw.kind == Kind::InferRequest && shard.borrow_mut().turned_away(now, &conn, raw.payload, &pinned) {
-                continue;
-            }
-            match raw.view() {
-                Ok(msg) => shard.borrow_mut().on_frame(now, &conn, id, msg, &pinned),
-                Err(e) => {
-                    shard.borrow_mut().bad_frames += 1;
-                    send_small(&conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
-                }
-            }
-        }
-        // Never held across the await below.
-        drop(pinned);
-        // What this read admitted waits for the pump: one ring per read.
-        shard.borrow().bell.ring();
-        // A read of bytes already there does not yield: a client sending
-        // without pause would hold the shard, the pump never sending what
-        // it admitted. Past its time slice, the task lets the others run.
-        glommio::yield_if_needed().await;
-    }
-    shard.borrow().bell.ring();
-    // The client is gone or sent a bad header: flush what is pending, close.
-    shard.borrow_mut().conns.remove(&id);
-    conn.close();
-    conn.unwatch_socket();
-    drop(conn);
-    flusher.await;
 }

@@ -116,7 +116,7 @@ impl Doorbell {
         // SAFETY: `into_raw_fd` hands over sole ownership of a valid, open,
         // non-blocking socket; glommio's stream closes it when dropped.
         let rx = unsafe { glommio::net::UnixStream::from_raw_fd(self.rx.into_raw_fd()) };
-        Parking { bell: self.bell, rx, buf: [0; 64] }
+        Parking { bell: self.bell, rx, buf: [0; 64], also: None }
     }
 }
 
@@ -125,6 +125,8 @@ pub struct Parking {
     bell: Bell,
     rx: glommio::net::UnixStream,
     buf: [u8; 64],
+    /// An eventfd that also wakes the shard (a socket ring's, `woken_by`).
+    also: Option<glommio::io::BufferedFile>,
 }
 
 impl Parking {
@@ -145,8 +147,15 @@ impl Parking {
         let rung = async {
             let _ = self.rx.read(&mut self.buf).await;
         };
+        let signalled = async {
+            match &self.also {
+                // Its count is consumed, so the next park waits for a new one.
+                Some(fd) => drop(fd.read_at(0, 8).await),
+                None => futures_lite::future::pending().await,
+            }
+        };
         let timeout = timeout.map_or(MAX_PARK, |d| d.min(MAX_PARK));
-        futures_lite::future::or(rung, glommio::timer::sleep(timeout)).await;
+        futures_lite::future::or(futures_lite::future::or(rung, signalled), glommio::timer::sleep(timeout)).await;
         self.bell.parked.store(false, Ordering::Relaxed);
     }
 }
@@ -181,6 +190,21 @@ impl Rhythm {
 
     pub fn bell(&self) -> Bell {
         self.parking.bell()
+    }
+
+    /// Parks wake also when eventfd `fd` is signalled (a socket ring's,
+    /// `baton_net::tcp::uring`); the shard keeps its own copy of `fd`.
+    pub fn woken_by(&mut self, fd: std::os::fd::RawFd) -> std::io::Result<()> {
+        // SAFETY: fcntl(2) duplicating an open descriptor the caller holds;
+        // a non-negative result is a new descriptor, owned by the glommio
+        // file from here on (it closes it).
+        let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if copy < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        self.parking.also = Some(unsafe { glommio::io::BufferedFile::from_raw_fd(copy) });
+        Ok(())
     }
 
     /// Ends a round. A busy round (or one within the busy-poll budget

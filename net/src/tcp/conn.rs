@@ -1,5 +1,7 @@
 //! One TCP connection's write side: answers and messages are appended to
-//! its `Outbox` and a writer task sends everything pending in one write.
+//! its `Outbox` and everything pending goes in one write — by a writer
+//! task of its own (`spawn`: peers), or by the socket ring that reads it
+//! (`on_ring`: a frontend's clients, `uring.rs`).
 //! Reading is the owner's business (clients and peers read differently).
 
 use std::cell::{Cell, RefCell};
@@ -17,25 +19,61 @@ use glommio::task::JoinHandle;
 
 pub struct Conn {
     pub out: RefCell<Outbox>,
-    /// Wakes the writer; holding one pending wake-up is enough.
-    wake: LocalSender<()>,
+    wake: Wake,
     pub closed: Cell<bool>,
     /// The socket, for `abort`; set by an owner that keeps it open for as
     /// long as the connection is registered anywhere.
     socket: Cell<Option<RawFd>>,
 }
 
+/// Who sends what a connection's `Outbox` holds, and how it is told.
+enum Wake {
+    /// A writer task; holding one pending wake-up is enough.
+    Task(LocalSender<()>),
+    /// A socket ring: the connection's token goes on its list of those with
+    /// something to send (or to close), once until the ring takes it.
+    Ring { token: u32, dirty: Dirty, listed: Cell<bool> },
+}
+
+/// A socket ring's list of connections to look at (`Conn::on_ring`).
+pub type Dirty = Rc<RefCell<Vec<u32>>>;
+
 impl Conn {
+    fn new(wake: Wake) -> Conn {
+        Conn { out: RefCell::new(Outbox::default()), wake, closed: Cell::new(false), socket: Cell::new(None) }
+    }
+
+    /// A connection whose bytes the socket ring that owns `token` sends:
+    /// each change for it puts `token` on `dirty`.
+    pub fn on_ring(token: u32, dirty: Dirty) -> Rc<Conn> {
+        Rc::new(Conn::new(Wake::Ring { token, dirty, listed: Cell::new(false) }))
+    }
+
+    /// The ring took this connection off its list (`on_ring`).
+    pub fn unlist(&self) {
+        if let Wake::Ring { listed, .. } = &self.wake {
+            listed.set(false);
+        }
+    }
+
+    fn wake(&self) {
+        match &self.wake {
+            Wake::Task(tx) => {
+                let _ = tx.try_send(());
+            }
+            Wake::Ring { token, dirty, listed } => {
+                if !listed.replace(true) {
+                    dirty.borrow_mut().push(*token);
+                }
+            }
+        }
+    }
+
     /// A connection whose writer task flushes `writer`; the task ends when
     /// the connection closes (after flushing) or a write fails.
     pub fn spawn(mut writer: WriteHalf<TcpStream>) -> (Rc<Conn>, JoinHandle<()>) {
         let (wake, woken) = local_channel::new_bounded(1);
-        let conn = Rc::new(Conn {
-            out: RefCell::new(Outbox::default()),
-            wake,
-            closed: Cell::new(false),
-            socket: Cell::new(None),
-        });
+        let conn = Rc::new(Conn::new(Wake::Task(wake)));
         let c = Rc::clone(&conn);
         let task = glommio::spawn_local(async move {
             let mut spare = Vec::new();
@@ -64,14 +102,14 @@ impl Conn {
     /// refused (nothing queued) for the caller to answer otherwise.
     pub fn send(&self, m: &Message) -> Result<(), FrameError> {
         self.out.borrow_mut().push(m)?;
-        let _ = self.wake.try_send(());
+        self.wake();
         Ok(())
     }
 
     /// `send` of an answer held by reference.
     pub fn send_answer(&self, a: &fb::InferResponse) -> Result<(), FrameError> {
         self.out.borrow_mut().push_answer(a)?;
-        let _ = self.wake.try_send(());
+        self.wake();
         Ok(())
     }
 
@@ -103,13 +141,13 @@ impl Conn {
                 libc::shutdown(fd, libc::SHUT_RDWR);
             }
         }
-        let _ = self.wake.try_send(());
+        self.wake();
     }
 
     /// Flushes what is pending, then closes.
     pub fn close(&self) {
         self.closed.set(true);
-        let _ = self.wake.try_send(());
+        self.wake();
     }
 }
 

@@ -9,3 +9,4 @@
 pub mod auth;
 pub mod conn;
 pub mod greeting;
+pub mod uring;

@@ -1,0 +1,522 @@
+//! A frontend shard's client sockets on an io_uring of their own, polled by
+//! the shard's pump every round.
+//!
+//! Why not glommio's sockets: glommio reaps completions only when its
+//! executor passes through its reactor, and each pass re-arms its preempt
+//! and throughput timers (three `io_uring_enter` calls). A busy pump turns
+//! through the reactor every 20 µs or so (`lead.rs`), so a request that
+//! had arrived waited for the next turn, and its answer's write for the one
+//! after: on the 2-core VM a trace put ~30 µs of ingress p50 between the
+//! kernel's completion and the frontend's read (perf/README.md item 3).
+//! Here the kernel writes a completion into memory the pump reads: looking
+//! costs no system call, and a round's sends and re-armed reads go to the
+//! kernel in one `io_uring_enter` (`flush`).
+//!
+//! Each socket has at most one receive and one send in flight:
+//! - a receive into its `FrameBuf`'s spare room (the kernel copies the
+//!   bytes there; the buffer is not touched while the receive is in
+//!   flight). Its completion hands the frames to the owner (`Event::Read`),
+//!   and the receive is armed again — unless the client leaves more than
+//!   `max_unsent` bytes of answers unread (backpressure: it waits on the
+//!   `paused` list until the answers drain) or the connection is closing;
+//! - a send of what its `Outbox` gathered (one buffer, taken whole; the
+//!   outbox fills its other buffer meanwhile), resumed where a short send
+//!   stopped.
+//!
+//! A connection closes when the client does (a receive of 0 bytes or an
+//! error: `Event::Ended`), or when the owner closes it (`Conn::close`:
+//! what is pending is sent first) or aborts it (`Conn::abort`: shut down at
+//! once). Either way the socket is shut down both ways once nothing is left
+//! to send, which ends the receive; when neither operation is in flight the
+//! descriptor is closed and its slot freed (`Event::Gone`).
+//!
+//! Memory the kernel writes or reads (a `FrameBuf`, a send's buffer) lives
+//! in its slot until the operation's completion is reaped, and a slot is
+//! freed only then; dropping the ring with operations in flight shuts the
+//! sockets down and waits for them (`Drop`).
+//!
+//! The kernel's part of a completion runs only when this thread enters the
+//! ring (`IORING_SETUP_DEFER_TASKRUN`): a flag in the ring's memory says
+//! when there is some (`ready`), and `reap` enters then. A parked shard is
+//! woken by the ring's eventfd, which the kernel signals when such work
+//! arrives, only while the shard parks (`arm_wake`).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use io_uring::{opcode, types, IoUring};
+
+use super::conn::{Conn, Dirty};
+use crate::framing::FrameBuf;
+
+/// Submission entries; at most two operations per socket are in flight,
+/// and a full queue is submitted and reused.
+const ENTRIES: u32 = 256;
+/// Completion entries (the kernel keeps what overflows, and `reap` takes it).
+const CQ_ENTRIES: u32 = 4096;
+
+/// The operation a completion is for: the low bit of its `user_data`, the
+/// socket's slot above it.
+const RECV: u64 = 0;
+const SEND: u64 = 1;
+
+/// What happened on the ring's sockets, for its owner (`reap`).
+pub enum Event<'a> {
+    /// Bytes arrived on connection `id`: its whole frames are in `buf`.
+    Read { id: u64, conn: &'a Rc<Conn>, buf: &'a mut FrameBuf },
+    /// Connection `id`'s client closed (or its socket failed): nothing more
+    /// is read; what is pending is still sent, then the socket closes.
+    Ended { id: u64 },
+    /// Connection `id`'s socket is closed and its slot free.
+    Gone { id: u64 },
+}
+
+/// One socket and what is in flight on it.
+struct Slot {
+    /// The owner's number for the connection.
+    id: u64,
+    conn: Rc<Conn>,
+    fd: OwnedFd,
+    buf: FrameBuf,
+    /// A receive is in flight (into `buf`).
+    reading: bool,
+    /// No receive is armed again: the client closed, the socket failed, or
+    /// the connection is closing.
+    ended: bool,
+    /// Bytes in flight to the socket, and how many of them went already.
+    sending: Option<(Vec<u8>, usize)>,
+    /// The socket was shut down (once).
+    shut: bool,
+}
+
+pub struct Sockets {
+    ring: IoUring,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    /// Connections whose `Outbox` changed or that close (`Conn::on_ring`).
+    dirty: Dirty,
+    /// Sockets whose receive waits for their client to read answers.
+    paused: Vec<u32>,
+    /// Connections closed since the last `reap`, reported by it.
+    gone: Vec<u64>,
+    /// Completions taken from the ring, handled after (kept).
+    done: Vec<(u64, i32)>,
+    /// Operations submitted and not completed yet.
+    in_flight: usize,
+    /// Entries queued and not yet submitted.
+    queued: bool,
+    eventfd: OwnedFd,
+    max_unsent: usize,
+}
+
+impl Sockets {
+    /// A ring for sockets whose clients may leave `max_unsent` bytes of
+    /// answers unread before their requests stop being read.
+    pub fn new(max_unsent: usize) -> std::io::Result<Sockets> {
+        // The kernel's part of a receive (the copy once bytes arrived) runs
+        // when this thread enters the ring, not in an interrupt the sender
+        // raises (an IPI: ~30 µs on the 2-core VM, measured); the ring's
+        // `taskrun` flag says there is some (`ready`). This thread, which
+        // creates the ring, is the only one that ever enters it.
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_cqsize(CQ_ENTRIES)
+            .build(ENTRIES)?;
+        // Blocking, so that a read of it through io_uring waits (a
+        // non-blocking one would fail at once with EAGAIN).
+        // SAFETY: eventfd(2) with valid flags; a non-negative result is a
+        // new descriptor that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned here only.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        let mut ring = ring;
+        ring.completion().disable_eventfd();
+        Ok(Sockets {
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            dirty: Dirty::default(),
+            paused: Vec::new(),
+            gone: Vec::new(),
+            done: Vec::new(),
+            in_flight: 0,
+            queued: false,
+            eventfd,
+            max_unsent,
+        })
+    }
+}
+
+impl Sockets {
+    /// Takes connection `id`'s socket `fd` (a connected TCP socket, owned
+    /// from now on here) and starts reading it; what is queued on the
+    /// returned connection is sent from here.
+    pub fn adopt(&mut self, id: u64, fd: OwnedFd) -> std::io::Result<Rc<Conn>> {
+        // io_uring fails a receive on a non-blocking socket with EAGAIN
+        // instead of waiting for bytes: the socket blocks (in the kernel's
+        // io_uring only; nothing here calls it directly).
+        // SAFETY: fcntl(2) on a descriptor this function owns.
+        let blocking = unsafe {
+            let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+        };
+        if !blocking {
+            return Err(std::io::Error::last_os_error());
+        }
+        let token = match self.free.pop() {
+            Some(t) => t,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let conn = Conn::on_ring(token, Rc::clone(&self.dirty));
+        conn.watch_socket(fd.as_raw_fd());
+        let slot = Slot {
+            id,
+            conn: Rc::clone(&conn),
+            fd,
+            buf: FrameBuf::default(),
+            reading: false,
+            ended: false,
+            sending: None,
+            shut: false,
+        };
+        let at = &mut self.slots[token as usize];
+        assert!(at.is_none(), "a free slot is empty");
+        *at = Some(slot);
+        self.recv(token);
+        Ok(conn)
+    }
+
+    /// Connections open.
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a completion waits to be reaped, or the kernel's part of
+    /// one to be run (no system call).
+    pub fn ready(&mut self) -> bool {
+        self.ring.submission().taskrun() || !self.ring.completion().is_empty() || !self.gone.is_empty()
+    }
+
+    /// The descriptor a parked shard waits on to be woken by a completion
+    /// (signalled only between `arm_wake` and `disarm_wake`).
+    pub fn wake_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// The shard is about to park: completions signal `wake_fd` from now
+    /// on. Look for one after (`ready`), so none is missed in between.
+    pub fn arm_wake(&mut self) {
+        self.ring.completion().enable_eventfd();
+    }
+
+    /// The shard runs: completions no longer signal `wake_fd` (the pump
+    /// looks for them every round).
+    pub fn disarm_wake(&mut self) {
+        self.ring.completion().disable_eventfd();
+    }
+
+    /// Hands the owner what completed since the last call (`Event`), arms
+    /// the next receives, and frees the slots of closed sockets.
+    pub fn reap(&mut self, mut on: impl FnMut(Event<'_>)) {
+        for id in self.gone.drain(..) {
+            on(Event::Gone { id });
+        }
+        if self.ring.submission().taskrun() {
+            // Runs the kernel's part of what completed (and submits what
+            // is queued): their completions are posted on return.
+            self.queued &= self.ring.submit().is_err();
+        }
+        let mut done = std::mem::take(&mut self.done);
+        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+        for &(data, res) in &done {
+            self.in_flight -= 1;
+            let token = (data >> 1) as u32;
+            match data & 1 {
+                RECV => self.received(token, res, &mut on),
+                _ => self.sent(token, res),
+            }
+            self.settle(token, &mut on);
+        }
+        done.clear();
+        self.done = done;
+    }
+
+    /// Sends what connections queued, resumes paused receives whose
+    /// clients caught up, closes what is closing, and submits it all in
+    /// one system call.
+    pub fn flush(&mut self) {
+        let dirty = std::mem::take(&mut *self.dirty.borrow_mut());
+        for &token in &dirty {
+            let Some(slot) = self.slots[token as usize].as_ref() else { continue };
+            slot.conn.unlist();
+            if slot.sending.is_none() {
+                self.send_next(token);
+            }
+            self.settle_later(token);
+        }
+        // The list's allocation goes back for the next round's.
+        let mut list = self.dirty.borrow_mut();
+        if list.is_empty() {
+            *list = dirty;
+            list.clear();
+        }
+        drop(list);
+        let mut k = 0;
+        while k < self.paused.len() {
+            let token = self.paused[k];
+            let resume = self.slots[token as usize]
+                .as_ref()
+                .is_none_or(|s| s.conn.closed.get() || s.conn.out.borrow().len_bytes() <= self.max_unsent);
+            if resume {
+                self.paused.swap_remove(k);
+                self.recv(token);
+            } else {
+                k += 1;
+            }
+        }
+        if self.queued {
+            // A failure (the kernel short of memory, EBUSY with completions
+            // to reap first) leaves the entries queued for the next round.
+            if self.ring.submit().is_ok() {
+                self.queued = false;
+            }
+        }
+    }
+
+    /// A receive on `token` completed with `res`.
+    fn received(&mut self, token: u32, res: i32, on: &mut impl FnMut(Event<'_>)) {
+        let slot = self.slots[token as usize].as_mut().expect("a slot with an operation in flight is held");
+        slot.reading = false;
+        if res == -libc::EAGAIN || res == -libc::EINTR {
+            return self.recv(token);
+        }
+        if res <= 0 {
+            // The client closed, or the socket failed (reset, shut down).
+            if !slot.ended {
+                slot.ended = true;
+                slot.conn.close();
+                on(Event::Ended { id: slot.id });
+            }
+            return;
+        }
+        slot.buf.filled(res as usize);
+        on(Event::Read { id: slot.id, conn: &slot.conn, buf: &mut slot.buf });
+        if slot.conn.closed.get() {
+            slot.ended = true;
+        } else if slot.conn.out.borrow().len_bytes() > self.max_unsent {
+            self.paused.push(token);
+        } else {
+            self.recv(token);
+        }
+    }
+
+    /// A send on `token` completed with `res`.
+    fn sent(&mut self, token: u32, res: i32) {
+        let slot = self.slots[token as usize].as_mut().expect("a slot with an operation in flight is held");
+        let (bytes, at) = slot.sending.take().expect("a send completed");
+        if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR {
+            // The client is gone: nothing more can be sent.
+            slot.conn.abort();
+            return;
+        }
+        let at = at + res.max(0) as usize;
+        if at < bytes.len() {
+            slot.sending = Some((bytes, at));
+            return self.submit_send(token);
+        }
+        slot.conn.out.borrow_mut().recycle(bytes);
+        self.send_next(token);
+    }
+
+    /// Starts sending what `token`'s connection has queued, if anything.
+    fn send_next(&mut self, token: u32) {
+        let slot = self.slots[token as usize].as_mut().expect("a live token");
+        debug_assert!(slot.sending.is_none());
+        let bytes = slot.conn.out.borrow_mut().take();
+        if bytes.is_empty() {
+            slot.conn.out.borrow_mut().recycle(bytes);
+            return;
+        }
+        slot.sending = Some((bytes, 0));
+        self.submit_send(token);
+    }
+
+    /// Closes `token`'s socket once its connection is closing and nothing
+    /// is left to send: shut down (which ends a receive in flight), then,
+    /// with nothing in flight, closed and its slot freed.
+    fn settle(&mut self, token: u32, on: &mut impl FnMut(Event<'_>)) {
+        let Some(slot) = self.slots[token as usize].as_mut() else { return };
+        if !slot.conn.closed.get() || slot.sending.is_some() || !slot.conn.out.borrow().is_empty() {
+            return;
+        }
+        slot.ended = true;
+        if !slot.shut {
+            slot.shut = true;
+            // SAFETY: shutdown(2) on the descriptor the slot owns; it does
+            // not close it, so no operation in flight outlives its socket.
+            unsafe {
+                libc::shutdown(slot.fd.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
+        if slot.reading {
+            return;
+        }
+        let slot = self.slots[token as usize].take().expect("held above");
+        slot.conn.unwatch_socket();
+        self.paused.retain(|&t| t != token);
+        self.free.push(token);
+        on(Event::Gone { id: slot.id });
+    }
+
+    fn recv(&mut self, token: u32) {
+        let Some(slot) = self.slots[token as usize].as_mut() else { return };
+        if slot.reading || slot.ended || slot.conn.closed.get() {
+            return;
+        }
+        slot.reading = true;
+        let spare = slot.buf.spare();
+        let len = spare.len().min(u32::MAX as usize) as u32;
+        let e = opcode::Recv::new(types::Fd(slot.fd.as_raw_fd()), spare.as_mut_ptr(), len)
+            .build()
+            .user_data(u64::from(token) << 1 | RECV);
+        // SAFETY: the receive writes `len` bytes at most into the buffer's
+        // spare room, which stays where it is (the slot keeps the buffer,
+        // and nothing resizes it) until the completion is reaped; the slot
+        // (and its descriptor) outlives the operation (`settle`, `Drop`).
+        if !unsafe { self.push(&e) } {
+            self.failed(token);
+        }
+    }
+
+    /// An operation on `token` could not be queued: the connection is
+    /// aborted (its pending answers dropped, counted by its owner as for
+    /// a client that went away).
+    fn failed(&mut self, token: u32) {
+        let slot = self.slots[token as usize].as_mut().expect("a live token");
+        slot.reading = false;
+        slot.sending = None;
+        slot.conn.abort();
+        slot.ended = true;
+        self.settle_later(token);
+    }
+
+    /// `settle` outside `reap`: a socket closed is reported by the next.
+    fn settle_later(&mut self, token: u32) {
+        let mut gone = std::mem::take(&mut self.gone);
+        self.settle(token, &mut |e| {
+            if let Event::Gone { id } = e {
+                gone.push(id);
+            }
+        });
+        self.gone = gone;
+    }
+
+    fn submit_send(&mut self, token: u32) {
+        let slot = self.slots[token as usize].as_ref().expect("a live token");
+        let (bytes, at) = slot.sending.as_ref().expect("bytes to send");
+        let rest = &bytes[*at..];
+        let len = rest.len().min(u32::MAX as usize) as u32;
+        let e = opcode::Send::new(types::Fd(slot.fd.as_raw_fd()), rest.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(u64::from(token) << 1 | SEND);
+        // SAFETY: the bytes stay in the slot (`sending`), unmoved, until
+        // the completion is reaped; the slot outlives the operation.
+        if !unsafe { self.push(&e) } {
+            self.failed(token);
+        }
+    }
+
+    /// Queues `e`, submitting what is queued first if the queue is full;
+    /// false if the kernel takes nothing (out of memory), `e` not queued.
+    ///
+    /// # Safety
+    /// The buffers `e` names must stay valid until its completion.
+    unsafe fn push(&mut self, e: &io_uring::squeue::Entry) -> bool {
+        for _ in 0..3 {
+            // SAFETY: the caller's promise.
+            if unsafe { self.ring.submission().push(e) }.is_ok() {
+                self.in_flight += 1;
+                self.queued = true;
+                return true;
+            }
+            // Full: the kernel copies the entries out as it is entered.
+            let _ = self.ring.submit();
+        }
+        false
+    }
+}
+
+impl Sockets {
+    /// Closes every connection when the shard stops: what each holds is
+    /// sent for about 100 ms at most (a client that reads slowly loses the
+    /// rest), then every socket is shut down and closed.
+    pub async fn close_all(&mut self) {
+        let live = |s: &Self| s.slots.iter().flatten().map(|s| Rc::clone(&s.conn)).collect::<Vec<_>>();
+        for c in live(self) {
+            c.close();
+        }
+        for _ in 0..100 {
+            self.flush();
+            self.reap(|_| {});
+            if self.is_empty() {
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        for c in live(self) {
+            c.abort();
+        }
+        for _ in 0..100 {
+            self.flush();
+            self.reap(|_| {});
+            if self.is_empty() {
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+impl Drop for Sockets {
+    /// The kernel may still write into a slot's buffer or read a send's
+    /// bytes while their operations are in flight: every socket is shut
+    /// down (which ends them) and the ring waited on until they complete.
+    /// If some never do, their memory is leaked rather than freed under
+    /// the kernel.
+    fn drop(&mut self) {
+        for slot in self.slots.iter().flatten() {
+            // SAFETY: shutdown(2) on a descriptor the slot owns.
+            unsafe {
+                libc::shutdown(slot.fd.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
+        let wait = types::Timespec::new().nsec(10_000_000);
+        for _ in 0..100 {
+            if self.in_flight == 0 {
+                return;
+            }
+            let args = types::SubmitArgs::new().timespec(&wait);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            let n = self.ring.completion().count();
+            self.in_flight -= n;
+        }
+        if self.in_flight > 0 {
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+    }
+}
