@@ -38,7 +38,7 @@ use glommio::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::gateway::{self, Ask, Inbox, GATEWAY};
-use super::lead::{Lead, Round};
+use super::lead::{self, Lead, Round};
 use super::link::{Link, Outbound, ShardMsg};
 use super::park::{Bell, Doorbell, Rhythm};
 use super::router::Router;
@@ -523,7 +523,9 @@ pub async fn run(
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
     let mut hosted = Hosting::new(hosted, &clock, &stop, &rhythm.bell(), &progress);
-    let mut lead = Lead::default();
+    // Client sockets are polled every round; peers' sockets (a frontend
+    // process's roles) need the reactor's turns.
+    let mut lead = if router.is_some() { Lead::default() } else { Lead::turning_every(lead::RARE_TURN) };
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));

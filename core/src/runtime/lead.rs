@@ -47,6 +47,10 @@ const DECAY: u32 = 64;
 const TURN_EVERY: Nanos = 20_000;
 /// The longest a shard goes on without a turn.
 const MAX_STALE: Nanos = 50_000;
+/// How often a frontend shard whose clients are on its socket ring
+/// (`baton_net::tcp::uring`), and that has no peer sockets, turns: only
+/// its listener waits for a turn (a new client waits at most this long).
+pub const RARE_TURN: Nanos = 1_000_000;
 /// Rounds a front shard goes on in a row, without its round's end,
 /// while its hosted shards keep sending it messages.
 const QUICK_ROUNDS: u32 = 4;
@@ -58,15 +62,23 @@ pub struct Lead {
     turned: Nanos,
     /// Rounds gone on in a row without a round's end (`again`).
     quick: u32,
+    /// How often it turns, and the longest it goes on without a turn.
+    every: Nanos,
+    stale: Nanos,
 }
 
 impl Default for Lead {
     fn default() -> Self {
-        Self { lead: MIN_LEAD, turned: 0, quick: 0 }
+        Self { lead: MIN_LEAD, turned: 0, quick: 0, every: TURN_EVERY, stale: MAX_STALE }
     }
 }
 
 impl Lead {
+    /// A shard whose sockets need a turn only every `every` (at most).
+    pub fn turning_every(every: Nanos) -> Self {
+        Self { every, stale: every, ..Self::default() }
+    }
+
     /// Whether a timer `until` away is too close to sleep for.
     pub fn imminent(&self, until: Option<Duration>) -> bool {
         until.is_some_and(|d| d <= self.lead)
@@ -112,7 +124,7 @@ impl Lead {
     /// turns through its reactor (see the top of the file).
     fn turns(&self, now: Nanos, next: Option<Duration>) -> bool {
         let since = now.saturating_sub(self.turned);
-        since >= MAX_STALE || (since >= TURN_EVERY && !self.imminent(next))
+        since >= self.stale || (since >= self.every && !self.imminent(next))
     }
 
     /// A sleep asked for `asked` and lasted `slept`.
@@ -143,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_shard_turns_every_so_often_but_not_within_the_lead_until_it_is_stale() {
-        let l = Lead { lead: Duration::from_micros(100), turned: 1_000_000, quick: 0 };
+        let l = Lead { lead: Duration::from_micros(100), turned: 1_000_000, ..Lead::default() };
         let far = Some(Duration::from_millis(1));
         let close = Some(Duration::from_micros(100));
         assert!(!l.turns(1_000_000 + TURN_EVERY - 1, far), "not yet");
