@@ -118,13 +118,16 @@ impl Sockets {
         // when this thread enters the ring, not in an interrupt the sender
         // raises (an IPI: ~30 µs on the 2-core VM, measured); the ring's
         // `taskrun` flag says there is some (`ready`). This thread, which
-        // creates the ring, is the only one that ever enters it.
+        // creates the ring, is the only one that ever enters it. A kernel
+        // older than 6.1 refuses the flags: the ring then runs that part
+        // in the interrupt, and its completions come as they are posted.
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_taskrun_flag()
             .setup_cqsize(CQ_ENTRIES)
-            .build(ENTRIES)?;
+            .build(ENTRIES)
+            .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES))?;
         // Blocking, so that a read of it through io_uring waits (a
         // non-blocking one would fail at once with EAGAIN).
         // SAFETY: eventfd(2) with valid flags; a non-negative result is a
