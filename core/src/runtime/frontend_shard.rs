@@ -638,7 +638,7 @@ pub async fn run(
         let s = &mut *s;
         s.table.read(|t| s.fe.drop_all(now, t, &mut answers));
         s.answer(&mut answers);
-        let report = Report {
+        Report {
             stats: s.fe.stats,
             connections: s.connections,
             refused_connections: s.refused_connections,
@@ -647,8 +647,7 @@ pub async fn run(
             bad_frames: s.bad_frames,
             held_at_stop: held,
             hosted: hosted.reports(),
-        };
-        report
+        }
     };
     // The last answers go out before the connections close.
     sockets.close_all().await;

@@ -523,3 +523,147 @@ impl Drop for Sockets {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_wire::{encode, fb, Message};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::OwnedFd;
+
+    fn msg(i: u64) -> Message {
+        Message::Dropped(fb::Dropped { requests: Some(vec![i; 3]), reason: fb::DropReason::Shed, message: None })
+    }
+
+    /// A connected pair: the client's stream, and the server side's socket.
+    fn pair() -> (TcpStream, OwnedFd) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        (client, OwnedFd::from(server))
+    }
+
+    /// What `reap` reports, as (kind, id, frames read), until `until` holds
+    /// of everything reported so far (or about 2 s pass).
+    fn reap_until(s: &mut Sockets, until: impl Fn(&[(char, u64, usize)]) -> bool) -> Vec<(char, u64, usize)> {
+        let mut seen = Vec::new();
+        for _ in 0..2000 {
+            s.flush();
+            s.reap(|e| match e {
+                Event::Read { id, buf, .. } => {
+                    let mut n = 0;
+                    while let Ok(Some(_)) = buf.next_raw() {
+                        n += 1;
+                    }
+                    seen.push(('r', id, n));
+                }
+                Event::Ended { id } => seen.push(('e', id, 0)),
+                Event::Gone { id } => seen.push(('g', id, 0)),
+            });
+            if until(&seen) {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("not seen in time: {seen:?}");
+    }
+
+    fn frames(seen: &[(char, u64, usize)]) -> usize {
+        seen.iter().filter(|e| e.0 == 'r').map(|e| e.2).sum()
+    }
+
+    #[test]
+    fn frames_in_and_answers_out_then_the_client_leaves() {
+        let mut s = Sockets::new(1 << 20).unwrap();
+        let (mut client, fd) = pair();
+        let conn = s.adopt(7, fd).unwrap();
+        assert_eq!(s.len(), 1);
+        for i in 0..3 {
+            client.write_all(&encode(&msg(i)).unwrap()).unwrap();
+        }
+        let seen = reap_until(&mut s, |seen| frames(seen) == 3);
+        assert!(seen.iter().all(|e| e.1 == 7));
+        // Two answers queued, sent in one write by the next flush.
+        conn.send(&msg(10)).unwrap();
+        conn.send(&msg(11)).unwrap();
+        s.flush();
+        let want = [encode(&msg(10)).unwrap(), encode(&msg(11)).unwrap()].concat();
+        let mut got = vec![0; want.len()];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(got, want);
+        drop(client);
+        let seen = reap_until(&mut s, |seen| seen.iter().any(|e| e.0 == 'g'));
+        assert_eq!(seen.iter().filter(|e| e.0 == 'e').count(), 1, "ended once: {seen:?}");
+        assert!(conn.closed.get());
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_close_sends_what_is_pending_first() {
+        let mut s = Sockets::new(1 << 20).unwrap();
+        let (mut client, fd) = pair();
+        let conn = s.adopt(1, fd).unwrap();
+        conn.send(&msg(5)).unwrap();
+        conn.close();
+        reap_until(&mut s, |seen| seen.iter().any(|e| e.0 == 'g'));
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        assert_eq!(got, encode(&msg(5)).unwrap(), "the answer, then end of stream");
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_is_not_read_until_it_does() {
+        // Past 1 byte of answers unsent, its requests wait.
+        let mut s = Sockets::new(1).unwrap();
+        let (mut client, fd) = pair();
+        let conn = s.adopt(2, fd).unwrap();
+        // Far more than the socket buffers hold: a send stays in flight.
+        let big = Message::Dropped(fb::Dropped {
+            requests: Some(vec![1; 1 << 20]),
+            reason: fb::DropReason::Shed,
+            message: None,
+        });
+        // Into the send (which stalls: the client does not read), then
+        // held in the outbox behind it: past the bound.
+        for _ in 0..8 {
+            conn.send(&big).unwrap();
+        }
+        s.flush();
+        for _ in 0..8 {
+            conn.send(&big).unwrap();
+        }
+        client.write_all(&[encode(&msg(1)).unwrap(), encode(&msg(2)).unwrap()].concat()).unwrap();
+        // The read that finds the answers piled up is handled; the next
+        // one is not armed.
+        let seen = reap_until(&mut s, |seen| frames(seen) >= 1);
+        let before = frames(&seen);
+        client.write_all(&encode(&msg(3)).unwrap()).unwrap();
+        for _ in 0..50 {
+            s.flush();
+            s.reap(|e| assert!(!matches!(e, Event::Read { .. }), "read while the client does not"));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The client reads everything: its request is read at last.
+        let reader = std::thread::spawn(move || {
+            let mut sink = vec![0; 1 << 20];
+            while client.read(&mut sink).is_ok_and(|n| n > 0) {}
+        });
+        reap_until(&mut s, |seen| frames(seen) + before == 3);
+        conn.abort();
+        reap_until(&mut s, |seen| seen.iter().any(|e| e.0 == 'g'));
+        reader.join().unwrap();
+    }
+
+    #[test]
+    fn dropping_the_ring_with_operations_in_flight_closes_the_sockets() {
+        let mut s = Sockets::new(1 << 20).unwrap();
+        let (mut client, fd) = pair();
+        let _conn = s.adopt(3, fd).unwrap();
+        s.flush();
+        assert_eq!(s.in_flight, 1, "a receive waits for bytes");
+        drop(s);
+        let mut b = [0u8; 1];
+        assert_eq!(client.read(&mut b).unwrap(), 0, "the server's side is shut down");
+    }
+}
