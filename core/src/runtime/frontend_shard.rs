@@ -148,9 +148,8 @@ impl Shard {
             }
             match self.conns.get(&conn) {
                 Some(c) if c.out.borrow().len_bytes() > self.max_unread => {
-                    c.abort();
-                    self.conns.remove(&conn);
-                    self.unread_closed += 1;
+                    let c = Rc::clone(c);
+                    self.cut_off(conn, &c);
                     self.fe.orphan();
                 }
                 Some(c) if !c.closed.get() => {
@@ -169,6 +168,15 @@ impl Shard {
             }
         }
         answers.clear();
+    }
+
+    /// Aborts connection `id`, whose client left more than `max_unread`
+    /// bytes of answers unread: what it holds is dropped, so one client
+    /// cannot make the frontend buffer without bound.
+    fn cut_off(&mut self, id: ConnId, conn: &Conn) {
+        conn.abort();
+        self.conns.remove(&id);
+        self.unread_closed += 1;
     }
 
     /// A request arriving at `now`, turned away unread while the engine
@@ -237,7 +245,7 @@ impl Shard {
         loop {
             let raw = match buf.next_raw() {
                 Ok(Some(raw)) => raw,
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(e) => {
                     self.bad_frames += 1;
                     send_small(conn, &error_answer(fb::ErrorCode::Malformed, format!("{e}; closing the connection")));
@@ -256,6 +264,12 @@ impl Shard {
                     send_small(conn, &error_answer(fb::ErrorCode::Malformed, e.to_string()));
                 }
             }
+        }
+        // The errors and refusals answered here count against the bound as
+        // the answers `answer` queues do (a client that floods requests
+        // turned away, and reads nothing, is cut off as well).
+        if conn.out.borrow().len_bytes() > self.max_unread && !conn.closed.get() {
+            self.cut_off(id, conn);
         }
     }
 

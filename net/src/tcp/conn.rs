@@ -126,18 +126,30 @@ impl Conn {
 
     /// Closes at once, dropping what is pending: the peer does not read, so
     /// flushing would wait for ever. The socket is shut down both ways, which
-    /// ends a write the peer is not reading and the owner's read.
+    /// ends a write the peer is not reading and the owner's read, and its
+    /// close resets the connection: a peer blocked writing into a full
+    /// window learns at once that nobody reads (a plain close after the
+    /// last byte was read would leave it probing the zero window).
     pub fn abort(&self) {
         self.closed.set(true);
         self.out.borrow_mut().take();
         if let Some(fd) = self.socket.take() {
+            let reset = libc::linger { l_onoff: 1, l_linger: 0 };
             // SAFETY: `fd` was set by `watch_socket`, whose caller keeps the
             // stream (and so the descriptor) open until it calls
             // `unwatch_socket`, which clears it; so it is still this
             // connection's socket, and `take` makes this the only call.
+            // setsockopt(2) reads a `linger` that lives across the call;
             // shutdown(2) does not close the descriptor, so it cannot be
             // reused under a reader.
             unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&reset as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
                 libc::shutdown(fd, libc::SHUT_RDWR);
             }
         }

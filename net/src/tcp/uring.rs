@@ -316,6 +316,12 @@ impl Sockets {
             }
             return;
         }
+        if slot.conn.closed.get() {
+            // Closed (or cut off) while the receive was in flight: what it
+            // read is not the owner's business any more.
+            slot.ended = true;
+            return;
+        }
         slot.buf.filled(res as usize);
         on(Event::Read { id: slot.id, conn: &slot.conn, buf: &mut slot.buf });
         if slot.conn.closed.get() {
