@@ -407,17 +407,16 @@ impl Sockets {
         // and nothing resizes it) until the completion is reaped; the slot
         // (and its descriptor) outlives the operation (`settle`, `Drop`).
         if !unsafe { self.push(&e) } {
+            self.slots[token as usize].as_mut().expect("a live token").reading = false;
             self.failed(token);
         }
     }
 
-    /// An operation on `token` could not be queued: the connection is
-    /// aborted (its pending answers dropped, counted by its owner as for
-    /// a client that went away).
+    /// An operation on `token` could not be queued (and its flag was
+    /// cleared; the other one may still be in flight): the connection is
+    /// aborted, its pending answers dropped, as for a client that left.
     fn failed(&mut self, token: u32) {
         let slot = self.slots[token as usize].as_mut().expect("a live token");
-        slot.reading = false;
-        slot.sending = None;
         slot.conn.abort();
         slot.ended = true;
         self.settle_later(token);
@@ -446,6 +445,7 @@ impl Sockets {
         // SAFETY: the bytes stay in the slot (`sending`), unmoved, until
         // the completion is reaped; the slot outlives the operation.
         if !unsafe { self.push(&e) } {
+            self.slots[token as usize].as_mut().expect("a live token").sending = None;
             self.failed(token);
         }
     }
