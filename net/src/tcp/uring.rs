@@ -475,28 +475,18 @@ impl Sockets {
     /// sent for about 100 ms at most (a client that reads slowly loses the
     /// rest), then every socket is shut down and closed.
     pub async fn close_all(&mut self) {
-        let live = |s: &Self| s.slots.iter().flatten().map(|s| Rc::clone(&s.conn)).collect::<Vec<_>>();
-        for c in live(self) {
-            c.close();
-        }
-        for _ in 0..100 {
-            self.flush();
-            self.reap(|_| {});
-            if self.is_empty() {
-                return;
+        for end in [Conn::close, Conn::abort] {
+            for slot in self.slots.iter().flatten() {
+                end(&slot.conn);
             }
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
-        for c in live(self) {
-            c.abort();
-        }
-        for _ in 0..100 {
-            self.flush();
-            self.reap(|_| {});
-            if self.is_empty() {
-                return;
+            for _ in 0..100 {
+                self.flush();
+                self.reap(|_| {});
+                if self.is_empty() {
+                    return;
+                }
+                glommio::timer::sleep(Duration::from_millis(1)).await;
             }
-            glommio::timer::sleep(Duration::from_millis(1)).await;
         }
     }
 }
