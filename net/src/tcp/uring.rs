@@ -209,9 +209,18 @@ impl Sockets {
     }
 
     /// Whether a completion waits to be reaped, or the kernel's part of
-    /// one to be run (no system call).
+    /// one to be run, or completions the full queue left in the kernel
+    /// (no system call).
     pub fn ready(&mut self) -> bool {
-        self.ring.submission().taskrun() || !self.ring.completion().is_empty() || !self.gone.is_empty()
+        self.kernel_holds() || !self.ring.completion().is_empty() || !self.gone.is_empty()
+    }
+
+    /// Whether only an entry into the ring brings completions out: the
+    /// kernel's part of some is still to run (`DEFER_TASKRUN`), or the
+    /// queue overflowed and the kernel holds the rest.
+    fn kernel_holds(&mut self) -> bool {
+        let sq = self.ring.submission();
+        sq.taskrun() || sq.cq_overflow()
     }
 
     /// The descriptor a parked shard waits on to be woken by a completion
@@ -238,9 +247,9 @@ impl Sockets {
         for id in self.gone.drain(..) {
             on(Event::Gone { id });
         }
-        if self.ring.submission().taskrun() {
-            // Runs the kernel's part of what completed (and submits what
-            // is queued): their completions are posted on return.
+        if self.kernel_holds() {
+            // Runs the kernel's part of what completed, moves what
+            // overflowed into the queue (and submits what is queued).
             self.queued &= self.ring.submit().is_err();
         }
         let mut done = std::mem::take(&mut self.done);
