@@ -12,10 +12,10 @@
 //! answer and the connection closes (the stream cannot be resynchronised).
 //! Answers are appended to the connection's `Outbox`, and the ring sends
 //! everything pending in one write. While a client leaves more than
-//! `MAX_UNSENT` bytes of answers unread, its reader stops reading
+//! `MAX_UNSENT` bytes of answers unread, its socket is not read
 //! (backpressure); beyond `max_unread` (answers to requests it sent before
 //! that), it is not reading at all: the connection is aborted — what it
-//! holds dropped, the socket shut down — so one client cannot make the
+//! holds dropped, the connection reset — so one client cannot make the
 //! frontend buffer without bound, and its answers are orphaned. When a client goes, its requests still finish; their
 //! answers are counted as orphaned. Roles never come in here: a
 //! frontend process takes its backends on a listener of their own, and
@@ -86,7 +86,7 @@ struct Shard {
     max_unread: usize,
     unread_closed: u64,
     bad_frames: u64,
-    /// Wakes the pump when a connection task leaves it work.
+    /// Wakes the pump when another task (the listener's) leaves it work.
     bell: Bell,
     /// Connections open, and where the gauges are published (this shard's
     /// `slot` of them).
