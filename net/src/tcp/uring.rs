@@ -541,10 +541,12 @@ mod tests {
         Message::Dropped(fb::Dropped { requests: Some(vec![i; 3]), reason: fb::DropReason::Shed, message: None })
     }
 
-    /// A connected pair: the client's stream, and the server side's socket.
+    /// A connected pair: the client's stream (whose reads fail after 5 s
+    /// rather than hang a test), and the server side's socket.
     fn pair() -> (TcpStream, OwnedFd) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let (server, _) = l.accept().unwrap();
         (client, OwnedFd::from(server))
     }
