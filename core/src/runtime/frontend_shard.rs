@@ -30,12 +30,12 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
-use baton_net::tcp::uring::{Event, Sockets};
+use baton_net::tcp::uring::{take_socket, Event, Sockets};
 use baton_sched::time::Nanos;
 use baton_wire::message::{request_head, RequestHead, View};
 use baton_wire::{fb, Kind, Message};
 use glommio::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use super::gateway::{self, Ask, Inbox, GATEWAY};
 use super::lead::{self, Lead, Round};
@@ -200,7 +200,7 @@ impl Shard {
         let accepted = std::mem::take(&mut self.accepted);
         let mut busy = !accepted.is_empty();
         for (id, fd) in accepted {
-            match sockets.adopt(id, fd) {
+            match sockets.adopt(id, fd, FrameBuf::default()) {
                 Ok(conn) => {
                     self.conns.insert(id, conn);
                 }
@@ -521,7 +521,9 @@ pub async fn run(
         poll,
         gateway,
     } = setup;
-    let mut sockets = match Sockets::new(MAX_UNSENT) {
+    // A frontend process's peers are on its router's ring: both rings
+    // signal one eventfd, which a parked shard waits on.
+    let mut sockets = match Sockets::new(MAX_UNSENT, router.as_ref().map(|r| r.wake_fd())) {
         Ok(s) => s,
         Err(e) => {
             let _ = addr_tx.send(Err(std::io::Error::other(format!("the client sockets' io_uring: {e}"))));
@@ -537,9 +539,9 @@ pub async fn run(
         *r.bell.borrow_mut() = Some(rhythm.bell());
     }
     let mut hosted = Hosting::new(hosted, &clock, &stop, &rhythm.bell(), &progress);
-    // Client sockets are polled every round; peers' sockets (a frontend
-    // process's roles) need the reactor's turns.
-    let mut lead = if router.is_some() { Lead::default() } else { Lead::turning_every(lead::RARE_TURN) };
+    // Client and peer sockets are polled every round: only the listeners
+    // (and a role process's reconnecting tasks) wait for reactor turns.
+    let mut lead = Lead::turning_every(lead::RARE_TURN);
     let listener = match TcpListener::bind(listen).and_then(|l| Ok((l.local_addr()?, l))) {
         Ok((addr, l)) => {
             let _ = addr_tx.send(Ok(addr));
@@ -618,6 +620,7 @@ pub async fn run(
                 link.flush_outbound(&mut s.outbound);
                 busy = true;
             }
+            link.submit();
             let waiting = s.outbound.len() + link.unsent_to_schedulers();
             let since = s.outbound.oldest_arrival();
             s.fe.set_waiting(waiting, since);
@@ -629,8 +632,9 @@ pub async fn run(
             continue;
         }
         let has_work = || {
-            // Completions signal the ring's eventfd while the shard parks.
+            // Completions signal the rings' eventfd while the shard parks.
             sockets.arm_wake();
+            link.arm_wake();
             sockets.ready()
                 || !shard.borrow().accepted.is_empty()
                 || link.pending()
@@ -640,6 +644,7 @@ pub async fn run(
         };
         lead.end_round(&mut rhythm, &clock, clock.now(), round, has_work).await;
         sockets.disarm_wake();
+        link.disarm_wake();
     }
     // Stopping: no client is accepted any more (the listener closes, so a
     // client that connects now is refused rather than left unread), and
@@ -684,18 +689,10 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connection
             continue;
         }
         let _ = stream.set_nodelay(true);
-        // The socket ring takes a descriptor of its own; glommio closes
-        // the stream's.
-        // SAFETY: fcntl(2) duplicating a descriptor the stream holds open;
-        // a non-negative result is a new descriptor owned only here.
-        let fd = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        drop(stream);
-        if fd < 0 {
+        let Ok(fd) = take_socket(stream) else {
             shard.borrow_mut().accept_failures += 1;
             continue;
-        }
-        // SAFETY: as above.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        };
         next += 1;
         let mut s = shard.borrow_mut();
         s.connections += 1;

@@ -235,7 +235,29 @@ impl Link {
     pub fn pending(&self) -> bool {
         match self {
             Link::Ring(r) => r.links.pending(),
-            Link::Tcp(r) => !r.inbox.borrow().is_empty() || !r.notices.borrow().is_empty(),
+            Link::Tcp(r) => r.pending(),
+        }
+    }
+
+    /// The shard is about to park: a peer's completion wakes it from now
+    /// on (`Router::arm_wake`; rings wake it by its bell).
+    pub fn arm_wake(&self) {
+        if let Link::Tcp(r) = self {
+            r.arm_wake();
+        }
+    }
+
+    pub fn disarm_wake(&self) {
+        if let Link::Tcp(r) = self {
+            r.disarm_wake();
+        }
+    }
+
+    /// Hands the kernel what this round sent to peers (and the greetings'
+    /// replies), in one system call; rings need nothing.
+    pub fn submit(&self) {
+        if let Link::Tcp(r) = self {
+            r.flush();
         }
     }
 
@@ -256,6 +278,7 @@ impl Link {
                 r.links.poll(4096, |_, m| out.push(m));
             }
             Link::Tcp(r) => {
+                r.poll();
                 // A peer's last messages before its connection closed come first.
                 out.extend(r.inbox.borrow_mut().drain(..).map(ShardMsg::env));
                 out.extend(r.notices.borrow_mut().drain(..).map(|(peer, up)| ShardMsg::Peer { peer, up }));

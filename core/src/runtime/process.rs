@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use baton_net::framing::FrameBuf;
 use baton_sched::scenario::Scenario;
 use baton_sched::PolicyKind;
 use baton_wire::{fb, Message};
@@ -47,7 +46,6 @@ use crate::roles::{Addr, Envelope, FRONTEND_SHIFT};
 use crate::routes::{RouteError, Routes};
 use baton_net::kserve::Gateway;
 use baton_net::tcp::auth::{ClusterKey, KeyError};
-use baton_net::tcp::conn::Conn;
 use baton_net::tcp::greeting::connect;
 
 /// How long a role waits for the peers it connects to.
@@ -276,17 +274,6 @@ fn hello(role: fb::Role, index: u32, origin_unix_ns: u64) -> fb::Hello {
     fb::Hello { role, index, origin_unix_ns, nonce: None, proof: None }
 }
 
-/// Registers a connection to a peer and reads it in the background.
-fn attach(
-    router: &Rc<Router>,
-    to: Addr,
-    parts: (futures_lite::io::ReadHalf<glommio::net::TcpStream>, Rc<Conn>, FrameBuf),
-) {
-    let (reader, conn, buf) = parts;
-    router.register(to, Rc::clone(&conn));
-    glommio::spawn_local(Rc::clone(router).read_peer(reader, buf, conn, None)).detach();
-}
-
 async fn scheduler(
     listen: SocketAddr,
     scenario: Scenario,
@@ -310,13 +297,20 @@ async fn scheduler(
         Ok(d) => d,
         Err(e) => return failed(&ready, format!("cannot make a doorbell: {e}")),
     };
+    let sub = cfg.subcluster;
+    let router = match Router::new(Some(sub), cfg.max_peer_unread) {
+        Ok(r) => Rc::new(r),
+        Err(e) => return failed(&ready, format!("the peers' io_uring: {e}")),
+    };
+    let mut rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
+    if let Err(e) = rhythm.woken_by(router.wake_fd()) {
+        return failed(&ready, format!("the peers' eventfd: {e}"));
+    }
     let listener = match TcpListener::bind(listen) {
         Ok(l) => l,
         Err(e) => return failed(&ready, format!("cannot listen on {listen}: {e}")),
     };
     let _ = ready.send(Ok((listener.local_addr().ok(), None)));
-    let sub = cfg.subcluster;
-    let router = Rc::new(Router::new(Some(sub), cfg.max_peer_unread));
     // No backend is up until its process connects (a scheduler restarted
     // under a running cluster must not plan on one that is not there): the
     // policy starts with every backend failed, and each connection brings
@@ -327,7 +321,6 @@ async fn scheduler(
     }
     let me = hello(fb::Role::Scheduler, sub, origin);
     let accepting = glommio::spawn_local(Rc::clone(&router).accept_peers(listener, key, me));
-    let rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     stop_accepting(accepting).await;
     router.close_all().await;
@@ -370,7 +363,10 @@ async fn frontend(
         Err(e) => return failed(&ready, e.to_string()),
     };
     let me = hello(fb::Role::Frontend, index, 0);
-    let router = Rc::new(Router::new(None, cfg.max_peer_unread));
+    let router = match Router::new(None, cfg.max_peer_unread) {
+        Ok(r) => Rc::new(r),
+        Err(e) => return failed(&ready, format!("the peers' io_uring: {e}")),
+    };
     let origin = match reach_schedulers(&router, &schedulers, &key, &me).await {
         Ok(origin) => origin,
         Err(why) => {
@@ -461,7 +457,7 @@ async fn reach_schedulers(
 ) -> Result<u64, String> {
     let mut origin = None;
     for (k, &at) in schedulers.iter().enumerate() {
-        let (reader, conn, buf, reply) = connect(at, key, std::slice::from_ref(me), PATIENCE)
+        let (fd, buf, reply) = connect(at, key, std::slice::from_ref(me), PATIENCE)
             .await
             .map_err(|e| format!("cannot reach the scheduler at {at}: {e}"))?;
         let why = if reply.index != k as u32 {
@@ -474,11 +470,10 @@ async fn reach_schedulers(
             None
         };
         if let Some(why) = why {
-            conn.close();
             return Err(why);
         }
         origin = Some(reply.origin_unix_ns);
-        attach(router, Addr::Scheduler(k as u32), (reader, conn, buf));
+        router.attach(Addr::Scheduler(k as u32), fd, buf).map_err(|e| format!("the scheduler at {at}: {e}"))?;
     }
     origin.ok_or_else(|| "a frontend needs a scheduler".to_string())
 }
@@ -511,11 +506,11 @@ async fn reconnect(router: Rc<Router>, to: Peer, key: ClusterKey, hellos: Vec<fb
             continue;
         }
         match connect(to.addr, &key, &hellos, RECONNECT).await {
-            Ok((reader, conn, buf, h)) if to.origin.is_none_or(|o| o == h.origin_unix_ns) => {
-                attach(&router, to.role, (reader, conn, buf));
+            Ok((fd, buf, h)) if to.origin.is_none_or(|o| o == h.origin_unix_ns) => {
+                // Not adopted (out of descriptors): tried again.
+                let _ = router.attach(to.role, fd, buf);
             }
-            Ok((_, conn, ..)) => {
-                conn.close();
+            Ok(_) => {
                 eprintln!(
                     "baton: the scheduler at {} restarted with another clock (give it --clock-origin-file to \
                      keep one); restart this process",
@@ -541,25 +536,31 @@ async fn backends(
     ready: Ready,
 ) -> EngineReport {
     let hellos: Vec<fb::Hello> = local.clone().map(|b| hello(fb::Role::Backend, b, 0)).collect();
-    let (reader, conn, buf, reply) = match connect(sched_addr, &key, &hellos, PATIENCE).await {
+    let (fd, buf, reply) = match connect(sched_addr, &key, &hellos, PATIENCE).await {
         Ok(x) => x,
         Err(e) => return failed(&ready, format!("cannot reach the scheduler at {sched_addr}: {e}")),
     };
     if reply.index != cfg.subcluster {
-        conn.close();
         let why =
             format!("the scheduler at {sched_addr} plans for sub-cluster {}, not {}", reply.index, cfg.subcluster);
         return failed(&ready, why);
     }
     let (origin, scheduler) = (reply.origin_unix_ns, Addr::Scheduler(cfg.subcluster));
     let clock = Clock::with_origin(origin);
-    let router = Rc::new(Router::new(None, cfg.max_peer_unread));
-    attach(&router, scheduler, (reader, conn, buf));
+    let router = match Router::new(None, cfg.max_peer_unread) {
+        Ok(r) => Rc::new(r),
+        Err(e) => return failed(&ready, format!("the peers' io_uring: {e}")),
+    };
+    if let Err(e) = router.attach(scheduler, fd, buf) {
+        return failed(&ready, format!("the scheduler at {sched_addr}: {e}"));
+    }
     let mut peers = vec![Peer { addr: sched_addr, role: scheduler, origin: Some(origin) }];
     for (i, &fe) in frontends.iter().enumerate() {
-        match connect(fe, &key, &hellos, PATIENCE).await {
-            Ok((reader, conn, buf, _)) => attach(&router, Addr::Frontend(i as u32), (reader, conn, buf)),
-            Err(e) => return failed(&ready, format!("cannot reach frontend {i} at {fe}: {e}")),
+        let attached = connect(fe, &key, &hellos, PATIENCE)
+            .await
+            .and_then(|(fd, buf, _)| router.attach(Addr::Frontend(i as u32), fd, buf));
+        if let Err(e) = attached {
+            return failed(&ready, format!("cannot reach frontend {i} at {fe}: {e}"));
         }
         peers.push(Peer { addr: fe, role: Addr::Frontend(i as u32), origin: None });
     }
@@ -580,8 +581,11 @@ async fn backends(
         Ok(d) => d,
         Err(e) => return failed(&ready, format!("cannot make a doorbell: {e}")),
     };
+    let mut rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
+    if let Err(e) = rhythm.woken_by(router.wake_fd()) {
+        return failed(&ready, format!("the peers' eventfd: {e}"));
+    }
     let _ = ready.send(Ok((None, None)));
-    let rhythm = Rhythm::with_sockets(doorbell.on_shard(), cfg.poll);
     let report = sched_shard::run(state, Link::Tcp(Rc::clone(&router)), clock, stop, rhythm, progress).await;
     router.close_all().await;
     EngineReport { backends: report.backends, ..router.report() }

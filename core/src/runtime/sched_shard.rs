@@ -22,7 +22,7 @@ use baton_sched::time::Nanos;
 use baton_wire::{fb, Message};
 
 use super::alarms::Alarms;
-use super::lead::{Lead, Round};
+use super::lead::{self, Lead, Round};
 use super::link::{self, Link, ShardMsg};
 use super::marked::Marked;
 use super::park::{Bell, Rhythm};
@@ -422,6 +422,7 @@ impl Pump {
             self.link.flush(&mut s.outbound);
             busy = true;
         }
+        self.link.submit();
         Some(Round { busy, next: s.alarms.next() })
     }
 }
@@ -435,10 +436,20 @@ pub async fn run(
     mut rhythm: Rhythm,
     progress: Arc<Progress>,
 ) -> Report {
+    // Peers' sockets are on the router's ring, polled every round: only
+    // the listener and the reconnecting tasks wait for reactor turns.
+    let mut lead = match &link {
+        Link::Tcp(_) => Lead::turning_every(lead::RARE_TURN),
+        Link::Ring(_) => Lead::default(),
+    };
     let mut pump = Pump::new(&mut s, link, clock.clone(), stop, rhythm.bell(), progress);
-    let mut lead = Lead::default();
     while let Some(round) = pump.round(&mut s, clock.now()) {
-        lead.end_round(&mut rhythm, &clock, clock.now(), round, || pump.pending()).await;
+        let has_work = || {
+            pump.link.arm_wake();
+            pump.pending()
+        };
+        lead.end_round(&mut rhythm, &clock, clock.now(), round, has_work).await;
+        pump.link.disarm_wake();
     }
     s.report()
 }

@@ -1,8 +1,7 @@
 //! One TCP connection's write side: answers and messages are appended to
-//! its `Outbox` and everything pending goes in one write — by a writer
-//! task of its own (`spawn`: peers), or by the socket ring that reads it
-//! (`on_ring`: a frontend's clients, `uring.rs`).
-//! Reading is the owner's business (clients and peers read differently).
+//! its `Outbox`, and the socket ring that holds the socket (`uring.rs`)
+//! sends everything pending in one write. Reading is the owner's business
+//! (clients and peers read differently).
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
@@ -11,94 +10,51 @@ use std::time::Duration;
 
 use crate::framing::Outbox;
 use baton_wire::{fb, FrameError, Message};
-use futures_lite::io::WriteHalf;
-use futures_lite::AsyncWriteExt;
-use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
-use glommio::task::JoinHandle;
 
 pub struct Conn {
     pub out: RefCell<Outbox>,
-    wake: Wake,
+    /// The connection's number on its ring, and the ring's list of those
+    /// with something to send (or to close), on which it goes once until
+    /// the ring takes it off (`unlist`).
+    token: u32,
+    dirty: Dirty,
+    listed: Cell<bool>,
     pub closed: Cell<bool>,
     /// The socket, for `abort`; set by an owner that keeps it open for as
     /// long as the connection is registered anywhere.
     socket: Cell<Option<RawFd>>,
 }
 
-/// Who sends what a connection's `Outbox` holds, and how it is told.
-enum Wake {
-    /// A writer task; holding one pending wake-up is enough.
-    Task(LocalSender<()>),
-    /// A socket ring: the connection's token goes on its list of those with
-    /// something to send (or to close), once until the ring takes it.
-    Ring { token: u32, dirty: Dirty, listed: Cell<bool> },
-}
-
 /// A socket ring's list of connections to look at (`Conn::on_ring`).
 pub type Dirty = Rc<RefCell<Vec<u32>>>;
 
 impl Conn {
-    fn new(wake: Wake) -> Conn {
-        Conn { out: RefCell::new(Outbox::default()), wake, closed: Cell::new(false), socket: Cell::new(None) }
-    }
-
     /// A connection whose bytes the socket ring that owns `token` sends:
     /// each change for it puts `token` on `dirty`.
     pub fn on_ring(token: u32, dirty: Dirty) -> Rc<Conn> {
-        Rc::new(Conn::new(Wake::Ring { token, dirty, listed: Cell::new(false) }))
+        Rc::new(Conn {
+            out: RefCell::new(Outbox::default()),
+            token,
+            dirty,
+            listed: Cell::new(false),
+            closed: Cell::new(false),
+            socket: Cell::new(None),
+        })
     }
 
     /// The ring took this connection off its list (`on_ring`).
     pub fn unlist(&self) {
-        if let Wake::Ring { listed, .. } = &self.wake {
-            listed.set(false);
-        }
+        self.listed.set(false);
     }
 
     fn wake(&self) {
-        match &self.wake {
-            Wake::Task(tx) => {
-                let _ = tx.try_send(());
-            }
-            Wake::Ring { token, dirty, listed } => {
-                if !listed.replace(true) {
-                    dirty.borrow_mut().push(*token);
-                }
-            }
+        if !self.listed.replace(true) {
+            self.dirty.borrow_mut().push(self.token);
         }
     }
 
-    /// A connection whose writer task flushes `writer`; the task ends when
-    /// the connection closes (after flushing) or a write fails.
-    pub fn spawn(mut writer: WriteHalf<TcpStream>) -> (Rc<Conn>, JoinHandle<()>) {
-        let (wake, woken) = local_channel::new_bounded(1);
-        let conn = Rc::new(Conn::new(Wake::Task(wake)));
-        let c = Rc::clone(&conn);
-        let task = glommio::spawn_local(async move {
-            let mut spare = Vec::new();
-            while woken.recv().await.is_some() {
-                let bytes = {
-                    let mut out = c.out.borrow_mut();
-                    out.recycle(std::mem::take(&mut spare));
-                    out.take()
-                };
-                if !bytes.is_empty() && writer.write_all(&bytes).await.is_err() {
-                    break;
-                }
-                spare = bytes;
-                if c.closed.get() && c.out.borrow().is_empty() {
-                    break;
-                }
-            }
-            c.closed.set(true);
-            let _ = writer.close().await;
-        })
-        .detach();
-        (conn, task)
-    }
-
-    /// Queues `m` for the writer; a message too large for one frame is
+    /// Queues `m` for the ring to send; a message too large for one frame is
     /// refused (nothing queued) for the caller to answer otherwise.
     pub fn send(&self, m: &Message) -> Result<(), FrameError> {
         self.out.borrow_mut().push(m)?;
@@ -193,27 +149,4 @@ pub async fn accept_backing_off(listener: &TcpListener, b: &mut Backoff) -> TcpS
             }
         }
     }
-}
-
-/// Closes `conns`, each after flushing what it holds, and waits (at most
-/// about 100 ms) for their writers to send it and shut their sockets; then
-/// shuts down what is left (a peer still reading slowly loses the rest),
-/// so that no task is left holding a socket open when the shard stops.
-pub async fn close_all(conns: &[Rc<Conn>]) {
-    for c in conns {
-        c.close();
-    }
-    for _ in 0..100 {
-        if conns.iter().all(|c| c.out.borrow().is_empty()) {
-            break;
-        }
-        glommio::timer::sleep(Duration::from_millis(1)).await;
-    }
-    // One more turn for the writers to shut their sockets.
-    glommio::timer::sleep(Duration::from_millis(2)).await;
-    for c in conns {
-        c.abort();
-    }
-    // And one for the readers and writers to see it and end.
-    glommio::timer::sleep(Duration::from_millis(2)).await;
 }

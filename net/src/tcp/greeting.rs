@@ -5,17 +5,16 @@
 //! (the engine's peer router).
 
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use baton_wire::{fb, Limits, Message};
-use futures_lite::io::ReadHalf;
-use futures_lite::AsyncReadExt;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 
 use super::auth::{Answer, AuthError, ClusterKey};
-use super::conn::Conn;
-use crate::framing::FrameBuf;
+use super::uring::take_socket;
+use crate::framing::{FrameBuf, Outbox};
 
 /// How long an accepted role has to greet with a good proof.
 pub const GREETING: Duration = Duration::from_secs(5);
@@ -30,9 +29,10 @@ pub async fn within<T>(deadline: std::time::Instant, f: impl std::future::Future
     .await
 }
 
-/// A connection to a peer role, greeted: its halves, what was read past
-/// the greeting, and the peer's own greeting.
-pub type Greeted = (ReadHalf<TcpStream>, Rc<Conn>, FrameBuf, fb::Hello);
+/// A connection to a peer role, greeted: its socket (for a ring to adopt,
+/// `uring::Sockets::adopt`), what was read past the greeting, and the
+/// peer's own greeting.
+pub type Greeted = (OwnedFd, FrameBuf, fb::Hello);
 
 /// Connects to a peer role at `addr` and greets it (`baton_net::tcp::auth`) as the
 /// roles `hellos` name, trying again (at pauses doubling from 20 ms to 1 s)
@@ -59,47 +59,37 @@ pub async fn connect(
     }
 }
 
-/// One attempt of `connect`.
+/// One attempt of `connect`. A failed one closes the connection.
 async fn greet(addr: SocketAddr, key: &ClusterKey, hellos: &[fb::Hello]) -> std::io::Result<Greeted> {
-    let stream = TcpStream::connect(addr).await?;
+    let mut stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let (mut reader, writer) = futures_lite::io::split(stream);
-    let (conn, _) = Conn::spawn(writer);
-    // The reader half goes to `read_peer` with the connection, which holds
-    // it (and so the socket) until after it unregisters the connection.
-    conn.watch_socket(fd);
     let mut buf = FrameBuf::new(Limits::between_roles());
     let greeting = async {
-        let challenge = next_hello(&mut reader, &mut buf).await?;
+        let challenge = next_hello(&mut stream, &mut buf).await?;
         let (answer, proven) = Answer::new(key, &challenge, hellos).map_err(std::io::Error::other)?;
+        let mut out = Outbox::default();
         for h in proven {
-            conn.send(&Message::Hello(h)).expect("a Hello fits a frame");
+            out.push(&Message::Hello(h)).expect("a Hello fits a frame");
         }
-        let reply = next_hello(&mut reader, &mut buf).await?;
+        stream.write_all(&out.take()).await?;
+        let reply = next_hello(&mut stream, &mut buf).await?;
         answer.check(&reply).map_err(std::io::Error::other)?;
         Ok::<_, std::io::Error>(reply)
     };
     match within(std::time::Instant::now() + GREETING, greeting).await {
-        Some(Ok(reply)) => Ok((reader, conn, buf, reply)),
-        Some(Err(e)) => {
-            conn.close();
-            Err(e)
-        }
-        None => {
-            conn.close();
-            Err(std::io::Error::other(format!("the peer did not greet within {GREETING:?}")))
-        }
+        Some(Ok(reply)) => Ok((take_socket(stream)?, buf, reply)),
+        Some(Err(e)) => Err(e),
+        None => Err(std::io::Error::other(format!("the peer did not greet within {GREETING:?}"))),
     }
 }
 
 /// The next frame, which must be a greeting.
-async fn next_hello(reader: &mut ReadHalf<TcpStream>, buf: &mut FrameBuf) -> std::io::Result<fb::Hello> {
+async fn next_hello(stream: &mut TcpStream, buf: &mut FrameBuf) -> std::io::Result<fb::Hello> {
     loop {
         match buf.next_frame() {
             Ok(Some(Ok(Message::Hello(h)))) => return Ok(h),
             Ok(Some(_)) | Err(_) => return Err(std::io::Error::other(AuthError::Unproven)),
-            Ok(None) => match reader.read(buf.spare()).await? {
+            Ok(None) => match stream.read(buf.spare()).await? {
                 0 => {
                     let why = "the peer closed during the greeting (does it hold the same cluster secret?)";
                     return Err(std::io::Error::other(why));

@@ -1,6 +1,7 @@
 //! TCP on io_uring: what every role's sockets share, whatever they carry.
-//! Peers' sockets are glommio's; a frontend's clients are on a ring of the
-//! shard's own that its pump polls every round (`uring`). A connection's
+//! Connections are accepted or opened through glommio, then live on a
+//! ring of their shard's own that its pump polls every round (`uring`):
+//! a frontend's clients, and each role process's peers. A connection's
 //! write side gathers frames into one write (`conn`); listeners accept with a backoff when the process runs out of
 //! descriptors (`conn::accept_backing_off`); role processes prove to each
 //! other that they hold the cluster's secret before anything else passes

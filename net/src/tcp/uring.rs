@@ -100,6 +100,9 @@ pub struct Sockets {
     paused: Vec<u32>,
     /// Connections closed since the last `reap`, reported by it.
     gone: Vec<u64>,
+    /// Sockets adopted with bytes already read (a peer's frames past its
+    /// greeting): the next `reap` hands them over before their first receive.
+    fresh: Vec<u32>,
     /// Completions taken from the ring, handled after (kept).
     done: Vec<(u64, i32)>,
     /// Operations submitted and not completed yet.
@@ -112,8 +115,10 @@ pub struct Sockets {
 
 impl Sockets {
     /// A ring for sockets whose clients may leave `max_unsent` bytes of
-    /// answers unread before their requests stop being read.
-    pub fn new(max_unsent: usize) -> std::io::Result<Sockets> {
+    /// answers unread before their requests stop being read, whose
+    /// completions signal the eventfd `wake` (a copy of it: one a shard's
+    /// other ring signals, so that one wait serves both) or one of its own.
+    pub fn new(max_unsent: usize, wake: Option<RawFd>) -> std::io::Result<Sockets> {
         // The kernel's part of a receive (the copy once bytes arrived) runs
         // when this thread enters the ring, not in an interrupt the sender
         // raises (an IPI: ~30 µs on the 2-core VM, measured); the ring's
@@ -130,9 +135,15 @@ impl Sockets {
             .or_else(|_| IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES))?;
         // Blocking, so that a read of it through io_uring waits (a
         // non-blocking one would fail at once with EAGAIN).
-        // SAFETY: eventfd(2) with valid flags; a non-negative result is a
-        // new descriptor that nothing else owns.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        // SAFETY: eventfd(2) with valid flags, or fcntl(2) duplicating a
+        // descriptor the caller holds open; a non-negative result is a new
+        // descriptor that nothing else owns.
+        let fd = unsafe {
+            match wake {
+                Some(other) => libc::fcntl(other, libc::F_DUPFD_CLOEXEC, 0),
+                None => libc::eventfd(0, libc::EFD_CLOEXEC),
+            }
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -148,6 +159,7 @@ impl Sockets {
             dirty: Dirty::default(),
             paused: Vec::new(),
             gone: Vec::new(),
+            fresh: Vec::new(),
             done: Vec::new(),
             in_flight: 0,
             queued: false,
@@ -159,9 +171,10 @@ impl Sockets {
 
 impl Sockets {
     /// Takes connection `id`'s socket `fd` (a connected TCP socket, owned
-    /// from now on here) and starts reading it; what is queued on the
-    /// returned connection is sent from here.
-    pub fn adopt(&mut self, id: u64, fd: OwnedFd) -> std::io::Result<Rc<Conn>> {
+    /// from now on here) and starts reading it into `buf` (which may hold
+    /// bytes read before: the next `reap` hands them over first); what is
+    /// queued on the returned connection is sent from here.
+    pub fn adopt(&mut self, id: u64, fd: OwnedFd, buf: FrameBuf) -> std::io::Result<Rc<Conn>> {
         // io_uring fails a receive on a non-blocking socket with EAGAIN
         // instead of waiting for bytes: the socket blocks (in the kernel's
         // io_uring only; nothing here calls it directly).
@@ -182,20 +195,16 @@ impl Sockets {
         };
         let conn = Conn::on_ring(token, Rc::clone(&self.dirty));
         conn.watch_socket(fd.as_raw_fd());
-        let slot = Slot {
-            id,
-            conn: Rc::clone(&conn),
-            fd,
-            buf: FrameBuf::default(),
-            reading: false,
-            ended: false,
-            sending: None,
-            shut: false,
-        };
+        let read_before = buf.partial() > 0;
+        let slot =
+            Slot { id, conn: Rc::clone(&conn), fd, buf, reading: false, ended: false, sending: None, shut: false };
         let at = &mut self.slots[token as usize];
         assert!(at.is_none(), "a free slot is empty");
         *at = Some(slot);
-        self.recv(token);
+        match read_before {
+            true => self.fresh.push(token),
+            false => self.recv(token),
+        }
         Ok(conn)
     }
 
@@ -212,7 +221,7 @@ impl Sockets {
     /// one to be run, or completions the full queue left in the kernel
     /// (no system call).
     pub fn ready(&mut self) -> bool {
-        self.kernel_holds() || !self.ring.completion().is_empty() || !self.gone.is_empty()
+        self.kernel_holds() || !self.ring.completion().is_empty() || !self.gone.is_empty() || !self.fresh.is_empty()
     }
 
     /// Whether only an entry into the ring brings completions out: the
@@ -246,6 +255,12 @@ impl Sockets {
     pub fn reap(&mut self, mut on: impl FnMut(Event<'_>)) {
         for id in self.gone.drain(..) {
             on(Event::Gone { id });
+        }
+        for token in std::mem::take(&mut self.fresh) {
+            if self.slots[token as usize].as_ref().is_some_and(|s| !s.conn.closed.get()) {
+                self.hand_over(token, &mut on);
+            }
+            self.settle(token, &mut on);
         }
         if self.kernel_holds() {
             // Runs the kernel's part of what completed, moves what
@@ -332,6 +347,13 @@ impl Sockets {
             return;
         }
         slot.buf.filled(res as usize);
+        self.hand_over(token, on);
+    }
+
+    /// Hands the owner what `token`'s buffer holds, then reads on, unless
+    /// the connection closed meanwhile or its client must catch up first.
+    fn hand_over(&mut self, token: u32, on: &mut impl FnMut(Event<'_>)) {
+        let slot = self.slots[token as usize].as_mut().expect("a live token");
         on(Event::Read { id: slot.id, conn: &slot.conn, buf: &mut slot.buf });
         if slot.conn.closed.get() {
             slot.ended = true;
@@ -479,24 +501,52 @@ impl Sockets {
     }
 }
 
+/// The socket of a glommio `stream` (accepted or connected there), as a
+/// descriptor of its own for a ring to adopt; the stream is closed, which
+/// leaves the socket open through the copy.
+pub fn take_socket(stream: glommio::net::TcpStream) -> std::io::Result<OwnedFd> {
+    // SAFETY: fcntl(2) duplicating a descriptor the stream holds open; a
+    // non-negative result is a new descriptor owned only here.
+    let fd = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// How a shard stops its sockets (`Sockets::close_all`): each connection
+/// closed, what each holds sent for `CLOSE_STEPS` steps of 1 ms at most (a
+/// peer that reads slowly loses the rest), then every socket aborted.
+pub const CLOSE_STEPS: usize = 100;
+
 impl Sockets {
-    /// Closes every connection when the shard stops: what each holds is
-    /// sent for about 100 ms at most (a client that reads slowly loses the
-    /// rest), then every socket is shut down and closed.
+    /// Closes every connection when the shard stops (`CLOSE_STEPS`).
     pub async fn close_all(&mut self) {
         for end in [Conn::close, Conn::abort] {
-            for slot in self.slots.iter().flatten() {
-                end(&slot.conn);
-            }
-            for _ in 0..100 {
-                self.flush();
-                self.reap(|_| {});
-                if self.is_empty() {
+            self.end_each(end);
+            for _ in 0..CLOSE_STEPS {
+                if self.settled() {
                     return;
                 }
                 glommio::timer::sleep(Duration::from_millis(1)).await;
             }
         }
+    }
+
+    /// Ends every connection with `end` (`Conn::close` or `Conn::abort`).
+    pub fn end_each(&self, end: fn(&Conn)) {
+        for slot in self.slots.iter().flatten() {
+            end(&slot.conn);
+        }
+    }
+
+    /// One step of closing: sends, reaps (what is read is dropped), and
+    /// says whether every socket is closed.
+    pub fn settled(&mut self) -> bool {
+        self.flush();
+        self.reap(|_| {});
+        self.is_empty()
     }
 }
 
@@ -582,9 +632,9 @@ mod tests {
 
     #[test]
     fn frames_in_and_answers_out_then_the_client_leaves() {
-        let mut s = Sockets::new(1 << 20).unwrap();
+        let mut s = Sockets::new(1 << 20, None).unwrap();
         let (mut client, fd) = pair();
-        let conn = s.adopt(7, fd).unwrap();
+        let conn = s.adopt(7, fd, FrameBuf::default()).unwrap();
         assert_eq!(s.len(), 1);
         for i in 0..3 {
             client.write_all(&encode(&msg(i)).unwrap()).unwrap();
@@ -606,11 +656,31 @@ mod tests {
         assert!(s.is_empty());
     }
 
+    /// A socket adopted with bytes already read from it (a peer's frames
+    /// past its greeting) has them handed over first, in order, then
+    /// what arrives after (on a ring made to signal another's eventfd).
+    #[test]
+    fn bytes_read_before_adoption_come_first() {
+        let first = Sockets::new(1 << 20, None).unwrap();
+        let mut s = Sockets::new(1 << 20, Some(first.wake_fd())).unwrap();
+        let (mut client, fd) = pair();
+        let mut buf = FrameBuf::default();
+        let before = [encode(&msg(0)).unwrap(), encode(&msg(1)).unwrap()].concat();
+        buf.spare()[..before.len()].copy_from_slice(&before);
+        buf.filled(before.len());
+        let _conn = s.adopt(4, fd, buf).unwrap();
+        assert!(s.ready(), "the bytes read before wait for the next reap");
+        let seen = reap_until(&mut s, |seen| frames(seen) == 2);
+        assert_eq!(seen, [('r', 4, 2)], "both frames, before any receive completed");
+        client.write_all(&encode(&msg(2)).unwrap()).unwrap();
+        reap_until(&mut s, |seen| frames(seen) == 1);
+    }
+
     #[test]
     fn a_close_sends_what_is_pending_first() {
-        let mut s = Sockets::new(1 << 20).unwrap();
+        let mut s = Sockets::new(1 << 20, None).unwrap();
         let (mut client, fd) = pair();
-        let conn = s.adopt(1, fd).unwrap();
+        let conn = s.adopt(1, fd, FrameBuf::default()).unwrap();
         conn.send(&msg(5)).unwrap();
         conn.close();
         reap_until(&mut s, |seen| seen.iter().any(|e| e.0 == 'g'));
@@ -622,9 +692,9 @@ mod tests {
     #[test]
     fn a_client_that_does_not_read_is_not_read_until_it_does() {
         // Past 1 byte of answers unsent, its requests wait.
-        let mut s = Sockets::new(1).unwrap();
+        let mut s = Sockets::new(1, None).unwrap();
         let (mut client, fd) = pair();
-        let conn = s.adopt(2, fd).unwrap();
+        let conn = s.adopt(2, fd, FrameBuf::default()).unwrap();
         // Far more than the socket buffers hold: a send stays in flight.
         let big = Message::Dropped(fb::Dropped {
             requests: Some(vec![1; 1 << 20]),
@@ -664,9 +734,9 @@ mod tests {
 
     #[test]
     fn dropping_the_ring_with_operations_in_flight_closes_the_sockets() {
-        let mut s = Sockets::new(1 << 20).unwrap();
+        let mut s = Sockets::new(1 << 20, None).unwrap();
         let (mut client, fd) = pair();
-        let _conn = s.adopt(3, fd).unwrap();
+        let _conn = s.adopt(3, fd, FrameBuf::default()).unwrap();
         s.flush();
         assert_eq!(s.in_flight, 1, "a receive waits for bytes");
         drop(s);
