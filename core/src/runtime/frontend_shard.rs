@@ -681,7 +681,7 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connection
     let mut backoff = conn::Backoff::default();
     loop {
         let stream = conn::accept_backing_off(&listener, &mut backoff).await;
-        shard.borrow_mut().accept_failures = backoff.failures;
+        shard.borrow_mut().accept_failures += std::mem::take(&mut backoff.failures);
         if shard.borrow().open >= max_connections {
             shard.borrow_mut().refused_connections += 1;
             let why = format!("{max_connections} connections are open, the most this frontend takes");
@@ -690,6 +690,7 @@ async fn accept(listener: TcpListener, shard: Rc<RefCell<Shard>>, max_connection
         }
         let _ = stream.set_nodelay(true);
         let Ok(fd) = take_socket(stream) else {
+            // Out of descriptors for the ring's copy: a failed accept.
             shard.borrow_mut().accept_failures += 1;
             continue;
         };

@@ -303,13 +303,15 @@ impl Router {
         let mut backoff = Backoff::default();
         loop {
             let stream = accept_backing_off(&listener, &mut backoff).await;
-            self.accept_failures.set(backoff.failures);
+            let failed = std::mem::take(&mut backoff.failures);
+            self.accept_failures.set(self.accept_failures.get() + failed);
             let _ = stream.set_nodelay(true);
             let challenge = Challenge::new(&key, me.clone());
             let greeting = Message::Hello(challenge.greeting());
             let adopted = take_socket(stream)
                 .and_then(|fd| self.adopt(fd, FrameBuf::new(Limits::between_roles()), Some(challenge)));
             let Ok((id, conn)) = adopted else {
+                // Out of descriptors for the ring's copy: a failed accept.
                 self.accept_failures.set(self.accept_failures.get() + 1);
                 continue;
             };

@@ -124,7 +124,7 @@ const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// An accept loop's state between accepts: its pause, and the accepts
-/// that failed so far.
+/// that failed since the loop last took the count.
 #[derive(Default)]
 pub struct Backoff {
     pause: Duration,
