@@ -1,5 +1,7 @@
-//! A frontend shard's client sockets on an io_uring of their own, polled by
-//! the shard's pump every round.
+//! A shard's sockets on an io_uring of their own, polled by the shard's
+//! pump every round: a frontend shard's clients, and a role process's
+//! peers (its router's ring; the frontend process's two rings signal one
+//! eventfd).
 //!
 //! Why not glommio's sockets: glommio reaps completions only when its
 //! executor passes through its reactor, and each pass re-arms its preempt

@@ -78,6 +78,7 @@ fn print_table4(e: &baton_perf::engine_bench::EndToEnd) {
     );
     println!("  {}", one_line(&e.engine.overhead));
     side_by_side("frontend, scheduler and backends over TCP", &e.roles_over_tcp, e.engine.goodput_rps);
+    println!("  {}", one_line(&e.roles_over_tcp.overhead));
     println!(
         "  goodput with frontend, scheduler and backends over TCP: {:.1} r/s, ratio to sim {:.3} ({} probes)",
         e.roles_goodput_rps,
