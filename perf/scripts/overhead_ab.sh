@@ -11,11 +11,12 @@
 # GEN=BATON loads with another binary's generator; SERVER=BATON serves
 # both sides with that binary and compares OLD's and NEW's generators;
 # NICE=N runs the generator at nice N (`baton load --nice`, 0 on its own
-# core; the binaries before it took no such flag and ran at 10).
+# core; the binaries before it took no such flag and ran at 10);
+# SCENARIO=FILE serves and loads another file.
 set -euo pipefail
 old=$1 new=$2 secs=$3
 shift 3
-scenario=$(cd "$(dirname "$0")/.." && pwd)/scenarios/engine-tiny.toml
+scenario=${SCENARIO:-$(cd "$(dirname "$0")/.." && pwd)/scenarios/engine-tiny.toml}
 port=${PORT:-7830}
 out=$(mktemp /tmp/overhead-ab.XXXXXX)
 trap 'rm -f "$out"' EXIT

@@ -436,6 +436,9 @@ fn only_roles_holding_the_cluster_secret_are_peers() {
         frontends: vec![fe.peer_addr.unwrap()],
     };
     let backends = role(&cfg, all()).unwrap();
+    // A connection to a role listener that never greets (checked below).
+    let mut silent = Client::at(sched.addr.unwrap());
+    let opened = Instant::now();
     let forged = Message::Results(fb::Results { batch_id: 1, requests: Some(vec![1]), ..Default::default() });
     let posing = fb::Hello { role: fb::Role::Backend, index: 0, ..Default::default() };
 
@@ -469,13 +472,18 @@ fn only_roles_holding_the_cluster_secret_are_peers() {
     let l = load_behind(&s, fe.addr.unwrap(), 300.0, 1).join().unwrap();
     assert_eq!((l.unanswered, l.duplicates, l.errors), (0, 0, 0), "{l:?}");
     assert!(l.ok > 0);
+    // The silent connection is challenged, then closed once its time to
+    // greet (5 s) is over, not before.
+    let Some(Message::Hello(_)) = silent.message() else { panic!("a role listener speaks first") };
+    assert!(silent.message().is_none(), "closed without an answer");
+    assert!(opened.elapsed() >= Duration::from_secs(4), "closed after {:?}", opened.elapsed());
     let (b, f, sc) = (backends.shutdown(), fe.shutdown(), sched.shutdown());
     assert!(b.backends.iter().map(|x| x.batches).sum::<u64>() > 0);
     assert_eq!((f.frontend.duplicates, f.frontend.received), (0, l.sent + 1), "no forged result was taken: {f:?}");
     assert_eq!(f.refused_peers, 1, "the made-up proof");
-    // The greeting without a proof, and the backend with another secret
-    // (which tries again for its patience).
-    assert!(sc.refused_peers >= 2, "{sc:?}");
+    // The greeting without a proof, the silent connection, and the backend
+    // with another secret (which tries again for its patience).
+    assert!(sc.refused_peers >= 3, "{sc:?}");
 }
 
 /// A scheduler and a frontend as role processes of `s` under `policy`

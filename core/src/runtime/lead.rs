@@ -47,9 +47,10 @@ const DECAY: u32 = 64;
 const TURN_EVERY: Nanos = 20_000;
 /// The longest a shard goes on without a turn.
 const MAX_STALE: Nanos = 50_000;
-/// How often a frontend shard whose clients are on its socket ring
-/// (`baton_net::tcp::uring`), and that has no peer sockets, turns: only
-/// its listener waits for a turn (a new client waits at most this long).
+/// How often a shard whose sockets are all on socket rings
+/// (`baton_net::tcp::uring`: a frontend's clients, a role process's
+/// peers) turns: only its listeners and a role process's reconnecting
+/// tasks wait for a turn (a new connection waits at most this long).
 pub const RARE_TURN: Nanos = 1_000_000;
 /// Rounds a front shard goes on in a row, without its round's end,
 /// while its hosted shards keep sending it messages.

@@ -17,9 +17,10 @@
 //! flag. Only the sender that swaps the flag down writes, so a burst costs
 //! one write. A full socket buffer means a wake-up is already pending.
 //!
-//! A frontend shard's client sockets are on a ring of its own
-//! (`baton_net::tcp::uring`): its eventfd wakes the parked shard too
-//! (`Rhythm::woken_by`), signalled only while the shard parks.
+//! A frontend shard's client sockets, and a role process's peers, are on
+//! rings of the shard's own (`baton_net::tcp::uring`): their eventfd wakes
+//! the parked shard too (`Rhythm::woken_by`), signalled only while the
+//! shard parks.
 //!
 //! A parked shard also wakes after `MAX_PARK` at the latest, to see its stop
 //! flag; that is ten wake-ups a second, far below a percent of a core.
