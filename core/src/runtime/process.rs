@@ -433,15 +433,16 @@ async fn frontend(
     let r = shard.await;
     stop_accepting(accepting).await;
     router.close_all().await;
+    let peers = router.report();
     EngineReport {
         frontend: r.stats,
         connections: r.connections,
         refused_connections: r.refused_connections,
         unread_closed: r.unread_closed,
-        accept_failures: r.accept_failures + router.accept_failures.get(),
-        bad_frames: r.bad_frames + router.bad_frames.get(),
+        accept_failures: r.accept_failures + peers.accept_failures,
+        bad_frames: r.bad_frames + peers.bad_frames,
         held_at_stop: r.held_at_stop,
-        ..router.report()
+        ..peers
     }
 }
 

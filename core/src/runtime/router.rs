@@ -3,12 +3,10 @@
 //! peers send into one inbox for the pump.
 //!
 //! The peers' sockets live on a socket ring of the router's own
-//! (`baton_net::tcp::uring`), which the pump polls every round
-//! (`Link::poll`: a frame is taken as soon as the pump looks, with no wait
-//! for a pass through glommio's reactor) and whose sends it submits once
-//! a round (`Link::submit`); a parked pump is woken by the ring's eventfd
-//! (`Link::arm_wake`). Sockets are accepted (`accept_peers`) or connected
-//! and greeted (`baton_net::tcp::greeting`) through glommio, then adopted.
+//! (`baton_net::tcp::peers`), which the pump polls every round
+//! (`Link::poll`) and whose sends it submits once a round
+//! (`Link::submit`); a parked pump is woken by the ring's eventfd
+//! (`Link::arm_wake`).
 //!
 //! Every connection between roles starts with a greeting of `Hello` frames
 //! that names the speakers (one per backend when a process hosts several)
@@ -31,35 +29,22 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
-use std::time::Duration;
 
 use baton_net::framing::FrameBuf;
-use baton_net::tcp::uring::{take_socket, Event, Sockets, CLOSE_STEPS};
-use baton_wire::{fb, Limits, Message};
+use baton_net::tcp::auth::ClusterKey;
+use baton_net::tcp::conn::Conn;
+use baton_net::tcp::peers::{PeerEvent, Peers};
+use baton_wire::{fb, Message};
 use glommio::net::TcpListener;
-use rustc_hash::FxHashMap;
 
 use super::park::Bell;
 use crate::roles::backend::drop_plan;
 use crate::roles::{frontend_of, Addr, Envelope};
-use baton_net::tcp::auth::{Challenge, ClusterKey};
-use baton_net::tcp::conn::{accept_backing_off, Backoff, Conn};
-use baton_net::tcp::greeting::GREETING;
-
-/// A peer's connection on the ring, and the challenge it must answer if
-/// it was accepted here (None: this process connected and greeted).
-struct PeerLink {
-    conn: Rc<Conn>,
-    challenge: Option<Challenge>,
-}
 
 pub struct Router {
     peers: RefCell<HashMap<Addr, Rc<Conn>>>,
-    /// The peers' sockets (see the top of the file).
-    sockets: RefCell<Sockets>,
-    /// Each socket's connection, by its number on the ring.
-    links: RefCell<FxHashMap<u64, PeerLink>>,
-    next_link: Cell<u64>,
+    /// The peers' connections (see the top of the file).
+    net: Rc<Peers>,
     pub inbox: RefCell<Vec<Envelope>>,
     pub undeliverable: Cell<u64>,
     /// Peer connections opened (true) and closed (false) since the pump
@@ -68,9 +53,6 @@ pub struct Router {
     /// Frames from authenticated peers that did not decode, or that no
     /// role here takes.
     pub bad_frames: Cell<u64>,
-    /// Connections closed because they did not greet with a good proof of
-    /// the cluster secret within `GREETING`.
-    pub refused_peers: Cell<u64>,
     /// The sub-cluster of the scheduler this process hosts, if it does:
     /// it must hear of a backend whose connection closed.
     pub hosts_scheduler: Option<u32>,
@@ -80,8 +62,6 @@ pub struct Router {
     max_unread: usize,
     /// Peer connections cut for leaving more than `max_unread` unread.
     pub cut_peers: Cell<u64>,
-    /// Accepts on the role listener that failed (and were retried).
-    pub accept_failures: Cell<u64>,
     /// Sub-clusters whose scheduler this process has reached.
     schedulers: RefCell<Vec<u32>>,
 }
@@ -127,81 +107,82 @@ impl Router {
     /// reading, so it is as good as gone, and what this process sends it
     /// is not buffered without bound. Fails if the kernel gives no ring.
     pub fn new(hosts_scheduler: Option<u32>, max_unread: usize) -> std::io::Result<Self> {
-        // A peer's frames are always read: the bound on what it leaves
-        // unread is `max_unread`, past which it is cut (`send`), not a
-        // pause in reading it (two peers each waiting for the other to
-        // read first would never read again).
-        let sockets = Sockets::new(usize::MAX, None)?;
         Ok(Self {
             peers: RefCell::default(),
-            sockets: RefCell::new(sockets),
-            links: RefCell::default(),
-            next_link: Cell::new(0),
+            net: Rc::new(Peers::new()?),
             inbox: RefCell::default(),
             undeliverable: Cell::default(),
             notices: RefCell::default(),
             bad_frames: Cell::default(),
-            refused_peers: Cell::default(),
             hosts_scheduler,
             bell: RefCell::default(),
             max_unread,
             cut_peers: Cell::default(),
-            accept_failures: Cell::default(),
             schedulers: RefCell::default(),
         })
     }
 
-    /// The eventfd the ring signals while the pump parks (`arm_wake`); a
+    /// The eventfd the peers' ring signals while the pump parks; a
     /// frontend's client ring signals the same one (`Sockets::new`).
     pub fn wake_fd(&self) -> RawFd {
-        self.sockets.borrow().wake_fd()
+        self.net.wake_fd()
     }
 
-    /// The pump is about to park: a completion wakes it from now on.
+    /// The pump is about to park: a peer's completion wakes it from now on.
     pub fn arm_wake(&self) {
-        self.sockets.borrow_mut().arm_wake();
+        self.net.arm_wake();
     }
 
     pub fn disarm_wake(&self) {
-        self.sockets.borrow_mut().disarm_wake();
+        self.net.disarm_wake();
     }
 
     /// Whether anything waits for the pump: messages, notices, or
-    /// completions on the ring.
+    /// completions on the peers' ring.
     pub fn pending(&self) -> bool {
-        !self.inbox.borrow().is_empty() || !self.notices.borrow().is_empty() || self.sockets.borrow_mut().ready()
+        !self.inbox.borrow().is_empty() || !self.notices.borrow().is_empty() || self.net.ready()
     }
 
-    /// Takes what the peers' sockets did: frames to the inbox, closed
-    /// connections forgotten (`gone`).
+    /// Takes what the peers' connections did: frames to the inbox by
+    /// their content, each role a connection greets for registered, and
+    /// the roles of a closed one gone.
     pub fn poll(&self) {
-        let mut sockets = self.sockets.borrow_mut();
-        if sockets.ready() {
-            sockets.reap(|ev| self.on_socket(ev));
-        }
+        self.net.poll(|ev| match ev {
+            PeerEvent::Greeted { conn, hello } => self.register(role_addr(hello), Rc::clone(conn)),
+            PeerEvent::Frame { frame: Some(msg), .. } => match addressee(&msg, self.hosts_scheduler) {
+                Some(to) => self.deliver(Envelope { to, msg }),
+                None => self.bad_frames.set(self.bad_frames.get() + 1),
+            },
+            PeerEvent::Frame { frame: None, .. } => self.bad_frames.set(self.bad_frames.get() + 1),
+            PeerEvent::Closed { conn } => self.gone(conn),
+        });
     }
 
     /// Sends what the round queued for peers, in one system call.
     pub fn flush(&self) {
-        self.sockets.borrow_mut().flush();
-    }
-
-    /// Puts socket `fd` on the ring (`buf` holds what was read of it
-    /// before), its peer to greet with `challenge` if it was accepted here.
-    fn adopt(&self, fd: OwnedFd, buf: FrameBuf, challenge: Option<Challenge>) -> std::io::Result<(u64, Rc<Conn>)> {
-        let id = self.next_link.get();
-        self.next_link.set(id + 1);
-        let conn = self.sockets.borrow_mut().adopt(id, fd, buf)?;
-        self.links.borrow_mut().insert(id, PeerLink { conn: Rc::clone(&conn), challenge });
-        Ok((id, conn))
+        self.net.flush();
     }
 
     /// A connection this process opened to role `to` and greeted
     /// (`greeting::connect`): registered, and read from now on.
     pub fn attach(&self, to: Addr, fd: OwnedFd, buf: FrameBuf) -> std::io::Result<()> {
-        let (_, conn) = self.adopt(fd, buf, None)?;
+        let conn = self.net.adopt_greeted(fd, buf)?;
         self.register(to, conn);
         Ok(())
+    }
+
+    /// Accepts roles on `listener` until the process stops, challenging
+    /// each as the role `me` (`Peers::accept`).
+    pub async fn accept_peers(self: Rc<Self>, listener: TcpListener, key: ClusterKey, me: fb::Hello) {
+        let router = Rc::clone(&self);
+        Rc::clone(&self.net).accept(listener, key, me, move || router.wake()).await;
+    }
+
+    /// Closes every peer connection (the process is stopping), each after
+    /// what it holds is sent.
+    pub async fn close_all(&self) {
+        self.peers.borrow_mut().clear();
+        self.net.close_all().await;
     }
 
     /// Whether a connection to `addr` is open.
@@ -239,8 +220,8 @@ impl Router {
     /// What this process's peer connections saw, for its report.
     pub fn report(&self) -> super::EngineReport {
         let (bad_frames, refused_peers, cut_peers) =
-            (self.bad_frames.get(), self.refused_peers.get(), self.cut_peers.get());
-        let accept_failures = self.accept_failures.get();
+            (self.bad_frames.get(), self.net.refused.get(), self.cut_peers.get());
+        let accept_failures = self.net.accept_failures.get();
         super::EngineReport { bad_frames, refused_peers, cut_peers, accept_failures, ..Default::default() }
     }
 
@@ -292,131 +273,6 @@ impl Router {
                 }
             }
             (None, _) => self.undeliverable.set(self.undeliverable.get() + 1),
-        }
-    }
-
-    /// Accepts roles on `listener` until the process stops: each
-    /// connection is challenged at once as the role `me`, and its frames
-    /// taken (`on_read`) once it has greeted with a good proof; one that has
-    /// not within `GREETING` is closed.
-    pub async fn accept_peers(self: Rc<Self>, listener: TcpListener, key: ClusterKey, me: fb::Hello) {
-        let mut backoff = Backoff::default();
-        loop {
-            let stream = accept_backing_off(&listener, &mut backoff).await;
-            let failed = std::mem::take(&mut backoff.failures);
-            self.accept_failures.set(self.accept_failures.get() + failed);
-            let _ = stream.set_nodelay(true);
-            let challenge = Challenge::new(&key, me.clone());
-            let greeting = Message::Hello(challenge.greeting());
-            let adopted = take_socket(stream)
-                .and_then(|fd| self.adopt(fd, FrameBuf::new(Limits::between_roles()), Some(challenge)));
-            let Ok((id, conn)) = adopted else {
-                // Out of descriptors for the ring's copy: a failed accept.
-                self.accept_failures.set(self.accept_failures.get() + 1);
-                continue;
-            };
-            conn.send(&greeting).expect("a Hello fits a frame");
-            let router = Rc::clone(&self);
-            glommio::spawn_local(async move {
-                glommio::timer::sleep(GREETING).await;
-                router.greeting_over(id);
-            })
-            .detach();
-            self.wake();
-        }
-    }
-
-    /// `GREETING` has passed since connection `id` was accepted: closed
-    /// unless it has proven itself.
-    fn greeting_over(&self, id: u64) {
-        let links = self.links.borrow();
-        let unproven = links.get(&id).filter(|l| l.challenge.as_ref().is_some_and(|c| !c.passed()));
-        if let Some(conn) = unproven.map(|l| Rc::clone(&l.conn)) {
-            drop(links);
-            self.refuse(&conn);
-            self.wake();
-        }
-    }
-
-    /// What the ring reports (`poll`).
-    fn on_socket(&self, ev: Event<'_>) {
-        match ev {
-            Event::Read { id, conn, buf } => self.on_read(id, conn, buf),
-            Event::Ended { id } => {
-                let conn = self.links.borrow().get(&id).map(|l| Rc::clone(&l.conn));
-                if let Some(conn) = conn {
-                    self.gone(&conn);
-                }
-            }
-            Event::Gone { id } => {
-                let link = self.links.borrow_mut().remove(&id);
-                if let Some(l) = link {
-                    self.gone(&l.conn);
-                }
-            }
-        }
-    }
-
-    /// The frames a read of connection `id` completed, everything but
-    /// greetings to the inbox. On an accepted connection, each greeting is
-    /// checked and registers the role it names, the first answered with
-    /// this role's proof; anything else before a good greeting, or a bad
-    /// greeting, closes the connection. On a connection this process
-    /// opened (greeted in `connect`), a greeting is a bad frame.
-    fn on_read(&self, id: u64, conn: &Rc<Conn>, buf: &mut FrameBuf) {
-        let mut links = self.links.borrow_mut();
-        let Some(link) = links.get_mut(&id) else { return };
-        loop {
-            let trusted = link.challenge.as_ref().is_none_or(Challenge::passed);
-            match buf.next_frame() {
-                Ok(None) => return,
-                Ok(Some(Ok(Message::Hello(h)))) if link.challenge.is_some() => {
-                    match link.challenge.as_mut().expect("checked").check(&h) {
-                        Ok(reply) => {
-                            if let Some(reply) = reply {
-                                conn.send(&Message::Hello(reply)).expect("a Hello fits a frame");
-                            }
-                            self.register(role_addr(&h), Rc::clone(conn));
-                        }
-                        Err(_) => return self.refuse(conn),
-                    }
-                }
-                Ok(_) if !trusted => return self.refuse(conn),
-                Ok(Some(Ok(msg))) => match addressee(&msg, self.hosts_scheduler) {
-                    Some(to) => self.deliver(Envelope { to, msg }),
-                    None => self.bad_frames.set(self.bad_frames.get() + 1),
-                },
-                Ok(Some(Err(_))) => self.bad_frames.set(self.bad_frames.get() + 1),
-                Err(_) => {
-                    // A bad header: the stream cannot be followed any more.
-                    self.bad_frames.set(self.bad_frames.get() + 1);
-                    conn.close();
-                    return self.gone(conn);
-                }
-            }
-        }
-    }
-
-    /// Closes a connection that did not prove it holds the cluster secret.
-    fn refuse(&self, conn: &Rc<Conn>) {
-        self.refused_peers.set(self.refused_peers.get() + 1);
-        conn.close();
-        self.gone(conn);
-    }
-
-    /// Closes every peer connection (the process is stopping), each after
-    /// what it holds is sent (for `CLOSE_STEPS` ms at most), so peers see
-    /// the close at once.
-    pub async fn close_all(&self) {
-        self.peers.borrow_mut().clear();
-        for end in [Conn::close, Conn::abort] {
-            self.sockets.borrow().end_each(end);
-            for _ in 0..CLOSE_STEPS {
-                if self.sockets.borrow_mut().settled() {
-                    return;
-                }
-                glommio::timer::sleep(Duration::from_millis(1)).await;
-            }
         }
     }
 

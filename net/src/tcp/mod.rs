@@ -1,7 +1,8 @@
 //! TCP on io_uring: what every role's sockets share, whatever they carry.
 //! Connections are accepted or opened through glommio, then live on a
 //! ring of their shard's own that its pump polls every round (`uring`):
-//! a frontend's clients, and each role process's peers. A connection's
+//! a frontend's clients, and each role process's peers (`peers`, which
+//! challenges and greets them). A connection's
 //! write side gathers frames into one write (`conn`); listeners accept with a backoff when the process runs out of
 //! descriptors (`conn::accept_backing_off`); role processes prove to each
 //! other that they hold the cluster's secret before anything else passes
@@ -11,4 +12,5 @@
 pub mod auth;
 pub mod conn;
 pub mod greeting;
+pub mod peers;
 pub mod uring;
