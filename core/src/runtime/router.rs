@@ -10,8 +10,9 @@
 //!
 //! Every connection between roles starts with a greeting of `Hello` frames
 //! that names the speakers (one per backend when a process hosts several)
-//! and authenticates both ends with the cluster secret (`baton_net::tcp::auth`,
-//! the connecting side in `baton_net::tcp::greeting`); the
+//! and authenticates both ends with the cluster secret (`baton_net::tcp::auth`;
+//! the connecting side in `baton_net::tcp::greeting`, the accepting side
+//! in `baton_net::tcp::peers`); the
 //! scheduler's carries the cluster clock's origin. What stays here is what
 //! needs the roles: where a frame goes (`addressee`) and what a missing
 //! peer means for the requests sent to it. Roles accept each other
