@@ -420,6 +420,7 @@ impl Sockets {
         let slot = self.slots[token as usize].take().expect("held above");
         slot.conn.unwatch_socket();
         self.paused.retain(|&t| t != token);
+        self.fresh.retain(|&t| t != token);
         self.free.push(token);
         on(Event::Gone { id: slot.id });
     }
