@@ -175,11 +175,12 @@ impl Peers {
     }
 
     /// `GREETING` has passed since connection `id` was accepted: closed
-    /// unless it has proven itself (the ring reports it `Closed` then);
-    /// whether it was.
+    /// unless it has proven itself or is closing already (the ring reports
+    /// it `Closed` then); whether it was.
     fn greeting_over(&self, id: u64) -> bool {
         let links = self.links.borrow();
-        let unproven = links.get(&id).filter(|l| l.challenge.as_ref().is_some_and(|c| !c.passed()));
+        let unproven =
+            links.get(&id).filter(|l| !l.conn.closed.get() && l.challenge.as_ref().is_some_and(|c| !c.passed()));
         if let Some(l) = unproven {
             self.refused.set(self.refused.get() + 1);
             l.conn.close();
