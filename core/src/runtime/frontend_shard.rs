@@ -669,7 +669,7 @@ pub async fn run(
         }
     };
     // The last answers go out before the connections close.
-    sockets.close_all().await;
+    baton_net::tcp::uring::close_all(&RefCell::new(sockets)).await;
     report
 }
 

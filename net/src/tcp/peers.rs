@@ -24,7 +24,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
-use std::time::Duration;
 
 use baton_wire::{fb, Limits, Message};
 use glommio::net::TcpListener;
@@ -32,7 +31,7 @@ use glommio::net::TcpListener;
 use super::auth::{Challenge, ClusterKey};
 use super::conn::{accept_backing_off, Backoff, Conn};
 use super::greeting::GREETING;
-use super::uring::{take_socket, Event, Sockets, CLOSE_STEPS};
+use super::uring::{self, take_socket, Event, Sockets};
 use crate::framing::FrameBuf;
 
 /// What a peer's connection did (`Peers::poll`).
@@ -259,18 +258,9 @@ impl Peers {
     }
 
     /// Closes every connection (the process is stopping), each after what
-    /// it holds is sent (for `CLOSE_STEPS` ms at most), so peers see the
-    /// close at once.
+    /// it holds is sent (`uring::close_all`), so peers see the close at once.
     pub async fn close_all(&self) {
-        for end in [Conn::close, Conn::abort] {
-            self.sockets.borrow().end_each(end);
-            for _ in 0..CLOSE_STEPS {
-                if self.sockets.borrow_mut().settled() {
-                    return;
-                }
-                glommio::timer::sleep(Duration::from_millis(1)).await;
-            }
-        }
+        uring::close_all(&self.sockets).await;
     }
 }
 
@@ -281,6 +271,7 @@ mod tests {
     use baton_wire::encode;
     use std::io::{Read, Write};
     use std::net::TcpStream;
+    use std::time::Duration;
 
     fn hello(role: fb::Role, index: u32) -> fb::Hello {
         fb::Hello { role, index, origin_unix_ns: 0, nonce: None, proof: None }

@@ -518,40 +518,31 @@ pub fn take_socket(stream: glommio::net::TcpStream) -> std::io::Result<OwnedFd> 
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// How a shard stops its sockets (`Sockets::close_all`): each connection
-/// closed, what each holds sent for `CLOSE_STEPS` steps of 1 ms at most (a
-/// peer that reads slowly loses the rest), then every socket aborted.
-pub const CLOSE_STEPS: usize = 100;
-
-impl Sockets {
-    /// Closes every connection when the shard stops (`CLOSE_STEPS`).
-    pub async fn close_all(&mut self) {
-        for end in [Conn::close, Conn::abort] {
-            self.end_each(end);
-            for _ in 0..CLOSE_STEPS {
-                if self.settled() {
-                    return;
-                }
-                glommio::timer::sleep(Duration::from_millis(1)).await;
-            }
-        }
-    }
-
-    /// Ends every connection with `end` (`Conn::close` or `Conn::abort`).
-    pub fn end_each(&self, end: fn(&Conn)) {
-        for slot in self.slots.iter().flatten() {
+/// Closes every connection on the ring in `sockets` when its shard stops:
+/// each closed, what each holds sent for `CLOSE_STEPS` steps of 1 ms at
+/// most (a peer that reads slowly loses the rest), then every socket
+/// aborted. The ring is borrowed only for a step, never across a wait.
+pub async fn close_all(sockets: &std::cell::RefCell<Sockets>) {
+    for end in [Conn::close, Conn::abort] {
+        for slot in sockets.borrow().slots.iter().flatten() {
             end(&slot.conn);
         }
-    }
-
-    /// One step of closing: sends, reaps (what is read is dropped), and
-    /// says whether every socket is closed.
-    pub fn settled(&mut self) -> bool {
-        self.flush();
-        self.reap(|_| {});
-        self.is_empty()
+        for _ in 0..CLOSE_STEPS {
+            let closed = {
+                let mut s = sockets.borrow_mut();
+                s.flush();
+                s.reap(|_| {});
+                s.is_empty()
+            };
+            if closed {
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
+
+const CLOSE_STEPS: usize = 100;
 
 impl Drop for Sockets {
     /// The kernel may still write into a slot's buffer or read a send's
