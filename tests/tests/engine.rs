@@ -811,6 +811,30 @@ fn in_process_clients_get_every_answer_once() {
     }
 }
 
+/// A scenario's stall (`[[stalls]]`) stops the scheduler's shard as the
+/// simulator holds its clock: requests that arrive early in a stall longer
+/// than their SLO cannot be served in time (about 40 at this rate, fewer
+/// than 10 without the stall), and still every one is answered once. The
+/// simulator, on the same file and rate, loses them too.
+#[test]
+fn a_stall_stops_the_scheduler_and_every_request_is_still_answered_once() {
+    let _alone = alone();
+    use baton_core::runtime::clients::{run, Load};
+    let mut s = scenario();
+    s.stalls = vec![baton_sched::scenario::Stall { from: 300_000_000, to: 450_000_000 }];
+    let load = Load { rate_rps: 400.0, warmup: Duration::ZERO, measure: Duration::from_millis(800), seed: s.seed };
+    let o = run(&s, PolicyKind::Symphony, &EngineConfig { input_floats: FLOATS, ..Default::default() }, load)
+        .expect("engine starts");
+    let (t, fe) = (o.tally, o.engine.frontend);
+    assert_eq!((t.unanswered, t.duplicates, fe.duplicates), (0, 0, 0), "{t:?}");
+    assert_eq!((t.ok + t.late + t.dropped + t.errors, fe.answered()), (t.sent, fe.received), "{t:?} {fe:?}");
+    assert!(t.bad() >= 25, "the stall cost nothing: {t:?}");
+    let mut sim = s.clone();
+    (sim.warmup, sim.duration) = (0, 800_000_000);
+    let r = baton_sched::sim::run(&sim, PolicyKind::Symphony, 400.0);
+    assert!(r.late + r.dropped >= 25, "the simulator's stall cost nothing: {r:?}");
+}
+
 /// A frontend keeps at most `max_connections` open: one more is answered
 /// `Overloaded` and closed, and those already open are served as before;
 /// once one closes, a new one is taken again.

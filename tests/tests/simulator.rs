@@ -44,6 +44,33 @@ fn no_policy_dispatches_to_a_failed_backend() {
     }
 }
 
+/// A stall of the engine's host (`[[stalls]]`) holds the simulator's
+/// clock: under every policy each request still ends once, every arrival
+/// keeps its own deadline (one held by the stall too), so those that
+/// arrived more than their SLO before the stall's end are all late or
+/// dropped, and the report counts as the fates do.
+#[test]
+fn a_stall_holds_every_policy_and_its_arrivals_keep_their_deadlines() {
+    use baton_sched::scenario::Stall;
+    use baton_sched::sim::run_fates;
+    let mut s = table4();
+    s.warmup = 0;
+    s.duration = 2_000_000_000;
+    let stall = Stall { from: 1_000_000_000, to: 1_100_000_000 };
+    s.stalls = vec![stall];
+    let slo = s.cluster.models[0].slo;
+    for policy in PolicyKind::all().filter(|p| !p.needs_partition_profiles()) {
+        let name = policy.as_str();
+        let (r, fates) = run_fates(&s, policy, 3_000.0);
+        assert_eq!(r.sent, r.ok + r.late + r.dropped, "{name}: accounting");
+        let fates: Vec<_> = fates.into_iter().flatten().collect();
+        assert_eq!(fates.iter().filter(|f| f.ok()).count() as u64, r.ok, "{name}");
+        assert!(fates.iter().all(|f| f.deadline == f.arrival + slo), "{name}: a deadline moved");
+        let hopeless: Vec<_> = fates.iter().filter(|f| (stall.from..stall.to - slo).contains(&f.arrival)).collect();
+        assert!(hopeless.len() > 150 && hopeless.iter().all(|f| !f.ok()), "{name}: {} served", hopeless.len());
+    }
+}
+
 /// A backend that failed and comes back is used again by every policy:
 /// with the only GPU failed, requests are not dispatched; once it is back,
 /// the next ones are, to it.

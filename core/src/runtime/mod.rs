@@ -68,6 +68,7 @@ pub(crate) mod part;
 mod process;
 mod router;
 mod sched_shard;
+mod stall;
 pub mod topology;
 
 pub use baton_net::tcp::{auth, conn};

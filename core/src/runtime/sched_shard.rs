@@ -27,6 +27,7 @@ use super::link::{self, Link, ShardMsg};
 use super::marked::Marked;
 use super::park::{Bell, Rhythm};
 use super::part::{Caused, Part, SchedulerPart};
+use super::stall::Stalls;
 use super::{EngineConfig, Progress};
 use crate::clock::Clock;
 use crate::models::ModelTable;
@@ -90,6 +91,8 @@ pub struct State {
     pub leaves: Option<Arc<AtomicBool>>,
     /// Whether the scheduler is unreachable (a link said so).
     scheduler_lost: bool,
+    /// The scenario's stalls still to come (`stall.rs`).
+    stalls: Stalls,
 }
 
 impl State {
@@ -140,6 +143,7 @@ impl State {
             slot: 0,
             leaves: None,
             scheduler_lost: false,
+            stalls: Stalls::new(&scenario.stalls, now),
         })
     }
 
@@ -147,6 +151,11 @@ impl State {
     /// one process, which no link reports.
     pub fn peer(&mut self, now: Nanos, peer: Addr, up: bool) {
         self.deliver(now, ShardMsg::Peer { peer, up });
+    }
+
+    /// When the shard is next due: its first timer, or a stall's start.
+    fn next(&self) -> Option<Nanos> {
+        self.alarms.next().into_iter().chain(self.stalls.next()).min()
     }
 
     fn local(&self, b: u32) -> Option<usize> {
@@ -372,6 +381,10 @@ impl Pump {
                 return None;
             }
         }
+        if s.stalls.hold(now) {
+            // What waited is handled from the next round on, at its time.
+            return Some(Round { busy: true, next: s.next() });
+        }
         self.link.poll(&mut self.incoming);
         let mut busy = !self.incoming.is_empty();
         for m in self.incoming.drain(..) {
@@ -423,7 +436,7 @@ impl Pump {
             busy = true;
         }
         self.link.submit();
-        Some(Round { busy, next: s.alarms.next() })
+        Some(Round { busy, next: s.next() })
     }
 }
 

@@ -1,11 +1,11 @@
 //! The scenario's sections around its models: `[cluster]`, `[[prefixes]]`,
-//! `[[faults]]` and `[policy]`. Every error names the key at fault.
+//! `[[faults]]`, `[[stalls]]` and `[policy]`. Every error names the key at fault.
 
 use std::sync::Arc;
 
 use super::partitions::{self, Read};
-use super::raw::{RawCluster, RawFault, RawPolicy, RawPrefix};
-use super::{err, non_negative, positive, ScenarioError, SimKnobs, DEFAULT_MAX_BATCH};
+use super::raw::{RawCluster, RawFault, RawPolicy, RawPrefix, RawStall};
+use super::{err, non_negative, positive, ScenarioError, SimKnobs, Stall, DEFAULT_MAX_BATCH};
 use crate::glet::PartitionData;
 use crate::policy::PolicyKind;
 use crate::profile::Profile;
@@ -91,6 +91,22 @@ pub(super) fn parse_faults(raw: Vec<RawFault>, gpus: u32) -> Result<Vec<(Nanos, 
     }
     faults.sort();
     Ok(faults)
+}
+
+/// `[[stalls]]`: pauses of the engine's host, in time order, none
+/// overlapping another.
+pub(super) fn parse_stalls(raw: Vec<RawStall>) -> Result<Vec<Stall>, ScenarioError> {
+    let mut stalls = Vec::with_capacity(raw.len());
+    for (i, s) in raw.into_iter().enumerate() {
+        let from = ms_to_nanos(non_negative(&format!("stalls[{i}].at_s"), Some(s.at_s), 0.0)? * 1e3);
+        let len = ms_to_nanos(positive(&format!("stalls[{i}].for_ms"), s.for_ms)?);
+        stalls.push((i, Stall { from, to: from.saturating_add(len) }));
+    }
+    stalls.sort_by_key(|(_, s)| s.from);
+    if let Some(w) = stalls.windows(2).find(|w| w[1].1.from < w[0].1.to) {
+        return Err(err(format!("stalls[{}].at_s", w[1].0), format!("overlaps stalls[{}]", w[0].0)));
+    }
+    Ok(stalls.into_iter().map(|(_, s)| s).collect())
 }
 
 /// `[policy]`: the policy (Symphony without one) and its re-planning epoch.

@@ -13,7 +13,7 @@ mod sections;
 
 use std::sync::Arc;
 
-use cluster::{parse_cluster, parse_faults, parse_policy, parse_prefixes};
+use cluster::{parse_cluster, parse_faults, parse_policy, parse_prefixes, parse_stalls};
 use model::{parse_model, Context};
 use partitions::Read;
 use raw::RawScenario;
@@ -49,6 +49,29 @@ pub struct SimKnobs {
     pub msg_delay: Nanos,
 }
 
+/// A pause of the engine's host from `from` to `to` (`[[stalls]]`): its
+/// scheduler, frontends and the hosts of its backends stop, the GPUs run
+/// on. What falls within it — arrivals, completions, timers — is handled
+/// at `to`, in order, each arrival keeping its own deadline and each
+/// answer leaving at `to`. The engine pauses its scheduler's shard so
+/// (`runtime/stall.rs`); the simulator holds its clock (`sim/mod.rs`).
+/// A policy with no margin can collapse after one: measured here, the
+/// engine's host pauses for a few milliseconds now and then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub from: Nanos,
+    pub to: Nanos,
+}
+
+impl Stall {
+    /// When something due at `t` is handled: the end of the stall in
+    /// `stalls` (time order, disjoint) that holds `t`, else `t`.
+    pub fn held(stalls: &[Stall], t: Nanos) -> Nanos {
+        let i = stalls.partition_point(|s| s.to <= t);
+        stalls.get(i).filter(|s| s.from <= t).map_or(t, |s| s.to)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
@@ -64,6 +87,8 @@ pub struct Scenario {
     pub queries: Vec<QuerySpec>,
     /// Backends that fail for good, and when (time order).
     pub faults: Vec<(Nanos, BackendId)>,
+    /// Pauses of the engine's host (time order, disjoint).
+    pub stalls: Vec<Stall>,
     /// Re-planning epoch of planning policies (`[policy] epoch_s`).
     pub policy_epoch: Option<Nanos>,
     pub policy: PolicyKind,
@@ -165,6 +190,7 @@ impl Scenario {
         }
         let queries = parse_queries(raw_queries, &mut models, &cluster.delay)?;
         let faults = parse_faults(raw.faults.unwrap_or_default(), cluster.gpus)?;
+        let stalls = parse_stalls(raw.stalls.unwrap_or_default())?;
         if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
             return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
@@ -187,6 +213,7 @@ impl Scenario {
             models,
             queries,
             faults,
+            stalls,
             policy_epoch,
             policy,
             partitions: cluster.partitions,
@@ -379,5 +406,25 @@ exec_ms = "bimodal:10,1,30,2,0.7"
         // Alone, a prefix member runs prefix and suffix back to back.
         assert_eq!(s.models[0].spec.profile.latency(1), crate::time::ms_to_nanos(1.053 + 5.072 + 0.5 + 2.0));
         assert_eq!(s.cluster.prefixes[0].members, vec![ModelId(0)]);
+    }
+
+    #[test]
+    fn stalls_are_sorted_disjoint_and_hold_what_falls_in_them() {
+        let stall = |at_s: f64, for_ms: f64| format!("at_s = {at_s}\nfor_ms = {for_ms}");
+        let s = good().push("stalls", &stall(2.0, 5.0)).push("stalls", &stall(1.0, 1.0)).scenario();
+        let ms = crate::time::ms_to_nanos;
+        assert_eq!(
+            s.stalls,
+            vec![Stall { from: ms(1000.0), to: ms(1001.0) }, Stall { from: ms(2000.0), to: ms(2005.0) }]
+        );
+        assert_eq!(Stall::held(&s.stalls, ms(999.0)), ms(999.0));
+        assert_eq!(Stall::held(&s.stalls, ms(1000.0)), ms(1001.0), "from its start");
+        assert_eq!(Stall::held(&s.stalls, ms(1001.0)), ms(1001.0), "to its end");
+        assert_eq!(Stall::held(&s.stalls, ms(2004.0)), ms(2005.0));
+        assert_eq!(Stall::held(&s.stalls, ms(3000.0)), ms(3000.0));
+        good().push("stalls", &stall(1.0, 0.0)).rejected_at("stalls[0].for_ms");
+        good().push("stalls", &stall(-1.0, 1.0)).rejected_at("stalls[0].at_s");
+        good().push("stalls", &stall(1.0, 5.0)).push("stalls", &stall(1.004, 1.0)).rejected_at("stalls[1].at_s");
+        good().push("stalls", "at_s = 1.0\nms = 3").rejected_at("ms");
     }
 }

@@ -16,6 +16,7 @@ pub(super) struct RawScenario {
     pub(super) models: Vec<RawModel>,
     pub(super) queries: Option<Vec<RawQuery>>,
     pub(super) faults: Option<Vec<RawFault>>,
+    pub(super) stalls: Option<Vec<RawStall>>,
     pub(super) policy: Option<RawPolicy>,
 }
 
@@ -88,6 +89,14 @@ pub(super) struct RawStage {
 pub(super) struct RawFault {
     pub(super) at_s: f64,
     pub(super) backend: i64,
+}
+
+/// A pause of the engine's host (the simulator's model of one).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStall {
+    pub(super) at_s: f64,
+    pub(super) for_ms: f64,
 }
 
 /// One subnet of a supernet model.

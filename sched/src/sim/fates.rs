@@ -16,7 +16,8 @@ use crate::types::{DropReason, ModelId};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
     /// Its batch was planned at `exec_at`, started at `start` (later where
-    /// the backend was still busy) and ended at `finish`.
+    /// the backend was still busy) and ended at `finish` (its answer left
+    /// then, or at the end of a stall that held it).
     Ran {
         exec_at: Nanos,
         start: Nanos,

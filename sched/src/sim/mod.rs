@@ -10,6 +10,9 @@
 //! measured L(b, p), slowed by what the GPU's other partition runs.
 //! Query stages spawn their children as parents complete (`queries.rs`);
 //! backends fail at the scenario's fault times, losing what they hold.
+//! While the engine's host stalls (`[[stalls]]`, `Stall`) the clock is
+//! held: what falls due within a stall is handled at its end, the GPUs'
+//! batches finishing on time but heard of, and answered, then.
 //! Under the autoscaler (`autoscaled.rs`) GPUs join and leave at period
 //! boundaries. Virtual time jumps from event to event; at equal times
 //! faults go first, then scaling steps, completions, arrivals and
@@ -53,7 +56,7 @@ use crate::autoscale::{AutoscaleConfig, Meter};
 use crate::build;
 use crate::policy::PolicyKind;
 use crate::rng::Rng;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Stall};
 use crate::time::Nanos;
 use crate::types::{
     AppId, BackendId, BatchDone, BatchPlan, Completed, DropReason, ModelId, Output, Partition, PrefixId, Request,
@@ -323,6 +326,8 @@ impl<'a> Sim<'a> {
             t.batched_requests += b as u64;
         }
         if let Some(f) = &mut self.fates {
+            // Its answers leave when it ends, or when a stall holding that ends.
+            let finish = Stall::held(&self.scenario.stalls, finish);
             for id in &plan.requests {
                 f.end(id.0, fates::End::Ran { exec_at: plan.exec_at, start, finish, batch: b });
             }
@@ -370,7 +375,7 @@ impl<'a> Sim<'a> {
 
     fn complete(&mut self, backend: u32, now: Nanos) -> Running {
         let run = self.backends[backend as usize].running.pop_front().expect("a completion has its batch");
-        assert_eq!(run.finish, now);
+        assert!(run.finish <= now, "a batch is heard of when it ends, or when a stall that held it ends");
         // Accuracy served, for supernet models: the subnet run, or the most
         // accurate one for policies that know no subnets.
         let subnets = &self.scenario.models[run.plan.model.index()].spec.subnets;
@@ -402,12 +407,13 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Creates a request of `model` arriving now and hands it to the scheduler.
+/// Creates a request of `model` that arrived at `arrival` and hands it to
+/// the scheduler `now` (later while a stall held it).
 fn new_request(
     sim: &mut Sim<'_>,
     arrivals: &mut Arrivals,
     sched: &mut dyn Scheduler,
-    now: Nanos,
+    (arrival, now): (Nanos, Nanos),
     model: ModelId,
     deadline: Nanos,
     stage: Option<(u32, u16)>,
@@ -417,19 +423,19 @@ fn new_request(
     let (app, solo) = arrivals.content(model);
     // A static model's request takes l(1) alone.
     let solo = if spec.dynamic.is_some() { solo } else { spec.profile.latency(1) };
-    sim.records.push(Record { model, app, solo, arrival: now, deadline, state: State::Queued, stage });
+    sim.records.push(Record { model, app, solo, arrival, deadline, state: State::Queued, stage });
     if let Some(f) = &mut sim.fates {
-        let fate = Fate { model, arrival: now, deadline, end: fates::End::Unanswered };
+        let fate = Fate { model, arrival, deadline, end: fates::End::Unanswered };
         // A query's stage is no arrival: it keeps no ordinal.
         f.new_request(id.0, fate, stage.is_none().then(|| arrivals.popped() - 1));
     }
     if let Some(m) = &mut sim.meter {
         m.arrive(now);
     }
-    if sim.measured(now) {
+    if sim.measured(arrival) {
         sim.tallies[model.index()].sent += 1;
     }
-    sched.on_request(now, Request { id, model, app, arrival: now, deadline });
+    sched.on_request(now, Request { id, model, app, arrival, deadline });
 }
 
 /// One run of `policy` on `scenario` at aggregate offered rate `rate_rps`,
@@ -534,7 +540,7 @@ fn run_inner(
         let Some(t) = [done_at, arrive_at, timer_at, fault_at, scale_at].into_iter().flatten().min() else {
             break;
         };
-        let t = t.max(now);
+        let t = Stall::held(&scenario.stalls, t.max(now));
         if t > now {
             idle_wakeups = 0;
         }
@@ -553,11 +559,12 @@ fn run_inner(
             sim.complete_next(now, sched, &mut completed);
         } else if arrive_at.is_some_and(|a| a <= now) {
             match arrivals.pop().expect("peeked") {
-                (_, Source::Model(model)) => {
-                    let deadline = now + scenario.models[model.index()].spec.slo;
-                    new_request(&mut sim, &mut arrivals, sched, now, model, deadline, None);
+                // An arrival held by a stall keeps its own time.
+                (at, Source::Model(model)) => {
+                    let deadline = at + scenario.models[model.index()].spec.slo;
+                    new_request(&mut sim, &mut arrivals, sched, (at, now), model, deadline, None);
                 }
-                (_, Source::Query(q)) => spawn.push(book.start(scenario, q, now, sim.measured(now))),
+                (at, Source::Query(q)) => spawn.push(book.start(scenario, q, at, sim.measured(at))),
             }
         } else {
             idle_wakeups += 1;
@@ -596,7 +603,7 @@ fn settle(
             return decided;
         }
         for (inst, stage, deadline, model) in std::mem::take(spawn) {
-            new_request(sim, arrivals, sched, now, model, deadline, Some((inst, stage)));
+            new_request(sim, arrivals, sched, (now, now), model, deadline, Some((inst, stage)));
         }
     }
 }
