@@ -574,7 +574,7 @@ pub(crate) fn config(a: &EngineArgs, listen: SocketAddr, plan_rate: f64) -> Resu
 fn print_engine(r: &EngineReport) {
     let f = &r.frontend;
     println!(
-        "engine: received {}  ok {} (late {})  dropped {}  errors {} (turned away {})  orphaned {}  duplicates {}  held at stop {}",
+        "engine: received {}  ok {} (late {})  dropped {}  errors {} (turned away {})  orphaned {}  duplicates {}  held at stop {}  kept back of each SLO for the path, mean {:.0} µs",
         f.received,
         f.ok,
         f.late,
@@ -583,7 +583,8 @@ fn print_engine(r: &EngineReport) {
         f.turned_away,
         f.orphaned,
         f.duplicates,
-        r.held_at_stop
+        r.held_at_stop,
+        f.reserved_ns as f64 / f.received.max(1) as f64 / 1e3
     );
     let batches: u64 = r.backends.iter().map(|b| b.batches).sum();
     let reqs: u64 = r.backends.iter().map(|b| b.requests).sum();

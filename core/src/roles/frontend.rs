@@ -643,10 +643,12 @@ impl Frontend {
             o.observe(now, around);
         }
         self.prefetch(&ids);
+        let mut held = false;
         for &id in &ids {
             let (output, seen_ns, solo_ns) =
                 (each_output.next(), each_seen.next().copied().unwrap_or(0), each_solo.next().copied().unwrap_or(0));
             let Some(h) = self.take(id).filter(|h| !h.answered) else { continue };
+            held = true;
             if let Some(stage) = h.stage.as_deref() {
                 let output = output.and_then(|t| t.data).unwrap_or_default();
                 self.stage_ended(now, *stage, Ok(output), table, out);
@@ -659,7 +661,6 @@ impl Frontend {
             let accuracy = subnet.and_then(|s| subnets.get(usize::from(s))).map_or(0.0, |s| s.accuracy as f32);
             self.stats.ok += 1;
             self.stats.late += u64::from(now > h.deadline);
-            self.reserve.observe(around);
             let timing = fb::Timing {
                 queue_ns: now.saturating_sub(h.arrival).saturating_sub(r.exec_ns),
                 exec_ns: r.exec_ns,
@@ -689,6 +690,10 @@ impl Frontend {
             };
             self.outcomes.count(h.model as usize, &answer, now > h.deadline);
             out.push((h.conn, answer));
+        }
+        // One sample per batch (`reserve.rs`), if it answered any request.
+        if held {
+            self.reserve.observe(around);
         }
         drop(each_output);
         pool::give(outputs);
