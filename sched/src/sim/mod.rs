@@ -325,15 +325,20 @@ impl<'a> Sim<'a> {
             t.batches += 1;
             t.batched_requests += b as u64;
         }
-        if let Some(f) = &mut self.fates {
-            // Its answers leave when it ends, or when a stall holding that ends.
-            let finish = Stall::held(&self.scenario.stalls, finish);
-            for id in &plan.requests {
-                f.end(id.0, fates::End::Ran { exec_at: plan.exec_at, start, finish, batch: b });
-            }
-        }
+        self.ran(&plan, start, finish);
         self.completions.push(Reverse((finish, plan.backend.0)));
         self.backends[plan.backend.index()].running.push_back(Running { start, finish, plan });
+    }
+
+    /// A batch's members' fates, if kept: their answers leave when it
+    /// ends, or when a stall holding that ends.
+    fn ran(&mut self, plan: &BatchPlan, start: Nanos, finish: Nanos) {
+        let Some(f) = &mut self.fates else { return };
+        let finish = Stall::held(&self.scenario.stalls, finish);
+        let end = fates::End::Ran { exec_at: plan.exec_at, start, finish, batch: plan.requests.len() as u32 };
+        for id in &plan.requests {
+            f.end(id.0, end);
+        }
     }
 
     /// (planned, real) time of a batch on a partition below a whole GPU,
