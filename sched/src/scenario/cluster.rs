@@ -94,13 +94,17 @@ pub(super) fn parse_faults(raw: Vec<RawFault>, gpus: u32) -> Result<Vec<(Nanos, 
 }
 
 /// `[[stalls]]`: pauses of the engine's host, in time order, none
-/// overlapping another.
-pub(super) fn parse_stalls(raw: Vec<RawStall>) -> Result<Vec<Stall>, ScenarioError> {
+/// overlapping another, each over by the run's `end`.
+pub(super) fn parse_stalls(raw: Vec<RawStall>, end: Nanos) -> Result<Vec<Stall>, ScenarioError> {
     let mut stalls = Vec::with_capacity(raw.len());
     for (i, s) in raw.into_iter().enumerate() {
         let from = ms_to_nanos(non_negative(&format!("stalls[{i}].at_s"), Some(s.at_s), 0.0)? * 1e3);
-        let len = ms_to_nanos(positive(&format!("stalls[{i}].for_ms"), s.for_ms)?);
-        stalls.push((i, Stall { from, to: from.saturating_add(len) }));
+        let to = from.saturating_add(ms_to_nanos(positive(&format!("stalls[{i}].for_ms"), s.for_ms)?));
+        if to > end {
+            let why = format!("ends {} ms after the run's end (warmup_s + duration_s)", (to - end) as f64 / 1e6);
+            return Err(err(format!("stalls[{i}].for_ms"), why));
+        }
+        stalls.push((i, Stall { from, to }));
     }
     stalls.sort_by_key(|(_, s)| s.from);
     if let Some(w) = stalls.windows(2).find(|w| w[1].1.from < w[0].1.to) {

@@ -190,7 +190,8 @@ impl Scenario {
         }
         let queries = parse_queries(raw_queries, &mut models, &cluster.delay)?;
         let faults = parse_faults(raw.faults.unwrap_or_default(), cluster.gpus)?;
-        let stalls = parse_stalls(raw.stalls.unwrap_or_default())?;
+        let end = ms_to_nanos((warmup_s + duration_s) * 1e3);
+        let stalls = parse_stalls(raw.stalls.unwrap_or_default(), end)?;
         if models.iter().all(|m| m.weight == 0.0) && queries.iter().all(|q| q.weight == 0.0) {
             return Err(err("models.weight", "at least one model or query needs a positive weight"));
         }
@@ -425,6 +426,8 @@ exec_ms = "bimodal:10,1,30,2,0.7"
         good().push("stalls", &stall(1.0, 0.0)).rejected_at("stalls[0].for_ms");
         good().push("stalls", &stall(-1.0, 1.0)).rejected_at("stalls[0].at_s");
         good().push("stalls", &stall(1.0, 5.0)).push("stalls", &stall(1.004, 1.0)).rejected_at("stalls[1].at_s");
+        good().push("stalls", &stall(3.9, 200.0)).rejected_at("stalls[0].for_ms");
+        good().push("stalls", &stall(1e5, 1.0)).rejected_at("stalls[0].for_ms");
         good().push("stalls", "at_s = 1.0\nms = 3").rejected_at("ms");
     }
 }
