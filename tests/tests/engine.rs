@@ -821,7 +821,7 @@ fn a_stall_stops_the_scheduler_and_every_request_is_still_answered_once() {
     let _alone = alone();
     use baton_core::runtime::clients::{run, Load};
     let mut s = scenario();
-    // Well inside the 0.8 s of load, however long the engine took to start.
+    // Inside the 0.8 s of load unless the clients started 0.4 s after the shard.
     s.stalls = vec![baton_sched::scenario::Stall { from: 400_000_000, to: 550_000_000 }];
     let load = Load { rate_rps: 400.0, warmup: Duration::ZERO, measure: Duration::from_millis(800), seed: s.seed };
     let o = run(&s, PolicyKind::Symphony, &EngineConfig { input_floats: FLOATS, ..Default::default() }, load)
