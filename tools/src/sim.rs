@@ -1,5 +1,6 @@
 //! `baton sim FILE (--rate R | --find-goodput) [--policy P] [--seed N]
-//! [--gpus N] [--schedulers K [--epoch-s S [--moves M]]] [--json]`. With
+//! [--gpus N] [--stall AT_S,FOR_MS].. [--schedulers K [--epoch-s S
+//! [--moves M]]] [--json]`. With
 //! `--schedulers K` the cluster is partitioned (`baton partition`'s plan)
 //! and each sub-cluster runs a scheduler of its own
 //! (`baton_sched::partitioned`) on the same arrivals; with `--epoch-s` it
@@ -49,9 +50,20 @@ pub struct Args {
     /// Models one re-plan may move.
     #[arg(long, default_value_t = 1)]
     moves: usize,
+    /// A stall of the engine's host, `AT_S,FOR_MS` (repeatable), in place
+    /// of the file's `[[stalls]]`: the clock held from AT_S for FOR_MS ms.
+    #[arg(long = "stall", value_parser = stall)]
+    stalls: Vec<(f64, f64)>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `AT_S,FOR_MS`.
+fn stall(s: &str) -> Result<(f64, f64), String> {
+    let (at, len) = s.split_once(',').ok_or("AT_S,FOR_MS: two numbers and a comma")?;
+    let num = |x: &str| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}"));
+    Ok((num(at)?, num(len)?))
 }
 
 /// A fresh scheduler per run: the policy whole, or over `k` sub-clusters.
@@ -94,6 +106,9 @@ pub fn run(a: Args) -> Result<(), String> {
             return Err("--gpus: at least one".into());
         }
         scenario.cluster.backends = g;
+    }
+    if !a.stalls.is_empty() {
+        scenario.set_stalls(&a.stalls).map_err(|e| format!("--stall: {e}"))?;
     }
     let policy = match &a.policy {
         Some(p) => PolicyKind::parse(p).map_err(|e| format!("--policy: {e}"))?,

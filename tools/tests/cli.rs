@@ -45,6 +45,28 @@ fn sim_json_has_the_documented_fields() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("seed 7"), "the seed is printed");
 }
 
+/// `baton sim --stall AT_S,FOR_MS`: the file's run with its host stalled
+/// (Table 4's 30 s file: a 100 ms stall leaves those of its first 75 ms
+/// no time, a few hundred of 160,000); a stall that cannot be is refused,
+/// naming the flag and the key.
+#[test]
+fn sim_stalls_the_host_when_told_and_refuses_a_stall_that_cannot_be() {
+    let file = scenario("table4-resnet50.toml");
+    let bad = |extra: &[&str]| {
+        let out = baton(&[&["sim", &file, "--rate", "3000", "--json"], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["late"].as_u64().unwrap() + v["dropped"].as_u64().unwrap()
+    };
+    let (calm, stalled) = (bad(&[]), bad(&["--stall", "10,100"]));
+    assert!(stalled >= calm + 150, "{calm} bad without the stall, {stalled} with it");
+    for (arg, says) in [("10,0", "stalls[0].for_ms"), ("10", "AT_S,FOR_MS"), ("31.99,50", "after the run's end")] {
+        let out = baton(&["sim", &file, "--rate", "3000", "--stall", arg]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--stall") && err.contains(says), "{arg}: {err}");
+    }
+}
+
 #[test]
 fn find_goodput_and_policy_override() {
     let out =

@@ -223,6 +223,14 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Replaces the stalls with `(at_s, for_ms)` pairs, checked as
+    /// `[[stalls]]` entries are (`baton sim --stall`).
+    pub fn set_stalls(&mut self, stalls: &[(f64, f64)]) -> Result<(), ScenarioError> {
+        let raw = stalls.iter().map(|&(at_s, for_ms)| raw::RawStall { at_s, for_ms }).collect();
+        self.stalls = parse_stalls(raw, self.warmup + self.duration)?;
+        Ok(())
+    }
+
     /// Why this scenario cannot run `policy`, if it cannot: the partition
     /// policies need measured partition profiles for every model.
     pub fn supports(&self, policy: PolicyKind) -> Result<(), String> {
@@ -428,6 +436,10 @@ exec_ms = "bimodal:10,1,30,2,0.7"
         good().push("stalls", &stall(1.0, 5.0)).push("stalls", &stall(1.004, 1.0)).rejected_at("stalls[1].at_s");
         good().push("stalls", &stall(3.9, 200.0)).rejected_at("stalls[0].for_ms");
         good().push("stalls", &stall(1e5, 1.0)).rejected_at("stalls[0].for_ms");
+        let mut s = good().scenario();
+        s.set_stalls(&[(1.0, 2.0)]).unwrap();
+        assert_eq!(s.stalls, vec![Stall { from: ms(1000.0), to: ms(1002.0) }]);
+        assert!(s.set_stalls(&[(1.0, 2.0), (1.001, 1.0)]).unwrap_err().to_string().contains("stalls[1].at_s"));
         good().push("stalls", "at_s = 1.0\nms = 3").rejected_at("ms");
     }
 }
