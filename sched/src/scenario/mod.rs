@@ -53,10 +53,11 @@ pub struct SimKnobs {
 /// scheduler, frontends and the hosts of its backends stop, the GPUs run
 /// on. What falls within it — arrivals, completions, timers — is handled
 /// at `to`, in order, each arrival keeping its own deadline and each
-/// answer leaving at `to`. The engine pauses its scheduler's shard so
-/// (`runtime/stall.rs`); the simulator holds its clock (`sim/mod.rs`).
-/// A policy with no margin can collapse after one: measured here, the
-/// engine's host pauses for a few milliseconds now and then.
+/// answer leaving at `to`: the simulator holds its clock (`sim/mod.rs`),
+/// the engine's scheduler-side shards sleep through it
+/// (`core/src/runtime/stall.rs`). A policy with no margin can collapse
+/// after one, and this project's VM pauses the engine for milliseconds
+/// now and then (`perf/results/stalls.txt`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stall {
     pub from: Nanos,
