@@ -518,6 +518,10 @@ pub fn take_socket(stream: glommio::net::TcpStream) -> std::io::Result<OwnedFd> 
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Steps of 1 ms a stopping shard gives its sockets to send what they hold
+/// (`close_all`).
+const CLOSE_STEPS: usize = 100;
+
 /// Closes every connection on the ring in `sockets` when its shard stops:
 /// each closed, what each holds sent for `CLOSE_STEPS` steps of 1 ms at
 /// most (a peer that reads slowly loses the rest), then every socket
@@ -541,8 +545,6 @@ pub async fn close_all(sockets: &std::cell::RefCell<Sockets>) {
         }
     }
 }
-
-const CLOSE_STEPS: usize = 100;
 
 impl Drop for Sockets {
     /// The kernel may still write into a slot's buffer or read a send's
